@@ -1,0 +1,85 @@
+"""The one exception tree of secure_serde.
+
+Callers that only want to know "could this row be read?" catch
+`DecryptionError`; every refusal on the read path derives from it, so a
+single ``except`` covers tampering, truncation, unknown keys and refused
+plaintext alike. Messages name ids and cipher names, never key bytes or
+plaintext.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigurationError",
+    "DecryptionError",
+    "EncryptionError",
+    "PickleRefusedError",
+    "PlaintextRefusedError",
+    "RetiredKeyError",
+    "SecretPicklingError",
+    "SecureSerdeError",
+    "UnknownCipherError",
+    "UnknownKeyError",
+]
+
+
+class SecureSerdeError(Exception):
+    """Root of every error raised by secure_serde."""
+
+
+class ConfigurationError(SecureSerdeError, ValueError):
+    """A key, cipher or serializer was built with bad arguments.
+
+    Raised at construction time, so a bad key never survives until the
+    first checkpoint write.
+    """
+
+
+class EncryptionError(SecureSerdeError):
+    """A value could not be encrypted; nothing was written."""
+
+
+class DecryptionError(SecureSerdeError):
+    """A stored value could not be authenticated or decrypted.
+
+    The base class is raised, with a deliberately vague message, for
+    tampering, truncation, a wrong key and malformed headers: telling an
+    attacker which check failed helps only the attacker.
+    """
+
+
+class PlaintextRefusedError(DecryptionError):
+    """A row carries no cipher suffix and plaintext reads are not enabled."""
+
+
+class UnknownCipherError(DecryptionError):
+    """The cipher name in a row's type tag is not configured here."""
+
+    def __init__(self, message: str, *, cipher_name: str) -> None:
+        super().__init__(message)
+        self.cipher_name = cipher_name
+
+
+class UnknownKeyError(DecryptionError):
+    """The key id in a ciphertext header is not in the configured keys."""
+
+    def __init__(self, message: str, *, key_id: str) -> None:
+        super().__init__(message)
+        self.key_id = key_id
+
+
+class RetiredKeyError(UnknownKeyError):
+    """The key id is known but retired: it may no longer decrypt."""
+
+
+class PickleRefusedError(DecryptionError):
+    """A ``pickle`` row whose type tag is not authenticated was refused.
+
+    Plaintext pickle rows and rows of langgraph's built-in format (which
+    does not bind the type tag) could have been relabelled by anyone with
+    write access to the store, and unpickling them runs their code.
+    """
+
+
+class SecretPicklingError(SecureSerdeError, TypeError):
+    """An object holding key material refused to be pickled or copied."""

@@ -1,0 +1,235 @@
+"""`EncryptedSerializer`: langgraph's ``SerializerProtocol``, authenticated and strict.
+
+Type tags keep langgraph's ``"{inner}+{cipher}"`` shape. The cipher name is
+split off the right-hand end, so inner serializers whose own tags contain
+``+`` (``msgpack+zlib``) compose. On read, nothing reaches the inner
+serializer before the cipher has authenticated it together with the inner
+tag, except plaintext rows under the explicit ``allow_plaintext`` switch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any, Final
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from secure_serde._errors import (
+    ConfigurationError,
+    PickleRefusedError,
+    PlaintextRefusedError,
+    UnknownCipherError,
+)
+from secure_serde._keys import ENV_VAR
+from secure_serde._langgraph import register_allowlist_wrapper
+from secure_serde._primitives import MODE_EAX, Backend
+from secure_serde.ciphers._env import EnvKeyCipher
+from secure_serde.ciphers._protocol import BoundCipher
+
+__all__ = ["EncryptedSerializer"]
+
+logger = logging.getLogger("secure_serde")
+
+_PICKLE: Final = "pickle"
+_PLAINTEXT_LOG_INTERVAL: Final = 60.0
+
+
+class _PlaintextReadLog:
+    """Logs plaintext reads at most once per interval, with a count, per serializer."""
+
+    def __init__(self, interval: float) -> None:
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._last = float("-inf")
+        self._unlogged = 0
+
+    def record(self, type_tag: str) -> None:
+        with self._lock:
+            self._unlogged += 1
+            now = time.monotonic()
+            if now - self._last < self._interval:
+                return
+            count, self._unlogged, self._last = self._unlogged, 0, now
+        logger.warning(
+            "secure_serde read %d plaintext row(s) (latest type %r) because"
+            " allow_plaintext=True; rewrap the store and turn it off",
+            count,
+            type_tag,
+        )
+
+
+def _has_pickle(type_tag: str) -> bool:
+    return _PICKLE in type_tag.split("+")
+
+
+class EncryptedSerializer:
+    """Encrypts every value the inner serializer produces, and refuses what it did not.
+
+    Args:
+        cipher: encrypts new values. Any secure_serde cipher (`BoundCipher`).
+        serde: the inner serializer; ``None`` means a fresh
+            ``JsonPlusSerializer()`` for this instance.
+        allow_plaintext: read rows that carry no cipher suffix, for a
+            migration from an unencrypted store. Each read is logged
+            (rate-limited). Plaintext ``pickle`` rows are refused even then.
+        decrypt_only: further ciphers used only to read, picked by the
+            cipher name in the type tag, while moving between cipher kinds.
+        allow_legacy_pickle: unpickle ``pickle+aes`` rows of langgraph's
+            built-in format. Their type tag is not authenticated, so anyone
+            able to write the store can turn a stored ``bytes`` value into a
+            pickle; leave this off unless you must read such rows to rewrap.
+    """
+
+    __slots__ = ("_allow_legacy_pickle", "_allow_plaintext", "_cipher", "_decryptors",
+                 "_plaintext_log", "_serde")
+
+    def __init__(
+        self,
+        cipher: BoundCipher,
+        serde: SerializerProtocol | None = None,
+        *,
+        allow_plaintext: bool = False,
+        decrypt_only: Iterable[BoundCipher] = (),
+        allow_legacy_pickle: bool = False,
+    ) -> None:
+        decryptors: dict[str, BoundCipher] = {}
+        for candidate in (cipher, *decrypt_only):
+            if not isinstance(candidate, BoundCipher):
+                raise ConfigurationError(
+                    f"{type(candidate).__name__} does not bind the type tag; use a cipher"
+                    " from secure_serde.ciphers (or implement BoundCipher)"
+                )
+            for name in sorted(candidate.cipher_names):
+                if name in decryptors:
+                    raise ConfigurationError(
+                        f"two ciphers both read cipher name {name!r}; combine their keys"
+                        " in one keyring instead"
+                    )
+                decryptors[name] = candidate
+        self._cipher = cipher
+        self._serde: SerializerProtocol = JsonPlusSerializer() if serde is None else serde
+        self._decryptors = decryptors
+        self._allow_plaintext = allow_plaintext
+        self._allow_legacy_pickle = allow_legacy_pickle
+        self._plaintext_log = _PlaintextReadLog(_PLAINTEXT_LOG_INTERVAL)
+
+    @property
+    def cipher(self) -> BoundCipher:
+        return self._cipher
+
+    @property
+    def serde(self) -> SerializerProtocol:
+        return self._serde
+
+    @property
+    def decrypt_ciphers(self) -> tuple[BoundCipher, ...]:
+        """Every cipher that reads, the encrypting one first."""
+        return tuple(dict.fromkeys(self._decryptors.values()))
+
+    @classmethod
+    def from_pycryptodome_aes(
+        cls,
+        serde: SerializerProtocol | None = None,
+        *,
+        allow_plaintext: bool = False,
+        backend: Backend = "auto",
+        **kwargs: Any,
+    ) -> EncryptedSerializer:
+        """Drop-in for langgraph's ``EncryptedSerializer.from_pycryptodome_aes``.
+
+        Takes the key from ``key=`` or ``LANGGRAPH_AES_KEY`` as langgraph
+        does, reads the rows langgraph's version wrote under that key and
+        ``mode=`` (EAX when omitted), and writes format v1 with AES-256-GCM,
+        through OpenSSL when ``cryptography`` is installed.
+        """
+        key = kwargs.pop("key", None)
+        mode = kwargs.pop("mode", None)
+        if kwargs:
+            raise ConfigurationError(
+                f"unsupported argument(s) {', '.join(sorted(kwargs))}; accepted are key= and mode="
+            )
+        cipher = EnvKeyCipher(
+            key,
+            legacy_mode=MODE_EAX if mode is None else mode,
+            backend=backend,
+            env_var=ENV_VAR,
+        )
+        return cls(cipher, serde, allow_plaintext=allow_plaintext)
+
+    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        type_tag, data = self._serde.dumps_typed(obj)
+        cipher_name, ciphertext = self._cipher.encrypt_bound(data, type_tag)
+        return f"{type_tag}+{cipher_name}", ciphertext
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        type_tag, payload = data
+        inner, plus, cipher_name = type_tag.rpartition("+")
+        if not plus:
+            return self._load_plaintext(type_tag, payload)
+        cipher = self._decryptors.get(cipher_name)
+        if cipher is None:
+            raise UnknownCipherError(
+                f"no configured cipher reads cipher name {cipher_name!r}",
+                cipher_name=cipher_name,
+            )
+        if (
+            not self._allow_legacy_pickle
+            and _has_pickle(inner)
+            and not cipher.binds_context(cipher_name)
+        ):
+            raise PickleRefusedError(
+                f"refusing to unpickle a {cipher_name!r} row: that format does not"
+                " authenticate its type tag (see allow_legacy_pickle)"
+            )
+        plaintext = cipher.decrypt_bound(cipher_name, payload, inner)
+        return self._serde.loads_typed((inner, plaintext))
+
+    def _load_plaintext(self, type_tag: str, payload: bytes) -> Any:
+        if not self._allow_plaintext:
+            raise PlaintextRefusedError(
+                f"refusing an unencrypted {type_tag!r} row (allow_plaintext=False)"
+            )
+        if _has_pickle(type_tag):
+            raise PickleRefusedError("refusing an unencrypted pickle row, even with allow_plaintext")
+        self._plaintext_log.record(type_tag)
+        return self._serde.loads_typed((type_tag, payload))
+
+    def with_msgpack_allowlist(self, extra_allowlist: Iterable[tuple[str, ...] | type]) -> Any:
+        """Apply a compiled graph's msgpack allowlist to the inner serializer.
+
+        Called by ``BaseCheckpointSaver.with_allowlist`` under
+        ``LANGGRAPH_STRICT_MSGPACK``; returns a new serializer with the same
+        ciphers, or ``self`` when nothing changes.
+        """
+        hook = getattr(self._serde, "with_msgpack_allowlist", None)
+        if hook is None:
+            logger.warning(
+                "inner serializer %s does not support a msgpack allowlist; strict msgpack"
+                " is not enforced by it",
+                type(self._serde).__name__,
+            )
+            return self
+        inner = hook(extra_allowlist)
+        if inner is self._serde:
+            return self
+        clone = EncryptedSerializer.__new__(EncryptedSerializer)
+        clone._cipher = self._cipher
+        clone._serde = inner
+        clone._decryptors = self._decryptors
+        clone._allow_plaintext = self._allow_plaintext
+        clone._allow_legacy_pickle = self._allow_legacy_pickle
+        clone._plaintext_log = self._plaintext_log
+        return clone
+
+    def __repr__(self) -> str:
+        return (
+            f"EncryptedSerializer(cipher={self._cipher!r}, serde={type(self._serde).__name__},"
+            f" allow_plaintext={self._allow_plaintext})"
+        )
+
+
+register_allowlist_wrapper(EncryptedSerializer)

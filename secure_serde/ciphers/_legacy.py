@@ -1,0 +1,58 @@
+"""Reader for rows written by langgraph's built-in ``from_pycryptodome_aes`` cipher.
+
+Those rows carry cipher name ``aes`` and this layout, with no header,
+version, key id or associated data::
+
+    nonce (16) | tag (16) | ciphertext
+
+Because nothing binds their type tag, `EncryptedSerializer` refuses to
+unpickle them (see ``allow_legacy_pickle``). They are only ever read; new
+rows are always format v1.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from secure_serde._errors import ConfigurationError, DecryptionError
+from secure_serde._primitives import LEGACY_MODES, Buffer, SecretHolder, legacy_open
+
+__all__ = ["LEGACY_CIPHER_NAME", "LegacyAesReader"]
+
+LEGACY_CIPHER_NAME: Final = "aes"
+_NONCE_SIZE: Final = 16
+_TAG_SIZE: Final = 16
+
+
+class LegacyAesReader(SecretHolder):
+    """Decrypts langgraph built-in rows under one key and AES mode."""
+
+    __slots__ = ("_key", "_mode")
+
+    def __init__(self, key: bytes, mode: int) -> None:
+        if mode not in LEGACY_MODES:
+            raise ConfigurationError(
+                f"mode={mode!r}: langgraph's built-in cipher only ever wrote readable rows"
+                " with AES.MODE_EAX (the default) or AES.MODE_GCM"
+            )
+        self._key = key
+        self._mode = mode
+
+    @property
+    def mode(self) -> int:
+        return self._mode
+
+    def open(self, blob: Buffer) -> bytes:
+        view = memoryview(blob)
+        if len(view) < _NONCE_SIZE + _TAG_SIZE:
+            raise DecryptionError("ciphertext is truncated")
+        return legacy_open(
+            self._key,
+            self._mode,
+            bytes(view[:_NONCE_SIZE]),
+            bytes(view[_NONCE_SIZE : _NONCE_SIZE + _TAG_SIZE]),
+            bytes(view[_NONCE_SIZE + _TAG_SIZE :]),
+        )
+
+    def __repr__(self) -> str:
+        return f"<LegacyAesReader mode={self._mode}>"

@@ -1,0 +1,38 @@
+"""What a secure_serde cipher offers on top of langgraph's `CipherProtocol`."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from secure_serde._primitives import Buffer
+
+__all__ = ["BoundCipher"]
+
+
+@runtime_checkable
+class BoundCipher(Protocol):
+    """A cipher that binds a context, the inner type tag, into its ciphertexts.
+
+    ``encrypt``/``decrypt`` keep langgraph's `CipherProtocol` signatures, so
+    every secure_serde cipher also works alone or inside langgraph's own
+    ``EncryptedSerializer``; they bind an empty context. `EncryptedSerializer`
+    uses the ``*_bound`` pair, so that a stored value cannot be moved under
+    another type tag.
+    """
+
+    @property
+    def cipher_names(self) -> frozenset[str]:
+        """Every cipher name this object can decrypt; the first in `encrypt`."""
+        ...
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]: ...
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes: ...
+
+    def encrypt_bound(self, plaintext: Buffer, context: str) -> tuple[str, bytes]: ...
+
+    def decrypt_bound(self, ciphername: str, ciphertext: Buffer, context: str) -> bytes: ...
+
+    def binds_context(self, ciphername: str) -> bool:
+        """False for formats whose ciphertext does not authenticate the context."""
+        ...
