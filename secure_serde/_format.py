@@ -96,26 +96,23 @@ def build_aad(header: bytes, cipher_name: bytes, context: bytes) -> bytes:
     return header + struct.pack("B", len(cipher_name)) + cipher_name + context
 
 
-def split(blob: Buffer) -> tuple[bytes, bytes, memoryview]:
+def split(blob: Buffer) -> tuple[bytes, bytes, Buffer]:
     """Split a v1 ciphertext into (header, nonce, ciphertext-and-tag).
 
     Checks the length and version before any slicing, so a truncated or
     foreign blob raises `DecryptionError` rather than reaching AES.
     """
-    view = memoryview(blob)
-    if len(view) < OVERHEAD:
+    if len(blob) < OVERHEAD:
         raise DecryptionError("ciphertext is truncated")
-    if view[0] != VERSION:
-        raise DecryptionError(f"unsupported ciphertext format version {view[0]}")
-    return bytes(view[:HEADER_SIZE]), bytes(view[HEADER_SIZE:PREFIX_SIZE]), view[PREFIX_SIZE:]
+    if blob[0] != VERSION:
+        raise DecryptionError(f"unsupported ciphertext format version {blob[0]}")
+    return bytes(blob[:HEADER_SIZE]), bytes(blob[HEADER_SIZE:PREFIX_SIZE]), blob[PREFIX_SIZE:]
 
 
 def parse_header(blob: Buffer) -> HeaderV1:
     """Parse a v1 header for inspection; says nothing about authenticity."""
     header, nonce, sealed = split(blob)
-    return HeaderV1(
-        version=header[0], key_id=header[1:], nonce=nonce, sealed_size=len(sealed)
-    )
+    return HeaderV1(version=header[0], key_id=header[1:], nonce=nonce, sealed_size=len(sealed))
 
 
 def unknown_key(key_id: bytes) -> UnknownKeyError:

@@ -72,7 +72,9 @@ def parse_key(value: str | bytes, *, source: str = "key") -> bytes:
         try:
             decoded = base64.b64decode(value[len(ENCODED_PREFIX) :], validate=True)
         except (binascii.Error, ValueError):
-            raise ConfigurationError(f"{source} is not valid base64 after {ENCODED_PREFIX!r}") from None
+            raise ConfigurationError(
+                f"{source} is not valid base64 after {ENCODED_PREFIX!r}"
+            ) from None
         if len(decoded) != FULL_ENTROPY_SIZE:
             raise ConfigurationError(
                 f"{source} must encode {FULL_ENTROPY_SIZE} bytes after {ENCODED_PREFIX!r},"

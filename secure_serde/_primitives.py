@@ -9,12 +9,13 @@ and is wire-identical, which the tests check in both directions.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final, Literal, NoReturn, Protocol, TypeAlias
 
 from secure_serde._errors import ConfigurationError, DecryptionError, SecretPicklingError
 
-# JsonPlus hands over ``bytearray`` values as they are, and readers slice
-# with memoryview to avoid copying large blobs.
+# JsonPlus hands ``bytearray`` values over as they are, and savers may
+# return memoryviews: every layer accepts any of the three.
 Buffer: TypeAlias = bytes | bytearray | memoryview
 
 __all__ = [
@@ -25,9 +26,9 @@ __all__ = [
     "MODE_EAX",
     "MODE_GCM",
     "AesGcm",
-    "SecretHolder",
     "Backend",
     "Buffer",
+    "SecretHolder",
     "available_backends",
     "hkdf_sha256",
     "legacy_open",
@@ -82,9 +83,7 @@ class SecretHolder:
     __slots__ = ()
 
     def __reduce_ex__(self, protocol: Any) -> NoReturn:
-        raise SecretPicklingError(
-            f"{type(self).__name__} holds key material and cannot be pickled"
-        )
+        raise SecretPicklingError(f"{type(self).__name__} holds key material and cannot be pickled")
 
     def __copy__(self) -> Any:
         return self
@@ -119,24 +118,30 @@ def _resolve(backend: Backend) -> str:
 
 
 class AesGcm(Protocol):
-    """AES-GCM with a 96-bit nonce and a 128-bit tag appended to the ciphertext."""
+    """AES-GCM with a 96-bit nonce and a 128-bit tag appended to the ciphertext.
+
+    ``seal(nonce, plaintext, aad)`` returns ciphertext and tag;
+    ``open(nonce, sealed, aad)`` returns the plaintext or raises
+    `DecryptionError`. ``seal`` is an attribute rather than a method so the
+    OpenSSL backend can expose the C function itself on the write path.
+    """
 
     backend: str
-
-    def seal(self, nonce: bytes, plaintext: Buffer, aad: bytes) -> bytes: ...
+    seal: Callable[[bytes, Buffer, bytes], bytes]
 
     def open(self, nonce: bytes, sealed: Buffer, aad: bytes) -> bytes: ...
 
 
 class _OpenSslAesGcm(SecretHolder):
-    __slots__ = ("_aead", "backend")
+    __slots__ = ("_aead", "backend", "seal")
+
+    backend: str
+    seal: Callable[[bytes, Buffer, bytes], bytes]
 
     def __init__(self, key: bytes) -> None:
         self.backend = "cryptography"
         self._aead = _AESGCM(key)
-
-    def seal(self, nonce: bytes, plaintext: Buffer, aad: bytes) -> bytes:
-        return self._aead.encrypt(nonce, plaintext, aad)
+        self.seal = self._aead.encrypt
 
     def open(self, nonce: bytes, sealed: Buffer, aad: bytes) -> bytes:
         try:
@@ -146,13 +151,17 @@ class _OpenSslAesGcm(SecretHolder):
 
 
 class _PycryptodomeAesGcm(SecretHolder):
-    __slots__ = ("_key", "backend")
+    __slots__ = ("_key", "backend", "seal")
+
+    backend: str
+    seal: Callable[[bytes, Buffer, bytes], bytes]
 
     def __init__(self, key: bytes) -> None:
         self.backend = "pycryptodome"
         self._key = key
+        self.seal = self._seal
 
-    def seal(self, nonce: bytes, plaintext: Buffer, aad: bytes) -> bytes:
+    def _seal(self, nonce: bytes, plaintext: Buffer, aad: bytes) -> bytes:
         cipher = _PyAES.new(self._key, _PyAES.MODE_GCM, nonce=nonce, mac_len=GCM_TAG_SIZE)
         cipher.update(aad)
         ciphertext, tag = cipher.encrypt_and_digest(plaintext)
@@ -207,8 +216,12 @@ def legacy_open(
     if mode not in LEGACY_MODES:
         raise ConfigurationError(f"AES mode {mode} never produced readable langgraph rows")
     try:
-        cipher = _PyAES.new(key, mode, nonce=nonce)
-        cipher.update(aad)
-        return bytes(cipher.decrypt_and_verify(ciphertext, tag))
+        if mode == MODE_EAX:
+            eax = _PyAES.new(key, _PyAES.MODE_EAX, nonce=nonce)
+            eax.update(aad)
+            return bytes(eax.decrypt_and_verify(ciphertext, tag))
+        gcm = _PyAES.new(key, _PyAES.MODE_GCM, nonce=nonce)
+        gcm.update(aad)
+        return bytes(gcm.decrypt_and_verify(ciphertext, tag))
     except ValueError:
         raise DecryptionError(_AUTH_FAILED) from None

@@ -84,8 +84,15 @@ class EncryptedSerializer:
             pickle; leave this off unless you must read such rows to rewrap.
     """
 
-    __slots__ = ("_allow_legacy_pickle", "_allow_plaintext", "_cipher", "_decryptors",
-                 "_plaintext_log", "_serde")
+    __slots__ = (
+        "_allow_legacy_pickle",
+        "_allow_plaintext",
+        "_cipher",
+        "_decryptors",
+        "_encrypt",
+        "_plaintext_log",
+        "_serde",
+    )
 
     def __init__(
         self,
@@ -96,7 +103,7 @@ class EncryptedSerializer:
         decrypt_only: Iterable[BoundCipher] = (),
         allow_legacy_pickle: bool = False,
     ) -> None:
-        decryptors: dict[str, BoundCipher] = {}
+        decryptors: dict[str, tuple[BoundCipher, bool]] = {}
         for candidate in (cipher, *decrypt_only):
             if not isinstance(candidate, BoundCipher):
                 raise ConfigurationError(
@@ -109,8 +116,9 @@ class EncryptedSerializer:
                         f"two ciphers both read cipher name {name!r}; combine their keys"
                         " in one keyring instead"
                     )
-                decryptors[name] = candidate
+                decryptors[name] = (candidate, candidate.binds_context(name))
         self._cipher = cipher
+        self._encrypt = cipher.encrypt_bound
         self._serde: SerializerProtocol = JsonPlusSerializer() if serde is None else serde
         self._decryptors = decryptors
         self._allow_plaintext = allow_plaintext
@@ -128,7 +136,7 @@ class EncryptedSerializer:
     @property
     def decrypt_ciphers(self) -> tuple[BoundCipher, ...]:
         """Every cipher that reads, the encrypting one first."""
-        return tuple(dict.fromkeys(self._decryptors.values()))
+        return tuple(dict.fromkeys(cipher for cipher, _ in self._decryptors.values()))
 
     @classmethod
     def from_pycryptodome_aes(
@@ -162,7 +170,7 @@ class EncryptedSerializer:
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         type_tag, data = self._serde.dumps_typed(obj)
-        cipher_name, ciphertext = self._cipher.encrypt_bound(data, type_tag)
+        cipher_name, ciphertext = self._encrypt(data, type_tag)
         return f"{type_tag}+{cipher_name}", ciphertext
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
@@ -170,17 +178,14 @@ class EncryptedSerializer:
         inner, plus, cipher_name = type_tag.rpartition("+")
         if not plus:
             return self._load_plaintext(type_tag, payload)
-        cipher = self._decryptors.get(cipher_name)
-        if cipher is None:
+        entry = self._decryptors.get(cipher_name)
+        if entry is None:
             raise UnknownCipherError(
                 f"no configured cipher reads cipher name {cipher_name!r}",
                 cipher_name=cipher_name,
             )
-        if (
-            not self._allow_legacy_pickle
-            and _has_pickle(inner)
-            and not cipher.binds_context(cipher_name)
-        ):
+        cipher, binds_tag = entry
+        if not binds_tag and not self._allow_legacy_pickle and _has_pickle(inner):
             raise PickleRefusedError(
                 f"refusing to unpickle a {cipher_name!r} row: that format does not"
                 " authenticate its type tag (see allow_legacy_pickle)"
@@ -194,7 +199,9 @@ class EncryptedSerializer:
                 f"refusing an unencrypted {type_tag!r} row (allow_plaintext=False)"
             )
         if _has_pickle(type_tag):
-            raise PickleRefusedError("refusing an unencrypted pickle row, even with allow_plaintext")
+            raise PickleRefusedError(
+                "refusing an unencrypted pickle row, even with allow_plaintext"
+            )
         self._plaintext_log.record(type_tag)
         return self._serde.loads_typed((type_tag, payload))
 
@@ -218,6 +225,7 @@ class EncryptedSerializer:
             return self
         clone = EncryptedSerializer.__new__(EncryptedSerializer)
         clone._cipher = self._cipher
+        clone._encrypt = self._encrypt
         clone._serde = inner
         clone._decryptors = self._decryptors
         clone._allow_plaintext = self._allow_plaintext

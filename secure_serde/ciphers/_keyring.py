@@ -73,7 +73,10 @@ class Keyring(SecretHolder):
         return aad
 
     def seal(self, plaintext: Buffer, context: str) -> bytes:
-        return self.seal_with_nonce(plaintext, context, os.urandom(GCM_NONCE_SIZE))
+        # The hot path of every checkpoint write: kept flat on purpose.
+        nonce = os.urandom(GCM_NONCE_SIZE)
+        aad = self._aad_cache.get(context) or self._primary_aad(context)
+        return self._primary_header + nonce + self._primary.aead.seal(nonce, plaintext, aad)
 
     def seal_with_nonce(self, plaintext: Buffer, context: str, nonce: bytes) -> bytes:
         """`seal` with a caller-chosen nonce: for frozen test vectors only.
@@ -84,10 +87,13 @@ class Keyring(SecretHolder):
         if len(nonce) != GCM_NONCE_SIZE:
             raise ValueError("GCM nonces are 12 bytes")
         sealed = self._primary.aead.seal(nonce, plaintext, self._primary_aad(context))
-        return b"".join((self._primary_header, nonce, sealed))
+        return self._primary_header + nonce + sealed
 
     def open(self, blob: Buffer, context: str) -> bytes:
         header, nonce, sealed = _format.split(blob)
+        if header == self._primary_header:
+            aad = self._aad_cache.get(context) or self._primary_aad(context)
+            return self._primary.aead.open(nonce, sealed, aad)
         key_id = header[1:]
         key = self._by_id.get(key_id)
         if key is None:
@@ -96,10 +102,7 @@ class Keyring(SecretHolder):
             hex_id = _format.key_id_hex(key_id)
             label = f" ({key.label})" if key.label else ""
             raise RetiredKeyError(f"key {hex_id}{label} is retired", key_id=hex_id)
-        if header == self._primary_header:
-            aad = self._primary_aad(context)
-        else:
-            aad = _format.build_aad(header, self._name, context.encode("utf-8"))
+        aad = _format.build_aad(header, self._name, context.encode("utf-8"))
         return key.aead.open(nonce, sealed, aad)
 
     def __repr__(self) -> str:

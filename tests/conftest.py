@@ -1,0 +1,19 @@
+"""Shared fixtures. Service fixtures (PostgreSQL, KMS) live in fixtures_services.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+pytest_plugins = ("tests.fixtures_services",)
+
+# A raw 32-character key, the form langgraph's own LANGGRAPH_AES_KEY takes.
+RAW_KEY = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.fixture
+def env_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Set LANGGRAPH_AES_KEY to a raw 32-character key for one test."""
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", RAW_KEY)
+    yield RAW_KEY
