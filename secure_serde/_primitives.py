@@ -144,6 +144,9 @@ class _OpenSslAesGcm(SecretHolder):
         self.seal = self._aead.encrypt
 
     def open(self, nonce: bytes, sealed: Buffer, aad: bytes) -> bytes:
+        # OpenSSL accepts 8..128-byte nonces; v1 has exactly 12, so refuse the rest.
+        if len(nonce) != GCM_NONCE_SIZE:
+            raise DecryptionError(_AUTH_FAILED)
         try:
             return self._aead.decrypt(nonce, sealed, aad)
         except _InvalidTag:
@@ -162,6 +165,8 @@ class _PycryptodomeAesGcm(SecretHolder):
         self.seal = self._seal
 
     def _seal(self, nonce: bytes, plaintext: Buffer, aad: bytes) -> bytes:
+        if len(nonce) != GCM_NONCE_SIZE:
+            raise ValueError("GCM nonces are 12 bytes")
         cipher = _PyAES.new(self._key, _PyAES.MODE_GCM, nonce=nonce, mac_len=GCM_TAG_SIZE)
         cipher.update(aad)
         ciphertext, tag = cipher.encrypt_and_digest(plaintext)
@@ -169,7 +174,7 @@ class _PycryptodomeAesGcm(SecretHolder):
 
     def open(self, nonce: bytes, sealed: Buffer, aad: bytes) -> bytes:
         view = memoryview(sealed)
-        if len(view) < GCM_TAG_SIZE:
+        if len(nonce) != GCM_NONCE_SIZE or len(view) < GCM_TAG_SIZE:
             raise DecryptionError(_AUTH_FAILED)
         cipher = _PyAES.new(self._key, _PyAES.MODE_GCM, nonce=nonce, mac_len=GCM_TAG_SIZE)
         cipher.update(aad)
