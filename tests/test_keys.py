@@ -1,0 +1,64 @@
+"""Key forms, derivation and ids."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from secure_serde import ConfigurationError, generate_encoded_key
+from secure_serde._keys import Key, parse_key
+from secure_serde.ciphers import EnvKeyCipher
+
+
+@pytest.mark.parametrize("length", [16, 24, 32])
+def test_raw_text_keys_mean_their_utf8_bytes_as_in_langgraph(length: int) -> None:
+    text = "é" * (length // 2)  # two UTF-8 bytes a character, as langgraph counts bytes
+    assert parse_key(text) == text.encode()
+
+
+def test_encoded_keys_decode_to_32_bytes() -> None:
+    encoded = generate_encoded_key()
+    assert encoded.startswith("base64:")
+    assert len(encoded) == 51
+    assert parse_key(encoded) == base64.b64decode(encoded[7:])
+    assert generate_encoded_key() != encoded
+
+
+def test_a_raw_key_that_looks_encoded_stays_raw() -> None:
+    raw = "base64:" + "A" * 25  # 32 characters: langgraph would read it raw
+    assert parse_key(raw) == raw.encode()
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "base64:" + base64.b64encode(b"k" * 16).decode(),  # full-entropy form is 32 bytes only
+        "base64:" + "*" * 44,
+        "",
+        "x" * 31,
+        b"x" * 31,
+    ],
+)
+def test_malformed_keys_are_refused(value: str | bytes) -> None:
+    with pytest.raises(ConfigurationError):
+        parse_key(value)
+
+
+def test_key_ids_depend_on_the_key_only() -> None:
+    a = Key.derive(b"a" * 32, label="one")
+    assert Key.derive(b"a" * 32, label="two").key_id == a.key_id
+    assert Key.derive(b"a" * 32, backend="pycryptodome").key_id == a.key_id
+    assert Key.derive(b"b" * 32).key_id != a.key_id
+    assert EnvKeyCipher(key=b"a" * 32).key_id == a.key_id_hex
+
+
+def test_env_key_is_read_once_at_construction(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "a" * 32)
+    cipher = EnvKeyCipher()
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "b" * 32)
+    assert cipher.key_id == Key.derive(b"a" * 32).key_id_hex
+
+
+def test_same_text_key_in_raw_and_bytes_form_is_one_key() -> None:
+    assert EnvKeyCipher(key="k" * 16).key_id == EnvKeyCipher(key=b"k" * 16).key_id
