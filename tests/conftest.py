@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 pytest_plugins = ("tests.fixtures_services",)
@@ -13,7 +11,7 @@ RAW_KEY = "0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture
-def env_key(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def env_key(monkeypatch: pytest.MonkeyPatch) -> str:
     """Set LANGGRAPH_AES_KEY to a raw 32-character key for one test."""
     monkeypatch.setenv("LANGGRAPH_AES_KEY", RAW_KEY)
-    yield RAW_KEY
+    return RAW_KEY

@@ -57,7 +57,7 @@ def test_gcm_rows_need_the_gcm_mode() -> None:
 def test_modes_whose_rows_langgraph_itself_cannot_read_are_refused(mode: int) -> None:
     builtin = BuiltinSerializer.from_pycryptodome_aes(key=b"k" * 16, mode=mode)
     row = builtin.dumps_typed({"a": 1})
-    with pytest.raises(ValueError, match="(?i)nonce"):
+    with pytest.raises(ValueError, match=r"(?i)nonce"):
         builtin.loads_typed(row)
     with pytest.raises(ConfigurationError, match="EAX"):
         EncryptedSerializer.from_pycryptodome_aes(key=b"k" * 16, mode=mode)
