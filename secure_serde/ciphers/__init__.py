@@ -1,7 +1,17 @@
 """Ciphers: each satisfies langgraph's ``CipherProtocol`` and secure_serde's `BoundCipher`."""
 
 from secure_serde.ciphers._env import EnvKeyCipher
+from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
 from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.ciphers._rotation import KEYRING_FILE_VAR, KeyRotationCipher
 
-__all__ = ["LEGACY_CIPHER_NAME", "BoundCipher", "EnvKeyCipher", "LegacyAesReader"]
+__all__ = [
+    "KEYRING_FILE_VAR",
+    "LEGACY_CIPHER_NAME",
+    "BoundCipher",
+    "EnvKeyCipher",
+    "KeyRotationCipher",
+    "Keyring",
+    "LegacyAesReader",
+]

@@ -1,0 +1,188 @@
+"""`KeyRotationCipher`: a keyring of AES-256-GCM keys with staged rotation.
+
+Rotation follows Tink's order: add a key as decrypt-only and deploy it
+everywhere, promote it to primary, rewrap the store, retire the old key
+(it still resolves by id but refuses to decrypt, so a missed row is named
+instead of silently read), then drop it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from secure_serde import _format
+from secure_serde._errors import ConfigurationError, UnknownCipherError
+from secure_serde._keys import ENV_VAR, Key, parse_key
+from secure_serde._primitives import MODE_EAX, Backend, Buffer, SecretHolder
+from secure_serde.ciphers._keyring import Keyring
+from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
+
+__all__ = ["ENV_KEY_ID", "KEYRING_FILE_VAR", "KeyRotationCipher"]
+
+_V1: Final = _format.CIPHER_NAME
+KEYRING_FILE_VAR: Final = "SECURE_SERDE_KEYRING_FILE"
+# The id `from_env` gives the key in LANGGRAPH_AES_KEY. Ids are labels for
+# people; the header carries the key's derived id, so renaming is harmless.
+ENV_KEY_ID: Final = "env"
+
+
+class KeyRotationCipher(SecretHolder):
+    """Encrypt under the primary key; decrypt with the key whose id the header names.
+
+    Args:
+        keys: key id (a label of your choice) to key, in any form
+            `secure_serde` accepts (16/24/32 bytes, raw text, ``base64:``).
+        primary: the id of the key that encrypts.
+        retired: ids whose rows must no longer be read; they raise
+            `RetiredKeyError` naming the id.
+        legacy_key: the id of the key that langgraph's built-in cipher
+            used, to keep reading its ``+aes`` rows (EAX, or ``legacy_mode``)
+            until the store is rewrapped. Those rows carry no key id, so
+            exactly one key may be named here.
+    """
+
+    __slots__ = ("_ids", "_keyring", "_legacy", "_names")
+
+    def __init__(
+        self,
+        keys: Mapping[str, str | bytes],
+        primary: str,
+        *,
+        retired: Collection[str] = (),
+        legacy_key: str | None = None,
+        legacy_mode: int = MODE_EAX,
+        backend: Backend = "auto",
+    ) -> None:
+        if not keys:
+            raise ConfigurationError("the keyring is empty")
+        if isinstance(retired, str):
+            raise ConfigurationError("retired must be a collection of ids, not one string")
+        for name, label in ((primary, "primary"), (legacy_key, "legacy_key")):
+            if name is not None and name not in keys:
+                raise ConfigurationError(f"{label} {name!r} is not in keys")
+        unknown = sorted(set(retired) - set(keys))
+        if unknown:
+            raise ConfigurationError(f"retired ids {unknown} are not in keys")
+        if primary in retired:
+            raise ConfigurationError(f"the primary key {primary!r} cannot be retired")
+        derived = {
+            key_id: Key.derive(
+                parse_key(value, source=f"key {key_id!r}"), label=key_id, backend=backend
+            )
+            for key_id, value in keys.items()
+        }
+        self._keyring = Keyring(
+            [derived[i] for i in keys if i not in retired],
+            derived[primary],
+            retired=[derived[i] for i in retired],
+        )
+        self._ids = {key.key_id_hex: key_id for key_id, key in derived.items()}
+        self._legacy = (
+            None
+            if legacy_key is None
+            else LegacyAesReader(parse_key(keys[legacy_key]), legacy_mode)
+        )
+        self._names = frozenset([_V1] if self._legacy is None else [_V1, LEGACY_CIPHER_NAME])
+
+    @classmethod
+    def from_env(cls, *, backend: Backend = "auto") -> KeyRotationCipher:
+        """Build the keyring from the environment; see README, "Key rotation".
+
+        ``LANGGRAPH_AES_KEY``, when set, is the key with id ``env`` and the
+        primary unless the keyring file names another. ``SECURE_SERDE_KEYRING_FILE``
+        names a JSON file ``{"primary": id, "keys": {id: key}, "retired": [id],
+        "legacy_key": id}``, every field optional except that some key must
+        exist and a primary must be known.
+        """
+        keys: dict[str, str | bytes] = {}
+        env_value = os.environ.get(ENV_VAR)
+        if env_value is not None:
+            keys[ENV_KEY_ID] = parse_key(env_value, source=ENV_VAR)
+        config: dict[str, Any] = {}
+        path = os.environ.get(KEYRING_FILE_VAR)
+        if path:
+            config = _read_keyring_file(Path(path))
+            for key_id, value in config.get("keys", {}).items():
+                if key_id in keys:
+                    raise ConfigurationError(
+                        f"key id {key_id!r} is reserved for {ENV_VAR}; rename it in the file"
+                    )
+                keys[key_id] = value
+        primary = config.get("primary", ENV_KEY_ID if env_value is not None else None)
+        if primary is None:
+            raise ConfigurationError(
+                f"no primary key: set {ENV_VAR} or name a primary in {KEYRING_FILE_VAR}"
+            )
+        return cls(
+            keys,
+            primary,
+            retired=tuple(config.get("retired", ())),
+            legacy_key=config.get("legacy_key"),
+            backend=backend,
+        )
+
+    @property
+    def cipher_names(self) -> frozenset[str]:
+        return self._names
+
+    @property
+    def keyring(self) -> Keyring:
+        return self._keyring
+
+    @property
+    def primary_key_id(self) -> str:
+        """The printable header id of the primary key."""
+        return self._keyring.primary.key_id_hex
+
+    def label_for(self, key_id_hex: str) -> str | None:
+        """The configured id of the key with this header id, if any."""
+        return self._ids.get(key_id_hex)
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        return _V1, self._keyring.seal(plaintext, "")
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        return self.decrypt_bound(ciphername, ciphertext, "")
+
+    def encrypt_bound(self, plaintext: Buffer, context: str) -> tuple[str, bytes]:
+        return _V1, self._keyring.seal(plaintext, context)
+
+    def decrypt_bound(self, ciphername: str, ciphertext: Buffer, context: str) -> bytes:
+        if ciphername == _V1:
+            return self._keyring.open(ciphertext, context)
+        if ciphername == LEGACY_CIPHER_NAME and self._legacy is not None:
+            return self._legacy.open(ciphertext)
+        raise UnknownCipherError(
+            f"KeyRotationCipher cannot decrypt cipher {ciphername!r}", cipher_name=ciphername
+        )
+
+    def binds_context(self, ciphername: str) -> bool:
+        return ciphername == _V1
+
+    def __repr__(self) -> str:
+        return (
+            f"<KeyRotationCipher primary={self._ids[self.primary_key_id]!r}"
+            f" ({self.primary_key_id}) keys={sorted(self._ids.values())}>"
+        )
+
+
+def _read_keyring_file(path: Path) -> dict[str, Any]:
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read keyring file {path}: {exc.strerror}") from None
+    except ValueError:
+        # The parser's message may quote the file's text, which holds keys.
+        raise ConfigurationError(f"keyring file {path} is not valid JSON") from None
+    if not isinstance(config, dict):
+        raise ConfigurationError(f"keyring file {path} must hold a JSON object")
+    unknown = sorted(set(config) - {"primary", "keys", "retired", "legacy_key"})
+    if unknown:
+        raise ConfigurationError(f"keyring file {path} has unknown fields {unknown}")
+    if not isinstance(config.get("keys", {}), dict):
+        raise ConfigurationError(f"'keys' in keyring file {path} must be an object")
+    return config

@@ -1,0 +1,3 @@
+from secure_serde.cli import main
+
+raise SystemExit(main())
