@@ -42,9 +42,10 @@ class EncryptionError(SecureSerdeError):
 class DecryptionError(SecureSerdeError):
     """A stored value could not be authenticated or decrypted.
 
-    The base class is raised, with a deliberately vague message, for
-    tampering, truncation, a wrong key and malformed headers: telling an
-    attacker which check failed helps only the attacker.
+    The base class is raised for tampering, truncation, a wrong key and
+    malformed headers. Messages say which structural check failed (a short
+    blob, an unknown version) but never why authentication failed: every
+    bad tag, whatever its cause, reads "ciphertext failed authentication".
     """
 
 

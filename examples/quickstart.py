@@ -1,0 +1,317 @@
+"""secure_serde quickstart: an encrypted LangGraph checkpointer on SQLite.
+
+Run it from the repository root:
+
+    python3 -m venv .venv && .venv/bin/pip install -q -e '.[sqlite]'
+    .venv/bin/python examples/quickstart.py
+
+No services and no LLM are needed: the "assistant" below is a deterministic
+function. The demo shows
+
+1. memory across turns on one thread, with every checkpoint encrypted;
+2. that the SQLite file holds only ciphertext for the conversation;
+3. time travel: the thread's history, and a fork from an earlier checkpoint.
+
+The key comes from ``LANGGRAPH_AES_KEY``. When that is unset, a demo key is
+generated into ``examples/.demo/demo.key`` (mode 0600) and reused on later
+runs. That file is for this demo only: keep real keys in a secret manager.
+"""
+
+import os
+import re
+import sqlite3
+import stat
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+try:
+    from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+    from langgraph.graph.state import CompiledStateGraph
+    from langgraph.types import StateSnapshot
+except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier message
+    sys.exit(
+        f"The quickstart needs langgraph and its SQLite saver ({missing}).\n"
+        "Install them with: .venv/bin/pip install -e '.[sqlite]' langgraph"
+    )
+
+import secure_serde
+from secure_serde import ConfigurationError, EncryptedSerializer
+
+KEY_ENV_VAR = "LANGGRAPH_AES_KEY"
+DEMO_DIR = Path(__file__).resolve().parent / ".demo"
+KEY_FILE = DEMO_DIR / "demo.key"
+DB_FILE = DEMO_DIR / "quickstart.sqlite"
+THREAD_ID = "quickstart-thread-1"
+# A word that appears only inside the conversation, never in ids or metadata.
+CODENAME = "BLUEHERON"
+FORK_WORD = "REDKITE"
+
+
+# --------------------------------------------------------------------------- output helpers
+
+
+def heading(title: str) -> None:
+    print()
+    print(f"== {title} " + "=" * max(3, 74 - len(title)))
+
+
+def show_turn(user_text: str, reply: BaseMessage) -> None:
+    print(f"  user      > {user_text}")
+    print(f"  assistant > {reply.content}")
+
+
+# --------------------------------------------------------------------------- the demo key
+
+
+def ensure_key() -> None:
+    """Use LANGGRAPH_AES_KEY if set; otherwise create or reuse the demo key file."""
+    if os.environ.get(KEY_ENV_VAR):
+        print(f"Using the key from {KEY_ENV_VAR} (already set in the environment).")
+        return
+    DEMO_DIR.mkdir(mode=0o700, exist_ok=True)
+    if KEY_FILE.exists():
+        KEY_FILE.chmod(stat.S_IRUSR | stat.S_IWUSR)
+        key = KEY_FILE.read_text(encoding="ascii").strip()
+        action = "Reusing the demo key in"
+    else:
+        key = secure_serde.generate_encoded_key()
+        fd = os.open(KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as handle:
+            handle.write(key + "\n")
+        action = "Generated a new demo key into"
+    os.environ[KEY_ENV_VAR] = key
+    print(f"{KEY_ENV_VAR} is not set. {action} {display(KEY_FILE)} (mode 0600)")
+    print(f"and loaded it into {KEY_ENV_VAR} for this process only.")
+    print("DEMO ONLY: in production, provide the key from your secret manager.")
+
+
+def display(path: Path) -> str:
+    """A path relative to the working directory when possible, for tidy output."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+# --------------------------------------------------------------------------- the graph
+
+
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+NAME_RE = re.compile(r"\bmy name is (\w+)|\bI'm (\w+)", re.IGNORECASE)
+CODENAME_RE = re.compile(r"\bcodename is (\w+)", re.IGNORECASE)
+
+
+def remembered(pattern: re.Pattern[str], turns: list[str]) -> tuple[str, int] | None:
+    """The last value matching ``pattern`` in the user's turns, and how many turns ago."""
+    for age, text in enumerate(reversed(turns)):
+        match = pattern.search(text)
+        if match:
+            return next(group for group in match.groups() if group), age
+    return None
+
+
+def assistant(state: State) -> dict[str, list[AnyMessage]]:
+    """A deterministic stand-in for an LLM: it answers from the thread's history alone."""
+    turns = [str(m.content) for m in state["messages"] if isinstance(m, HumanMessage)]
+    question = turns[-1].lower()
+    name = remembered(NAME_RE, turns)
+    codename = remembered(CODENAME_RE, turns)
+    who = name[0] if name else "there"
+    if "codename" in question and "?" in question:
+        if codename is None:
+            reply = f"You have not told me a codename yet, {who}."
+        else:
+            ago = codename[1]
+            reply = (
+                f"Your project codename is {codename[0]}, {who}. You told me"
+                f" {ago} turn{'s' if ago != 1 else ''} ago."
+            )
+    elif codename is not None and codename[1] == 0:
+        reply = f"Noted, {who}: the project codename is {codename[0]}."
+    elif name is not None and name[1] == 0:
+        reply = f"Nice to meet you, {who}!"
+    else:
+        reply = f"I am a fake assistant, {who}; ask me about your codename."
+    return {"messages": [AIMessage(content=reply)]}
+
+
+GraphT = CompiledStateGraph[State, None, State, State]
+
+
+def build_graph(saver: SqliteSaver) -> GraphT:
+    builder = StateGraph(State)
+    builder.add_node("assistant", assistant)
+    builder.add_edge(START, "assistant")
+    builder.add_edge("assistant", END)
+    return builder.compile(checkpointer=saver)
+
+
+def say(graph: GraphT, config: RunnableConfig, text: str) -> None:
+    result = graph.invoke({"messages": [HumanMessage(content=text)]}, config)
+    show_turn(text, result["messages"][-1])
+
+
+# --------------------------------------------------------------------------- the raw file
+
+
+def raw_files() -> Iterator[Path]:
+    """The database file and any write-ahead-log files SQLite left beside it."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        path = DB_FILE.with_name(DB_FILE.name + suffix)
+        if path.exists():
+            yield path
+
+
+def inspect_raw_file() -> None:
+    with sqlite3.connect(DB_FILE) as raw:
+        types = raw.execute("SELECT DISTINCT type FROM checkpoints").fetchall()
+        row = raw.execute(
+            "SELECT checkpoint_id, type, checkpoint FROM checkpoints"
+            " WHERE thread_id = ? ORDER BY checkpoint_id DESC LIMIT 1",
+            (THREAD_ID,),
+        ).fetchone()
+        blob_types = raw.execute("SELECT DISTINCT type FROM writes").fetchall()
+    raw.close()
+    checkpoint_id, type_tag, blob = row
+    print(f"checkpoints.type values : {sorted(t for (t,) in types)}")
+    print(f"writes.type values      : {sorted(t for (t,) in blob_types if t)}")
+    print(f"latest checkpoint       : {checkpoint_id}, type {type_tag!r}, {len(blob)} bytes")
+    print(f"first 32 bytes (hex)    : {bytes(blob[:32]).hex()}")
+    # Format v1 (see secure_serde/_format.py): version | key id | nonce | ciphertext | tag.
+    print(
+        f"  format v1 header      : version {blob[0]:#04x}, key id {bytes(blob[1:5]).hex()},"
+        f" nonce {bytes(blob[5:17]).hex()}"
+    )
+
+    contents = b"".join(path.read_bytes() for path in raw_files())
+    names = ", ".join(path.name for path in raw_files())
+    found = CODENAME.encode() in contents
+    verdict = "FOUND (not expected!)" if found else "not found"
+    print(f"searching all of {names} for {CODENAME!r}: {verdict}")
+    assert not found, f"{CODENAME!r} is readable in the raw database"
+    # Honest counterpart: ids and metadata are not encrypted (see SECURITY.md).
+    in_clear = THREAD_ID.encode() in contents
+    print(f"the thread id {THREAD_ID!r} is stored in clear: {in_clear} (ids are not secret)")
+
+
+# --------------------------------------------------------------------------- time travel
+
+
+def last_reply(snapshot: StateSnapshot) -> str:
+    messages: list[AnyMessage] = snapshot.values.get("messages", [])
+    return str(messages[-1].content) if messages else "(no messages)"
+
+
+def checkpoint_id(config: RunnableConfig) -> str:
+    configurable: dict[str, Any] = config.get("configurable", {})
+    return str(configurable["checkpoint_id"])
+
+
+def time_travel(graph: GraphT, config: RunnableConfig) -> None:
+    history = list(graph.get_state_history(config))
+    print(f"{len(history)} checkpoints on thread {THREAD_ID!r}, newest first:")
+    for snap in history:
+        step = snap.metadata.get("step") if snap.metadata else None
+        count = len(snap.values.get("messages", []))
+        print(
+            f"  step {step!s:>2}  next={list(snap.next)!s:<14}"
+            f" messages={count}  id={checkpoint_id(snap.config)}"
+        )
+
+    # The checkpoint just before the assistant answered the codename turn: the
+    # user's message is in, and the assistant is the next node to run.
+    target = next(
+        snap
+        for snap in history
+        if snap.next == ("assistant",)
+        and CODENAME_RE.search(str(snap.values["messages"][-1].content))
+    )
+    original_message = target.values["messages"][-1]
+    print()
+    print(f"Forking from checkpoint {checkpoint_id(target.config)}")
+    print(f"  where the user had said: {original_message.content!r}")
+
+    # Replace that message (same id, so add_messages overwrites it), then run on.
+    edited = HumanMessage(content=f"Our project codename is {FORK_WORD}.", id=original_message.id)
+    fork_config = graph.update_state(target.config, {"messages": [edited]})
+    print(f"  update_state wrote checkpoint {checkpoint_id(fork_config)}: {edited.content!r}")
+    parent = graph.get_state(fork_config).parent_config
+    print(f"  its parent is {checkpoint_id(parent) if parent else None}, the checkpoint above")
+    replayed = graph.invoke(None, fork_config)
+    print(f"  replaying from the fork, the assistant says: {replayed['messages'][-1].content!r}")
+    question = "Can you remind me of the codename?"
+    say(graph, config, question)
+
+    print()
+    print("Two branches now share the same past:")
+    original_end = history[0]
+    fork_end = graph.get_state(config)
+    print(f"  original branch ends at {checkpoint_id(original_end.config)}:")
+    print(f"    {last_reply(original_end)!r}")
+    print(f"  forked branch ends at   {checkpoint_id(fork_end.config)}:")
+    print(f"    {last_reply(fork_end)!r}")
+    assert CODENAME in last_reply(original_end)
+    assert FORK_WORD in last_reply(fork_end)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> int:
+    heading("Key")
+    ensure_key()
+
+    DEMO_DIR.mkdir(mode=0o700, exist_ok=True)
+    for path in raw_files():
+        path.unlink()
+    print(f"Fresh database: {display(DB_FILE)}")
+
+    try:
+        serde = EncryptedSerializer.from_pycryptodome_aes()  # reads LANGGRAPH_AES_KEY
+    except ConfigurationError as exc:  # the message never contains the key
+        print(f"Cannot use the key: {exc}", file=sys.stderr)
+        print(
+            f"Unset {KEY_ENV_VAR} for a demo key, or delete {display(KEY_FILE)} for a new one.",
+            file=sys.stderr,
+        )
+        return 2
+    conn = sqlite3.connect(DB_FILE, check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn, serde=serde)
+        graph = build_graph(saver)
+        config: RunnableConfig = {"configurable": {"thread_id": THREAD_ID}}
+
+        heading("1. Memory across turns (one thread, encrypted checkpoints)")
+        say(graph, config, "Hi! My name is Ada.")
+        say(graph, config, f"Our project codename is {CODENAME}.")
+        say(graph, config, "Quick check: what is our project codename?")
+    finally:
+        conn.close()  # also folds SQLite's write-ahead log back into the file
+
+    heading("2. What SQLite actually stores")
+    inspect_raw_file()
+
+    heading("3. Time travel: history, then a fork from an earlier checkpoint")
+    conn = sqlite3.connect(DB_FILE, check_same_thread=False)
+    try:
+        graph = build_graph(SqliteSaver(conn, serde=serde))
+        time_travel(graph, config)
+    finally:
+        conn.close()
+
+    heading("Done")
+    print(f"Everything above was stored encrypted in {display(DB_FILE)}.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
