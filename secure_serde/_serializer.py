@@ -9,6 +9,7 @@ tag, except plaintext rows under the explicit ``allow_plaintext`` switch.
 
 from __future__ import annotations
 
+import copy
 import logging
 import threading
 import time
@@ -144,6 +145,7 @@ class EncryptedSerializer:
         serde: SerializerProtocol | None = None,
         *,
         allow_plaintext: bool = False,
+        allow_legacy_pickle: bool = False,
         backend: Backend = "auto",
         **kwargs: Any,
     ) -> EncryptedSerializer:
@@ -166,7 +168,12 @@ class EncryptedSerializer:
             backend=backend,
             env_var=ENV_VAR,
         )
-        return cls(cipher, serde, allow_plaintext=allow_plaintext)
+        return cls(
+            cipher,
+            serde,
+            allow_plaintext=allow_plaintext,
+            allow_legacy_pickle=allow_legacy_pickle,
+        )
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         type_tag, data = self._serde.dumps_typed(obj)
@@ -223,14 +230,11 @@ class EncryptedSerializer:
         inner = hook(extra_allowlist)
         if inner is self._serde:
             return self
-        clone = EncryptedSerializer.__new__(EncryptedSerializer)
-        clone._cipher = self._cipher
-        clone._encrypt = self._encrypt
+        # A shallow copy keeps the subclass and shares the (immutable) ciphers;
+        # rebuilding the base class here would drop a subclass's behaviour,
+        # which is exactly what langgraph's own rebuild does to its wrappers.
+        clone = copy.copy(self)
         clone._serde = inner
-        clone._decryptors = self._decryptors
-        clone._allow_plaintext = self._allow_plaintext
-        clone._allow_legacy_pickle = self._allow_legacy_pickle
-        clone._plaintext_log = self._plaintext_log
         return clone
 
     def __repr__(self) -> str:
