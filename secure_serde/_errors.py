@@ -13,6 +13,9 @@ __all__ = [
     "ConfigurationError",
     "DecryptionError",
     "EncryptionError",
+    "KmsDecryptionError",
+    "KmsEncryptionError",
+    "KmsError",
     "PickleRefusedError",
     "PlaintextRefusedError",
     "RetiredKeyError",
@@ -80,6 +83,29 @@ class PickleRefusedError(DecryptionError):
     does not bind the type tag) could have been relabelled by anyone with
     write access to the store, and unpickling them runs their code.
     """
+
+
+class KmsError(SecureSerdeError):
+    """AWS KMS refused a call, or could not be reached after botocore's retries.
+
+    ``operation`` is the KMS API name (``GenerateDataKey``, ``Decrypt``,
+    ``DescribeKey``), ``key_arn`` the key it was called for, ``error_code``
+    KMS's error code or botocore's exception name.
+    """
+
+    def __init__(self, message: str, *, operation: str, key_arn: str, error_code: str) -> None:
+        super().__init__(message)
+        self.operation = operation
+        self.key_arn = key_arn
+        self.error_code = error_code
+
+
+class KmsEncryptionError(KmsError, EncryptionError):
+    """No data key could be had from KMS for a write; nothing was written."""
+
+
+class KmsDecryptionError(KmsError, DecryptionError):
+    """KMS did not unwrap a stored data key: unreachable, refused, or wrong context."""
 
 
 class SecretPicklingError(SecureSerdeError, TypeError):
