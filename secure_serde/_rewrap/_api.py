@@ -1,0 +1,159 @@
+"""`rewrap`: re-encrypt every value of a checkpoint store under the current primary key."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable
+
+from secure_serde._errors import ConfigurationError
+from secure_serde._rewrap._engine import rewrap_range
+from secure_serde._rewrap._plan import Planner
+from secure_serde._rewrap._report import RewrapProgress, RewrapReport, Tally
+from secure_serde._rewrap._workers import rewrap_in_workers
+from secure_serde._serializer import EncryptedSerializer
+from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store, open_store
+
+__all__ = ["rewrap"]
+
+Progress = Callable[[RewrapProgress], None]
+
+
+def rewrap(
+    store: Store | str | os.PathLike[str],
+    cipher: BoundCipher | EncryptedSerializer,
+    *,
+    decrypt_only: Iterable[BoundCipher] = (),
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+    allow_plaintext: bool = False,
+    allow_legacy_pickle: bool = False,
+    verify: bool = False,
+    workers: int = 1,
+    progress: Progress | None = None,
+) -> RewrapReport:
+    """Re-encrypt every serialized value in ``store`` under ``cipher``'s primary key.
+
+    Each value is decrypted by the cipher its type tag names and sealed
+    again by ``cipher``, bound to the same inner type tag; values are never
+    deserialized. Rows already under the primary are skipped, so a rerun
+    (after a crash, a kill or a failure) finishes the job and a second run
+    writes nothing. Each batch is one transaction of compare-and-swap
+    updates: a row the application changed meanwhile is re-read, never
+    overwritten. See ``secure_serde/_rewrap/_engine.py`` for why a kill at
+    any moment loses nothing.
+
+    Args:
+        store: a `Store`, a SQLite file path, or a ``postgresql://`` URL.
+        cipher: the cipher new rows are written with (its primary key is the
+            target), or an `EncryptedSerializer`, whose cipher and
+            decrypt-only ciphers are used.
+        decrypt_only: further ciphers that read old rows, picked by cipher
+            name, as in `EncryptedSerializer`.
+        batch_size: rows per page and per transaction.
+        dry_run: read and decrypt, write nothing; the report counts what
+            would be rewrapped and lists what would fail.
+        allow_plaintext: also encrypt rows that carry no cipher suffix.
+            Plaintext ``pickle`` rows are refused even then.
+        allow_legacy_pickle: also rewrap ``pickle`` rows of formats that do
+            not authenticate their type tag (langgraph's built-in ``+aes``).
+            Rewrapping authenticates the tag, so only set this for a store
+            nobody untrusted could write to.
+        verify: decrypt rows already under the primary too, so that a clean
+            report means every row authenticates.
+        workers: for PostgreSQL, this many forked processes, each on one
+            range of thread ids; 1 for SQLite.
+        progress: called with a `RewrapProgress` after each batch.
+
+    Returns a `RewrapReport`; its ``failures`` list unreadable rows by table
+    and primary key (never their contents). Raises `ConfigurationError` for
+    bad arguments and `secure_serde.stores.StoreError` when the store cannot
+    be opened, read or written; batches committed before such an error stay
+    committed, and a rerun continues from there.
+    """
+    _check_positive("batch_size", batch_size)
+    _check_positive("workers", workers)
+    if isinstance(cipher, EncryptedSerializer):
+        decrypt_only = (*cipher.decrypt_ciphers, *decrypt_only)
+        cipher = cipher.cipher
+    planner = Planner(
+        cipher,
+        decrypt_only,
+        allow_plaintext=allow_plaintext,
+        allow_legacy_pickle=allow_legacy_pickle,
+        seal=not dry_run,
+        verify=verify,
+    )
+    owned = not isinstance(store, Store)
+    opened = open_store(store)
+    started = time.monotonic()
+    try:
+        if workers > 1 and opened.kind != "postgres":
+            raise ConfigurationError(
+                f"workers > 1 applies to PostgreSQL stores only; {opened.kind} has one writer"
+            )
+        total = opened.count_all() if progress is not None else 0
+        ranges = opened.thread_ranges(workers) if workers > 1 else [ALL_THREADS]
+        if len(ranges) > 1:
+            location, display = opened.location, opened.display
+            if owned:
+                # A forked child must not inherit a live connection's socket.
+                opened.close()
+                owned = False
+            tally = rewrap_in_workers(
+                location,
+                planner,
+                ranges,
+                batch_size=batch_size,
+                dry_run=dry_run,
+                total=total,
+                started=started,
+                progress=progress,
+            )
+        else:
+            display = opened.display
+            tally = rewrap_range(
+                opened,
+                planner,
+                ALL_THREADS,
+                batch_size=batch_size,
+                dry_run=dry_run,
+                on_batch=_reporter(progress, total, started),
+            )
+    finally:
+        if owned:
+            opened.close()
+    return RewrapReport.from_tally(
+        tally,
+        store=display,
+        dry_run=dry_run,
+        primary=planner.primary,
+        elapsed=time.monotonic() - started,
+        workers=len(ranges),
+    )
+
+
+def _reporter(
+    progress: Progress | None, total: int, started: float
+) -> Callable[[Tally], None] | None:
+    if progress is None:
+        return None
+
+    def on_batch(tally: Tally) -> None:
+        progress(
+            RewrapProgress(
+                scanned=tally.scanned,
+                total=total,
+                rewrapped=tally.rewrapped,
+                failures=tally.failure_count,
+                elapsed=time.monotonic() - started,
+            )
+        )
+
+    return on_batch
+
+
+def _check_positive(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")

@@ -1,0 +1,143 @@
+"""Rewrap split across worker processes, one per range of thread ids (PostgreSQL).
+
+PostgreSQL picks the ranges (`Store.thread_ranges`, row percentiles of
+``thread_id``) and keeps the workers apart: ranges never overlap, each
+worker has its own connection and transactions, and the compare-and-swap
+makes even an overlap harmless. There is no queue and no scheduler: each
+worker walks its range once and reports its tally through a pipe.
+
+Workers are forked, so they inherit the ciphers in memory: key material is
+never pickled or sent anywhere. Each opens its own connection from
+`Store.location` (a forked child must not touch its parent's socket).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any, Final
+
+from secure_serde._errors import ConfigurationError, SecureSerdeError
+from secure_serde._rewrap._engine import rewrap_range
+from secure_serde._rewrap._plan import Planner
+from secure_serde._rewrap._report import RewrapProgress, Tally
+from secure_serde.stores import StoreError, ThreadRange, open_store
+
+__all__ = ["rewrap_in_workers"]
+
+_POLL_SECONDS: Final = 0.25
+# Per worker, in shared memory: scanned, rewrapped, failures.
+_SLOTS: Final = 3
+
+
+def _fork_context() -> Any:
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise ConfigurationError(
+            "workers > 1 needs the fork start method, which this platform lacks"
+        )
+    return multiprocessing.get_context("fork")
+
+
+def _worker(
+    location: str,
+    planner: Planner,
+    thread_range: ThreadRange,
+    batch_size: int,
+    dry_run: bool,
+    counters: Any,
+    index: int,
+    conn: Connection,
+) -> None:
+    def on_batch(tally: Tally) -> None:
+        base = index * _SLOTS
+        counters[base] = tally.scanned
+        counters[base + 1] = tally.rewrapped
+        counters[base + 2] = tally.failure_count
+
+    try:
+        with open_store(location) as store:
+            tally = rewrap_range(
+                store,
+                planner,
+                thread_range,
+                batch_size=batch_size,
+                dry_run=dry_run,
+                on_batch=on_batch,
+            )
+        conn.send(("ok", tally))
+    except SecureSerdeError as exc:
+        conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def rewrap_in_workers(
+    location: str,
+    planner: Planner,
+    ranges: Sequence[ThreadRange],
+    *,
+    batch_size: int,
+    dry_run: bool,
+    total: int,
+    started: float,
+    progress: Callable[[RewrapProgress], None] | None,
+) -> Tally:
+    """Run one forked worker per range; return the merged tally."""
+    ctx = _fork_context()
+    counters = ctx.Array("q", _SLOTS * len(ranges), lock=False)
+    running: dict[Connection, tuple[int, Any]] = {}
+    for index, thread_range in enumerate(ranges):
+        receiver, sender = ctx.Pipe(duplex=False)
+        process = ctx.Process(
+            target=_worker,
+            args=(location, planner, thread_range, batch_size, dry_run, counters, index, sender),
+            name=f"secure-serde-rewrap-{index}",
+            daemon=True,
+        )
+        process.start()
+        sender.close()
+        running[receiver] = (index, process)
+    results: dict[int, tuple[str, Any]] = {}
+    try:
+        while running:
+            for receiver in wait(list(running), timeout=_POLL_SECONDS):
+                if not isinstance(receiver, Connection):
+                    continue
+                index, process = running.pop(receiver)
+                try:
+                    results[index] = receiver.recv()
+                except EOFError:
+                    process.join()
+                    results[index] = ("error", f"exited with code {process.exitcode}")
+                receiver.close()
+            if progress is not None:
+                values = list(counters)
+                progress(
+                    RewrapProgress(
+                        scanned=sum(values[0::_SLOTS]),
+                        total=total,
+                        rewrapped=sum(values[1::_SLOTS]),
+                        failures=sum(values[2::_SLOTS]),
+                        elapsed=time.monotonic() - started,
+                    )
+                )
+    finally:
+        for _, process in running.values():
+            process.terminate()
+        for _, process in running.values():
+            process.join()
+    merged = Tally()
+    errors = []
+    for index in sorted(results):
+        status, payload = results[index]
+        if status == "ok" and isinstance(payload, Tally):
+            merged.merge(payload)
+        else:
+            errors.append(f"worker {index} (thread ids {ranges[index]}): {payload}")
+    if errors:
+        raise StoreError(
+            "; ".join(errors) + ". The other workers' batches are committed: rerun to finish"
+        )
+    return merged

@@ -1,0 +1,103 @@
+"""Checkpoint stores seen as cells of serialized values: the layer under rewrap, audit and inspect.
+
+LangGraph savers hand every value they serialize to the serializer as a
+``(type_tag, bytes)`` pair and store the pair in two columns of one row.
+This package finds those pairs in a store written by the stock savers,
+without loading langgraph's savers or the values themselves, so a tool can
+look at or re-encrypt every stored value whatever it holds.
+
+Opening a store::
+
+    from secure_serde.stores import open_store
+
+    with open_store("checkpoints.sqlite") as store:           # existing SQLite file
+        ...
+    with open_store("postgresql://app@db:5432/app") as store:  # needs the postgres extra
+        ...
+
+Which cells exist (read from the langgraph-checkpoint-sqlite 3.1 and
+langgraph-checkpoint-postgres 3.2 sources; primary keys are read from the
+database catalog, so the shallow Postgres saver works too):
+
+=====================  =========================  ==============================================
+store                  table (type col, data col)  primary key
+=====================  =========================  ==============================================
+SQLite                 checkpoints (type,          thread_id, checkpoint_ns, checkpoint_id
+                       checkpoint)
+SQLite                 writes (type, value)        thread_id, checkpoint_ns, checkpoint_id,
+                                                   task_id, idx
+PostgreSQL             checkpoint_blobs (type,     thread_id, checkpoint_ns, channel, version
+                       blob)                       (shallow saver: no version)
+PostgreSQL             checkpoint_writes (type,    thread_id, checkpoint_ns, checkpoint_id,
+                       blob)                       task_id, idx
+=====================  =========================  ==============================================
+
+Not cells, because the serializer never sees them: checkpoint metadata
+(JSON in both stores) and PostgreSQL's ``checkpoints.checkpoint`` JSONB,
+where the saver inlines None/str/int/float/bool channel values itself.
+
+The API, all of it synchronous (sqlite3, psycopg 3):
+
+* `Store.tables` - the `TableSpec` (name, type column, data column, primary
+  key columns) of every cell-holding table present.
+* `Store.iter_batches(table, batch_size, thread_range)` - every `Cell` of a
+  table as lists of at most ``batch_size``, in primary-key order. Each page
+  is one short keyset query (``WHERE (pk) > (last pk) ORDER BY pk LIMIT n``)
+  run outside any transaction, so memory stays constant, no snapshot is
+  held for the run, and the application keeps writing meanwhile.
+  `Store.iter_cells` flattens every table.
+* `Cell` - ``ref`` (a `RowRef`), ``type_tag`` (``str | None``) and ``data``
+  (``bytes | None``; ``None`` for PostgreSQL's ``"empty"`` blob rows, which
+  hold no value).
+* `RowRef` - the table and the full primary key as ``(column, value)``
+  pairs, with ``thread_id``, ``checkpoint_ns`` and ``checkpoint_id``
+  shortcuts. It holds ids only, so it is what tools print; never print
+  ``Cell.data``.
+* `Store.compare_and_swap(swaps)` - apply `Swap` (cell, new type, new
+  data) objects in one transaction; each updates its row only if the row
+  still holds exactly the cell's type tag and bytes
+  (``UPDATE ... WHERE pk = ... AND type IS old AND data IS old``), and the
+  returned list says which were applied. A row that changed since it was
+  read is never overwritten.
+* `Store.reload(ref)` - the row's cell as it is now, or ``None``.
+* `Store.count(table, thread_range)` / `Store.count_all` - for progress bars.
+* `Store.thread_ranges(n)` - ``n`` disjoint `ThreadRange` objects covering
+  every thread id, split by PostgreSQL at row percentiles
+  (``percentile_disc``); SQLite returns one range (one writer at a time).
+  Every method takes a ``thread_range`` to work on one part only.
+* `Store.display` is safe to print (no password); `Store.location` reopens
+  the store, e.g. in a worker process.
+
+Errors opening, reading or writing a store raise `StoreError`, under
+`SecureSerdeError`.
+"""
+
+from secure_serde.stores._base import (
+    ALL_THREADS,
+    DEFAULT_BATCH_SIZE,
+    Cell,
+    RowRef,
+    Store,
+    StoreError,
+    Swap,
+    TableSpec,
+    ThreadRange,
+)
+from secure_serde.stores._open import open_store
+from secure_serde.stores._postgres import PostgresStore
+from secure_serde.stores._sqlite import SqliteStore
+
+__all__ = [
+    "ALL_THREADS",
+    "DEFAULT_BATCH_SIZE",
+    "Cell",
+    "PostgresStore",
+    "RowRef",
+    "SqliteStore",
+    "Store",
+    "StoreError",
+    "Swap",
+    "TableSpec",
+    "ThreadRange",
+    "open_store",
+]

@@ -1,0 +1,235 @@
+"""The shapes every store hands out, and the `Store` contract itself.
+
+See the package docstring for how the pieces fit together; this module only
+defines them.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final
+
+from secure_serde._errors import SecureSerdeError
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "Cell",
+    "RowRef",
+    "Store",
+    "StoreError",
+    "Swap",
+    "TableSpec",
+    "ThreadRange",
+]
+
+DEFAULT_BATCH_SIZE: Final = 500
+
+KeyValue = str | int
+
+
+class StoreError(SecureSerdeError):
+    """A store could not be opened, read or written (not a per-row decryption problem)."""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One table holding serialized values: where the type tag and the bytes live.
+
+    ``key_columns`` is the table's primary key, in index order, as read from
+    the database catalog; it starts with ``thread_id`` in every stock schema.
+    """
+
+    name: str
+    type_column: str
+    data_column: str
+    key_columns: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RowRef:
+    """Where one serialized value lives: its table and full primary key. Never data.
+
+    ``key`` pairs every primary-key column with its value, in index order,
+    so a reference is enough to find the row again (`Store.reload`) and
+    safe to print: it holds ids only.
+    """
+
+    table: str
+    key: tuple[tuple[str, KeyValue], ...]
+
+    def get(self, column: str) -> KeyValue | None:
+        for name, value in self.key:
+            if name == column:
+                return value
+        return None
+
+    @property
+    def thread_id(self) -> str:
+        return str(self.get("thread_id"))
+
+    @property
+    def checkpoint_ns(self) -> str:
+        value = self.get("checkpoint_ns")
+        return "" if value is None else str(value)
+
+    @property
+    def checkpoint_id(self) -> str | None:
+        """None for tables keyed by channel version (PostgreSQL ``checkpoint_blobs``)."""
+        value = self.get("checkpoint_id")
+        return None if value is None else str(value)
+
+    @property
+    def key_values(self) -> tuple[KeyValue, ...]:
+        return tuple(value for _, value in self.key)
+
+    def __str__(self) -> str:
+        parts = " ".join(f"{name}={value!r}" for name, value in self.key)
+        return f"{self.table} {parts}"
+
+
+@dataclass(frozen=True, slots=True)
+class Cell:
+    """One serialized value as stored: ``(type_tag, data)`` and where it lives.
+
+    ``data`` is ``None`` for rows that hold no serialized value (PostgreSQL
+    writes ``("empty", NULL)`` blob rows for channels without a value);
+    ``type_tag`` is ``None`` only in hand-edited or damaged rows.
+    """
+
+    ref: RowRef
+    type_tag: str | None
+    data: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Swap:
+    """Replace ``cell``'s value with ``(new_type, new_data)``, if it is still ``cell``'s."""
+
+    cell: Cell
+    new_type: str
+    new_data: bytes
+
+
+@dataclass(frozen=True)
+class ThreadRange:
+    """Thread ids ``low <= thread_id < high``; ``None`` leaves that end open.
+
+    The ranges `Store.thread_ranges` returns cover every possible id, ids
+    created after the split included, and never overlap.
+    """
+
+    low: str | None = None
+    high: str | None = None
+
+    def __str__(self) -> str:
+        low = "-inf" if self.low is None else repr(self.low)
+        high = "+inf" if self.high is None else repr(self.high)
+        return f"[{low}, {high})"
+
+
+ALL_THREADS: Final = ThreadRange()
+
+
+class Store(abc.ABC):
+    """A LangGraph checkpoint store, seen as cells of serialized values.
+
+    Reads are keyset-paginated in primary-key order, each page its own
+    short statement, so no snapshot or lock is held between pages and
+    memory does not grow with the store. Writes go through
+    `compare_and_swap` only.
+    """
+
+    kind: str
+    tables: tuple[TableSpec, ...]
+
+    @property
+    @abc.abstractmethod
+    def display(self) -> str:
+        """Where the store is, safe to print (no password)."""
+
+    @property
+    @abc.abstractmethod
+    def location(self) -> str:
+        """What `open_store` needs to open this store again (may hold a password)."""
+
+    @abc.abstractmethod
+    def count(self, table: TableSpec, thread_range: ThreadRange = ALL_THREADS) -> int:
+        """Rows of ``table`` in ``thread_range``, for progress reporting."""
+
+    @abc.abstractmethod
+    def iter_batches(
+        self,
+        table: TableSpec,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        thread_range: ThreadRange = ALL_THREADS,
+    ) -> Iterator[list[Cell]]:
+        """Every cell of ``table`` in ``thread_range``, ``batch_size`` at a time, by key.
+
+        Rows inserted behind the cursor while it runs are not seen; rows
+        inserted ahead of it are.
+        """
+
+    @abc.abstractmethod
+    def reload(self, ref: RowRef) -> Cell | None:
+        """The cell as it is now, or ``None`` if the row is gone."""
+
+    @abc.abstractmethod
+    def compare_and_swap(self, swaps: Sequence[Swap]) -> list[bool]:
+        """Apply every swap whose row still holds exactly ``swap.cell``'s value.
+
+        All swaps run in one transaction. The result says, per swap, whether
+        it was applied; ``False`` means the row was changed or deleted since
+        it was read, and it was left as it is.
+        """
+
+    @abc.abstractmethod
+    def thread_ranges(self, parts: int) -> list[ThreadRange]:
+        """Split all thread ids into at most ``parts`` ranges of similar row counts."""
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def iter_cells(
+        self, batch_size: int = DEFAULT_BATCH_SIZE, thread_range: ThreadRange = ALL_THREADS
+    ) -> Iterator[Cell]:
+        """Every cell of every table, one at a time (still read in batches)."""
+        for table in self.tables:
+            for batch in self.iter_batches(table, batch_size, thread_range):
+                yield from batch
+
+    def count_all(self, thread_range: ThreadRange = ALL_THREADS) -> int:
+        return sum(self.count(table, thread_range) for table in self.tables)
+
+    def table(self, name: str) -> TableSpec:
+        for spec in self.tables:
+            if spec.name == name:
+                return spec
+        raise StoreError(f"{self.display} has no table {name!r}")
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.display}>"
+
+
+def check_batch_size(batch_size: int) -> None:
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise StoreError(f"batch_size must be a positive integer, got {batch_size!r}")
+
+
+def key_tuple(
+    cell_key: Sequence[KeyValue], columns: Sequence[str]
+) -> tuple[tuple[str, KeyValue], ...]:
+    return tuple(zip(columns, cell_key, strict=True))
