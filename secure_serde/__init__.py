@@ -21,6 +21,7 @@ from secure_serde._errors import (
     UnknownKeyError,
 )
 from secure_serde._keys import generate_encoded_key
+from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
 from secure_serde._serializer import EncryptedSerializer
 
 __all__ = [
@@ -34,11 +35,15 @@ __all__ = [
     "PickleRefusedError",
     "PlaintextRefusedError",
     "RetiredKeyError",
+    "RewrapProgress",
+    "RewrapReport",
+    "RowFailure",
     "SecretPicklingError",
     "SecureSerdeError",
     "UnknownCipherError",
     "UnknownKeyError",
     "generate_encoded_key",
+    "rewrap",
 ]
 
 __version__ = "0.1.0"
