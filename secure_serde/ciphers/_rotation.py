@@ -4,6 +4,20 @@ Rotation follows Tink's order: add a key as decrypt-only and deploy it
 everywhere, promote it to primary, rewrap the store, retire the old key
 (it still resolves by id but refuses to decrypt, so a missed row is named
 instead of silently read), then drop it.
+
+`KeyRotationCipher.from_env` reads the configuration the README's "Key
+rotation" runbook describes: ``LANGGRAPH_AES_KEY`` is the key with id
+``env`` (so a drop-in deployment's store reads unchanged, legacy ``+aes``
+rows included), and the JSON file named by ``SECURE_SERDE_KEYRING_FILE``
+adds keys with ids, names the primary and lists retired ids::
+
+    {
+      "primary": "2025-06",
+      "keys": {"2025-06": "base64:...", "2024-01": "base64:..."},
+      "retired": ["env"],
+      "legacy_key": "env",
+      "legacy_mode": "eax"
+    }
 """
 
 from __future__ import annotations
@@ -15,9 +29,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from secure_serde import _format
-from secure_serde._errors import ConfigurationError, UnknownCipherError
+from secure_serde._errors import ConfigurationError, RetiredKeyError, UnknownCipherError
 from secure_serde._keys import ENV_VAR, Key, parse_key
-from secure_serde._primitives import MODE_EAX, Backend, Buffer, SecretHolder
+from secure_serde._primitives import MODE_EAX, MODE_GCM, Backend, Buffer, SecretHolder
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
 
@@ -28,6 +42,8 @@ KEYRING_FILE_VAR: Final = "SECURE_SERDE_KEYRING_FILE"
 # The id `from_env` gives the key in LANGGRAPH_AES_KEY. Ids are labels for
 # people; the header carries the key's derived id, so renaming is harmless.
 ENV_KEY_ID: Final = "env"
+_FILE_FIELDS: Final = frozenset({"primary", "keys", "retired", "legacy_key", "legacy_mode"})
+_LEGACY_MODES: Final = {"eax": MODE_EAX, "gcm": MODE_GCM}
 
 
 class KeyRotationCipher(SecretHolder):
@@ -42,10 +58,11 @@ class KeyRotationCipher(SecretHolder):
         legacy_key: the id of the key that langgraph's built-in cipher
             used, to keep reading its ``+aes`` rows (EAX, or ``legacy_mode``)
             until the store is rewrapped. Those rows carry no key id, so
-            exactly one key may be named here.
+            exactly one key may be named here. Retiring that id makes them
+            raise `RetiredKeyError` too.
     """
 
-    __slots__ = ("_ids", "_keyring", "_legacy", "_names")
+    __slots__ = ("_ids", "_keyring", "_legacy", "_legacy_retired", "_names")
 
     def __init__(
         self,
@@ -59,6 +76,9 @@ class KeyRotationCipher(SecretHolder):
     ) -> None:
         if not keys:
             raise ConfigurationError("the keyring is empty")
+        for key_id in keys:
+            if not isinstance(key_id, str) or not key_id:
+                raise ConfigurationError(f"key ids must be non-empty strings, got {key_id!r}")
         if isinstance(retired, str):
             raise ConfigurationError("retired must be a collection of ids, not one string")
         for name, label in ((primary, "primary"), (legacy_key, "legacy_key")):
@@ -86,17 +106,26 @@ class KeyRotationCipher(SecretHolder):
             if legacy_key is None
             else LegacyAesReader(parse_key(keys[legacy_key]), legacy_mode)
         )
+        # Kept as a name, not dropped: a legacy row under a retired key then
+        # fails with the key's id instead of "unknown cipher 'aes'".
+        self._legacy_retired = (
+            None if legacy_key is None or legacy_key not in retired else derived[legacy_key]
+        )
         self._names = frozenset([_V1] if self._legacy is None else [_V1, LEGACY_CIPHER_NAME])
 
     @classmethod
     def from_env(cls, *, backend: Backend = "auto") -> KeyRotationCipher:
         """Build the keyring from the environment; see README, "Key rotation".
 
-        ``LANGGRAPH_AES_KEY``, when set, is the key with id ``env`` and the
-        primary unless the keyring file names another. ``SECURE_SERDE_KEYRING_FILE``
-        names a JSON file ``{"primary": id, "keys": {id: key}, "retired": [id],
-        "legacy_key": id}``, every field optional except that some key must
-        exist and a primary must be known.
+        ``LANGGRAPH_AES_KEY``, when set, is the key with id ``env``: the
+        primary unless the keyring file names another, and the key legacy
+        ``+aes`` rows are read with unless the file says otherwise (as the
+        drop-in does). ``SECURE_SERDE_KEYRING_FILE`` names a JSON object
+        with the optional fields ``primary`` (an id), ``keys`` (id to key,
+        in any accepted form, e.g. from ``secure-serde keygen --id``),
+        ``retired`` (a list of ids), ``legacy_key`` (an id, or null to stop
+        reading ``+aes`` rows) and ``legacy_mode`` (``"eax"``, the default,
+        or ``"gcm"``). Some key must exist and a primary must be known.
         """
         keys: dict[str, str | bytes] = {}
         env_value = os.environ.get(ENV_VAR)
@@ -117,11 +146,14 @@ class KeyRotationCipher(SecretHolder):
             raise ConfigurationError(
                 f"no primary key: set {ENV_VAR} or name a primary in {KEYRING_FILE_VAR}"
             )
+        retired = tuple(config.get("retired", ()))
+        default_legacy = ENV_KEY_ID if env_value is not None else None
         return cls(
             keys,
             primary,
-            retired=tuple(config.get("retired", ())),
-            legacy_key=config.get("legacy_key"),
+            retired=retired,
+            legacy_key=config.get("legacy_key", default_legacy),
+            legacy_mode=_LEGACY_MODES[config.get("legacy_mode", "eax")],
             backend=backend,
         )
 
@@ -155,6 +187,13 @@ class KeyRotationCipher(SecretHolder):
         if ciphername == _V1:
             return self._keyring.open(ciphertext, context)
         if ciphername == LEGACY_CIPHER_NAME and self._legacy is not None:
+            if self._legacy_retired is not None:
+                key = self._legacy_retired
+                raise RetiredKeyError(
+                    f"key {key.key_id_hex} ({key.label}), which reads legacy {ciphername!r}"
+                    " rows, is retired",
+                    key_id=key.key_id_hex,
+                )
             return self._legacy.open(ciphertext)
         raise UnknownCipherError(
             f"KeyRotationCipher cannot decrypt cipher {ciphername!r}", cipher_name=ciphername
@@ -180,9 +219,22 @@ def _read_keyring_file(path: Path) -> dict[str, Any]:
         raise ConfigurationError(f"keyring file {path} is not valid JSON") from None
     if not isinstance(config, dict):
         raise ConfigurationError(f"keyring file {path} must hold a JSON object")
-    unknown = sorted(set(config) - {"primary", "keys", "retired", "legacy_key"})
+    unknown = sorted(set(config) - _FILE_FIELDS)
     if unknown:
         raise ConfigurationError(f"keyring file {path} has unknown fields {unknown}")
-    if not isinstance(config.get("keys", {}), dict):
-        raise ConfigurationError(f"'keys' in keyring file {path} must be an object")
+    keys = config.get("keys", {})
+    if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
+        raise ConfigurationError(f"'keys' in keyring file {path} must map ids to key strings")
+    if "primary" in config and not isinstance(config["primary"], str):
+        raise ConfigurationError(f"'primary' in keyring file {path} must be a key id")
+    retired = config.get("retired", [])
+    if not isinstance(retired, list) or not all(isinstance(i, str) for i in retired):
+        raise ConfigurationError(f"'retired' in keyring file {path} must be a list of key ids")
+    legacy_key = config.get("legacy_key")
+    if legacy_key is not None and not isinstance(legacy_key, str):
+        raise ConfigurationError(f"'legacy_key' in keyring file {path} must be a key id or null")
+    if config.get("legacy_mode", "eax") not in _LEGACY_MODES:
+        raise ConfigurationError(
+            f"'legacy_mode' in keyring file {path} must be one of {sorted(_LEGACY_MODES)}"
+        )
     return config

@@ -1,0 +1,208 @@
+"""``secure-serde rewrap STORE``: re-encrypt a checkpoint store under the current primary key.
+
+Keys come from the environment, exactly as an application using
+``KeyRotationCipher.from_env()`` gets them: ``LANGGRAPH_AES_KEY`` (key id
+``env``) and the JSON keyring file named by ``SECURE_SERDE_KEYRING_FILE``.
+Run it with the configuration of step 4 of the README's rotation runbook:
+the new key primary, the old keys still present and not retired.
+
+Exit codes: 0 when every row is under the primary (or, with ``--dry-run``,
+can be put there); 1 when some rows could not be rewrapped (they are
+listed by table and primary key, never by content); 2 for usage,
+configuration or store errors; 130 when interrupted (committed batches stay
+committed: rerun to finish).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any, Final, TextIO
+
+from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
+from secure_serde.ciphers import KeyRotationCipher
+from secure_serde.stores import DEFAULT_BATCH_SIZE
+
+__all__ = ["ProgressLine", "register"]
+
+EXIT_OK: Final = 0
+EXIT_FAILED_ROWS: Final = 1
+EXIT_INTERRUPTED: Final = 130
+_REDRAW_SECONDS: Final = 0.1
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "rewrap",
+        help="re-encrypt every stored value under the current primary key",
+        description=(
+            "Re-encrypt every serialized value of a LangGraph checkpoint store (checkpoints,"
+            " writes, blobs) under the current primary key, in batches of one transaction"
+            " each. Values are decrypted and sealed again without being deserialized. Rows"
+            " already under the primary are skipped, so the command can be killed and rerun"
+            " at any time, and run while the application writes. Keys come from"
+            " LANGGRAPH_AES_KEY (id 'env') and the keyring file named by"
+            " SECURE_SERDE_KEYRING_FILE."
+        ),
+        epilog=(
+            "exit status: 0 all rows under the primary; 1 some rows could not be rewrapped"
+            " (listed by table and key, never by content); 2 usage, configuration or store"
+            " error; 130 interrupted (rerun to finish)."
+        ),
+    )
+    parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
+    parser.add_argument("--dry-run", action="store_true", help="decrypt and count, write nothing")
+    parser.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"rows per page and per transaction (default {DEFAULT_BATCH_SIZE})",
+    )
+    parser.add_argument(
+        "--workers",
+        type=_positive,
+        default=1,
+        help="PostgreSQL only: worker processes, each on one range of thread ids",
+    )
+    parser.add_argument(
+        "--allow-plaintext",
+        action="store_true",
+        help="also encrypt unencrypted rows (unencrypted pickle rows are refused even so)",
+    )
+    parser.add_argument(
+        "--allow-legacy-pickle",
+        action="store_true",
+        help=(
+            "also rewrap pickle rows of langgraph's built-in format, whose type tag is not"
+            " authenticated: only for a store nobody untrusted could write to"
+        ),
+    )
+    parser.add_argument(
+        "--verify",
+        action="store_true",
+        help="also decrypt rows already under the primary, to check every row authenticates",
+    )
+    progress = parser.add_mutually_exclusive_group()
+    progress.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show a progress line on stderr (default: when stderr is a terminal)",
+    )
+    progress.add_argument("--no-progress", dest="progress", action="store_false")
+    parser.set_defaults(func=run)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+class ProgressLine:
+    """A one-line progress bar, redrawn in place with ``\\r``, at most ten times a second."""
+
+    def __init__(self, stream: TextIO, *, width: int = 24) -> None:
+        self._stream = stream
+        self._width = width
+        self._last = float("-inf")
+        self._drawn = False
+
+    def __call__(self, snapshot: RewrapProgress) -> None:
+        now = time.monotonic()
+        done = snapshot.total > 0 and snapshot.scanned >= snapshot.total
+        if now - self._last < _REDRAW_SECONDS and not done:
+            return
+        self._last = now
+        total = max(snapshot.total, snapshot.scanned, 1)
+        fraction = snapshot.scanned / total
+        filled = int(self._width * fraction)
+        bar = "#" * filled + "-" * (self._width - filled)
+        self._stream.write(
+            f"\rrewrap [{bar}] {snapshot.scanned:,}/{snapshot.total:,} rows"
+            f" {fraction:6.1%}  {snapshot.rate:,.0f} rows/s"
+            f"  rewrapped {snapshot.rewrapped:,}  failed {snapshot.failures:,} "
+        )
+        self._stream.flush()
+        self._drawn = True
+
+    def finish(self) -> None:
+        if self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()
+
+
+def run(args: argparse.Namespace) -> int:
+    cipher = KeyRotationCipher.from_env()
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    bar = ProgressLine(sys.stderr) if show else None
+    try:
+        report = rewrap(
+            args.store,
+            cipher,
+            batch_size=args.batch_size,
+            dry_run=args.dry_run,
+            allow_plaintext=args.allow_plaintext,
+            allow_legacy_pickle=args.allow_legacy_pickle,
+            verify=args.verify,
+            workers=args.workers,
+            progress=bar,
+        )
+    except KeyboardInterrupt:
+        print(
+            "\nsecure-serde: interrupted; committed batches stay committed, rerun to finish",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    finally:
+        if bar is not None:
+            bar.finish()
+    _print_report(report, cipher, sys.stdout)
+    if report.ok:
+        return EXIT_OK
+    print(
+        f"secure-serde: {report.failure_count:,} row(s) could not be rewrapped",
+        file=sys.stderr,
+    )
+    return EXIT_FAILED_ROWS
+
+
+def _named(source: str, cipher: KeyRotationCipher) -> str:
+    _, _, key_id = source.partition("/")
+    label = cipher.label_for(key_id) if key_id else None
+    return f"{source} ({label})" if label else source
+
+
+def _print_report(report: RewrapReport, cipher: KeyRotationCipher, out: TextIO) -> None:
+    verb = "would rewrap" if report.dry_run else "rewrapped"
+    workers = f" with {report.workers} workers" if report.workers > 1 else ""
+    print(f"store: {report.store}", file=out)
+    print(f"primary: {_named(report.primary, cipher)}", file=out)
+    print(
+        f"scanned {report.scanned:,} rows in {report.elapsed:.2f} s"
+        f" ({report.rate:,.0f} rows/s){workers}: {verb} {report.rewrapped:,},"
+        f" already current {report.current:,}, empty {report.empty:,},"
+        f" failed {report.failure_count:,}",
+        file=out,
+    )
+    if report.conflicts or report.vanished:
+        print(
+            f"concurrent changes: {report.conflicts:,} swap(s) retried after a concurrent"
+            f" write, {report.vanished:,} row(s) deleted meanwhile",
+            file=out,
+        )
+    for source, count in report.sources.items():
+        print(f"  {verb} from {_named(source, cipher)}: {count:,}", file=out)
+    if report.failures:
+        print("rows that could not be rewrapped:", file=out)
+        for failure in report.failures:
+            print(f"  {failure}", file=out)
+        hidden = report.failure_count - len(report.failures)
+        if hidden > 0:
+            print(f"  ... and {hidden:,} more", file=out)
