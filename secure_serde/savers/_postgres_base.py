@@ -1,0 +1,112 @@
+"""What the sync and async sealed Postgres savers share.
+
+The overrides of langgraph-checkpoint-postgres are all here or in
+``postgres.py``, and each is pinned by tests/savers/test_postgres_savers.py:
+``put``/``aput`` (public, thin: they rewrite their arguments and call the
+stock method) and four private hooks that every read and write path of the
+stock savers already goes through: ``_dump_blobs`` (writes),
+``_load_checkpoint_tuple`` (``get_tuple``/``list``),
+``_build_delta_channels_writes_history`` (``DeltaChannel`` reads) and
+``_search_where`` (``list`` filters). No SQL is copied or changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.postgres.base import BasePostgresSaver
+
+from secure_serde.savers._inline import InlineValueGuard, blob_channels
+from secure_serde.savers._metadata import MetadataSealer, refuse_reserved_key, unseal_metadata
+from secure_serde.savers._values import route_primitives_to_blobs, unbox
+
+__all__ = ["SealedPostgresBase"]
+
+_PutArgs = tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]
+
+
+class SealedPostgresBase(BasePostgresSaver):
+    """Routes primitives to blobs, seals metadata on request, checks and unseals on read."""
+
+    _metadata_sealer: MetadataSealer | None = None
+    _inline_guard: InlineValueGuard
+
+    def _configure(self, sealer: MetadataSealer | None, allow_inline: bool) -> None:
+        self._metadata_sealer = sealer
+        self._inline_guard = InlineValueGuard(allow_inline)
+
+    @property
+    def metadata_sealer(self) -> MetadataSealer | None:
+        """The metadata policy; ``None`` keeps every key in plaintext, like the stock saver."""
+        return self._metadata_sealer
+
+    def _prepare_put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> _PutArgs:
+        refuse_reserved_key(metadata)
+        checkpoint, new_versions = route_primitives_to_blobs(checkpoint, new_versions)
+        if self._metadata_sealer is not None:
+            config, metadata = self._metadata_sealer.seal(self.serde, config, metadata)
+        return config, checkpoint, metadata, new_versions
+
+    def _check_row(self, value: Mapping[str, Any]) -> None:
+        """Refuse a ``SELECT_SQL`` row with state values in its checkpoint JSON."""
+        inline = value["checkpoint"].get("channel_values")
+        if inline:
+            self._inline_guard.check_row(inline, blob_channels(value["channel_values"]))
+
+    def _unseal(self, checkpoint_tuple: CheckpointTuple) -> CheckpointTuple:
+        metadata = unseal_metadata(self.serde, checkpoint_tuple.metadata)
+        if metadata is checkpoint_tuple.metadata:
+            return checkpoint_tuple
+        return checkpoint_tuple._replace(metadata=metadata)
+
+    def _dump_blobs(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        values: dict[str, Any],
+        versions: ChannelVersions,
+    ) -> list[tuple[str, str, str, str, str, bytes | None]]:
+        return super()._dump_blobs(thread_id, checkpoint_ns, unbox(values), versions)
+
+    def _build_delta_channels_writes_history(
+        self,
+        *,
+        channels: Sequence[str],
+        chain_by_ch: Mapping[str, list[str]],
+        seed_ver_by_ch: Mapping[str, str | None],
+        seed_inline_by_ch: Mapping[str, Any],
+        stage2_rows: Sequence[Any],
+    ) -> dict[str, DeltaChannelHistory]:
+        self._inline_guard.check_seeds(seed_inline_by_ch)
+        return super()._build_delta_channels_writes_history(
+            channels=channels,
+            chain_by_ch=chain_by_ch,
+            seed_ver_by_ch=seed_ver_by_ch,
+            seed_inline_by_ch=seed_inline_by_ch,
+            stage2_rows=stage2_rows,
+        )
+
+    def _search_where(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None = None,
+    ) -> tuple[str, list[Any]]:
+        if self._metadata_sealer is not None:
+            self._metadata_sealer.check_filter(filter)
+        return super()._search_where(config, filter, before)
