@@ -1,0 +1,412 @@
+"""`KmsEnvelopeCipher`: AES-256-GCM under data keys from AWS KMS, cached within bounds.
+
+Tink's ``KmsEnvelopeAead`` calls KMS once per encrypt and once per
+decrypt. This cipher calls it once per cache period, as the AWS Encryption
+SDK's caching materials manager does, while every blob still carries its
+own wrapped data key (layout in ``_kms_format``).
+
+KMS calls, by design:
+
+* a write makes none while the cached data key is within its limits, and
+  one ``GenerateDataKey`` when a limit is reached (by default at most
+  every 5 minutes, 2^20 values or 1 GiB, whichever comes first);
+* a read makes none for a data key this process generated or has already
+  unwrapped within ``decrypt_ttl``, and one ``Decrypt`` per other data key;
+* ``DescribeKey`` is called once per configured alias or bare key id, on
+  first use (or in `KmsEnvelopeCipher.warm`); full key ARNs need no call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from secure_serde._errors import (
+    ConfigurationError,
+    KmsDecryptionError,
+    KmsEncryptionError,
+    KmsError,
+    UnknownCipherError,
+)
+from secure_serde._primitives import GCM_NONCE_SIZE, Backend, Buffer, SecretHolder, new_aes_gcm
+from secure_serde.ciphers import _kms_format
+from secure_serde.ciphers._kms_cache import (
+    CacheLimits,
+    DataKey,
+    DecryptionKeyCache,
+    EncryptionKeyCache,
+)
+from secure_serde.ciphers._kms_client import KmsCalls, build_client, is_key_arn
+
+__all__ = ["PURPOSE", "PURPOSE_KEY", "KmsCacheInfo", "KmsEnvelopeCipher"]
+
+_NAME: Final = _kms_format.CIPHER_NAME
+PURPOSE_KEY: Final = "purpose"
+PURPOSE: Final = "secure_serde/langgraph-checkpoint"
+# Contexts are inner type tags: a handful per serializer. The bound stops a
+# stream of forged tags on the read path from growing the cache.
+_AAD_CACHE_LIMIT: Final = 64
+
+
+@dataclass(frozen=True)
+class KmsCacheInfo:
+    """How many data keys are cached now (after dropping expired ones)."""
+
+    encryption_keys: int
+    decryption_keys: int
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    """Key ARNs, fixed for the life of the cipher once known."""
+
+    primary_arn: str
+    primary_cmk: bytes
+    arns: Mapping[bytes, str]
+
+
+class KmsEnvelopeCipher(SecretHolder):
+    """Envelope encryption under an AWS KMS key, with bounded data-key caches.
+
+    Args:
+        key_id: the CMK that wraps new data keys: a key ARN (recommended:
+            no lookup is ever needed), an alias (``alias/name`` or its ARN)
+            or a bare key id. Aliases and key ids are resolved to the key ARN
+            with ``DescribeKey`` once, on first use or in `warm`, and that ARN
+            is kept for the life of the cipher: after re-pointing an alias,
+            restart (the old key then belongs in ``decrypt_key_ids``).
+        client: a boto3 KMS client. ``None`` builds one from boto3's default
+            session (region and credentials from the environment) with
+            ``botocore_config`` over the defaults: standard retry mode,
+            3 attempts in all, 2 s connect and 5 s read timeouts. Configure
+            retries on your own client when you pass one.
+        encryption_context: your entries for the KMS encryption context, for
+            example ``{"tenant": "acme"}``. The entry
+            ``"purpose": "secure_serde/langgraph-checkpoint"`` is always
+            added (and may not be overridden), so an IAM condition can limit
+            the key to this use. The context is also bound into every value's
+            associated data; reading needs the same context.
+        decrypt_key_ids: further CMKs that may unwrap stored data keys but
+            never wrap new ones, during a change of CMK. Blobs under any CMK
+            neither here nor ``key_id`` are refused before KMS is called.
+        max_age: seconds a data key encrypts before a new one is fetched
+            (default 300). It bounds how long a revoked grant or disabled
+            key goes unnoticed by writes, and also how long writes survive a
+            KMS outage.
+        max_messages: values one data key encrypts (default 2^20; at most
+            2^32, the NIST SP 800-38D bound for random 96-bit nonces).
+        max_bytes: plaintext bytes one data key encrypts (default 2^30). A
+            value larger than this gets a data key of its own.
+        decrypt_ttl: seconds an unwrapped data key stays cached for reads
+            (default 600; at least ``max_age``, so that values written with
+            the current key read back without a KMS call).
+        decrypt_cache_size: data keys cached for reads, least recently used
+            evicted first (default 1000; each is a few hundred bytes).
+        backend: AES-GCM backend, as for the other ciphers.
+        clock: monotonic seconds; injectable so tests can age keys.
+
+    Async savers (``AsyncSqliteSaver`` among them) call the serializer on
+    the event loop, where a KMS call would block every task. Call `warm`
+    (or ``await cipher.awarm()``) at start-up: it resolves aliases and
+    fetches the first data key (one ``GenerateDataKey``, plus one
+    ``DescribeKey`` per alias; a few milliseconds to KMS in-region, about
+    6 ms each against moto locally). After that, writes make no network
+    call until ``max_age`` runs out; call ``awarm(refresh_before=...)``
+    periodically to renew the key off the loop before that. Reading a value
+    under a data key not cached yet still costs one ``Decrypt`` on the
+    calling thread. Without `warm`, the first write pays these calls.
+
+    Expired keys are dropped at the next operation that notices them: any
+    read, and any write that has to fetch a new data key. `clear` drops all
+    of them at once. The cipher refuses to be pickled, and no key material
+    appears in its ``repr`` or in any error.
+    """
+
+    __slots__ = (
+        "_aads",
+        "_backend",
+        "_calls",
+        "_clock",
+        "_context",
+        "_context_bytes",
+        "_dec",
+        "_decrypt_ids",
+        "_enc",
+        "_key_id",
+        "_limits",
+        "_refill_lock",
+        "_resolve_lock",
+        "_resolved",
+        "_unwrap_lock",
+    )
+
+    def __init__(
+        self,
+        key_id: str,
+        *,
+        client: Any = None,
+        encryption_context: Mapping[str, str] | None = None,
+        decrypt_key_ids: Collection[str] = (),
+        max_age: float = 300.0,
+        max_messages: int = 2**20,
+        max_bytes: int = 2**30,
+        decrypt_ttl: float = 600.0,
+        decrypt_cache_size: int = 1000,
+        botocore_config: Any = None,
+        backend: Backend = "auto",
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not isinstance(key_id, str) or not key_id:
+            raise ConfigurationError("key_id must be a KMS key ARN, alias or key id")
+        if isinstance(decrypt_key_ids, str) or not all(
+            isinstance(k, str) and k for k in decrypt_key_ids
+        ):
+            raise ConfigurationError("decrypt_key_ids must be a collection of key ids")
+        if client is not None and botocore_config is not None:
+            raise ConfigurationError(
+                "botocore_config only applies to a client the cipher builds;"
+                " configure retries on the client you pass"
+            )
+        self._key_id = key_id
+        self._decrypt_ids = tuple(dict.fromkeys(k for k in decrypt_key_ids if k != key_id))
+        self._context = _full_context(encryption_context)
+        try:
+            self._context_bytes = _kms_format.encode_encryption_context(self._context)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+        self._limits = CacheLimits(
+            max_age=max_age,
+            max_messages=max_messages,
+            max_bytes=max_bytes,
+            decrypt_ttl=decrypt_ttl,
+            decrypt_entries=decrypt_cache_size,
+        )
+        new_aes_gcm(bytes(32), backend)  # fail now, not at the first write, on a bad backend
+        self._backend: Backend = backend
+        self._clock = clock
+        self._calls = KmsCalls(build_client(botocore_config) if client is None else client)
+        self._enc = EncryptionKeyCache(self._limits, clock)
+        self._dec = DecryptionKeyCache(self._limits, clock)
+        self._aads: dict[bytes, dict[str, bytes]] = {}
+        self._refill_lock = threading.Lock()
+        self._unwrap_lock = threading.Lock()
+        self._resolve_lock = threading.Lock()
+        self._resolved: _Resolved | None = None
+        ids = (key_id, *self._decrypt_ids)
+        if all(is_key_arn(k) for k in ids):
+            self._resolved = _resolve_arns(key_id, {k: k for k in ids})
+
+    # -- langgraph CipherProtocol and BoundCipher ---------------------------------------------
+
+    @property
+    def cipher_names(self) -> frozenset[str]:
+        return frozenset({_NAME})
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        return self.encrypt_bound(plaintext, "")
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        return self.decrypt_bound(ciphername, ciphertext, "")
+
+    def encrypt_bound(self, plaintext: Buffer, context: str) -> tuple[str, bytes]:
+        # The hot path of every checkpoint write: kept flat on purpose.
+        size = len(plaintext)
+        key = self._enc.take(size) or self._next_data_key(size)
+        nonce = os.urandom(GCM_NONCE_SIZE)
+        aad = key.aads.get(context) or self._aad(key, context)
+        return _NAME, key.header + nonce + key.aead.seal(nonce, plaintext, aad)
+
+    def decrypt_bound(self, ciphername: str, ciphertext: Buffer, context: str) -> bytes:
+        if ciphername != _NAME:
+            raise UnknownCipherError(
+                f"KmsEnvelopeCipher cannot decrypt cipher {ciphername!r}", cipher_name=ciphername
+            )
+        header, nonce, sealed = _kms_format.split(ciphertext)
+        key = self._dec.get(header) or self._unwrap(header)
+        aad = key.aads.get(context) or self._aad(key, context)
+        return key.aead.open(nonce, sealed, aad)
+
+    def binds_context(self, ciphername: str) -> bool:
+        return ciphername == _NAME
+
+    # -- cache management ---------------------------------------------------------------------
+
+    def warm(self, *, refresh_before: float = 0.0) -> None:
+        """Resolve aliases and make sure a data key is cached for writes.
+
+        Fetches a new data key when none is cached, or when the cached one
+        expires within ``refresh_before`` seconds (pass, say, half of
+        ``max_age`` from a periodic task to keep KMS off the write path).
+        Raises `KmsEncryptionError` when KMS cannot be reached.
+        """
+        with self._refill_lock:
+            if self._enc.remaining() > refresh_before:
+                return
+            key = self._generate()
+            self._enc.install(key, self._limits.max_age, None)
+
+    async def awarm(self, *, refresh_before: float = 0.0) -> None:
+        """`warm` in a worker thread, so the event loop is never blocked on KMS."""
+        await asyncio.to_thread(self.warm, refresh_before=refresh_before)
+
+    def clear(self) -> None:
+        """Drop every cached data key now; the next operations fetch new ones."""
+        self._enc.clear()
+        self._dec.clear()
+
+    def cache_info(self) -> KmsCacheInfo:
+        self._enc.sweep()
+        self._dec.sweep()
+        return KmsCacheInfo(encryption_keys=len(self._enc), decryption_keys=len(self._dec))
+
+    # -- introspection ------------------------------------------------------------------------
+
+    @property
+    def key_id(self) -> str:
+        """The CMK as configured (ARN, alias or key id)."""
+        return self._key_id
+
+    @property
+    def key_arn(self) -> str | None:
+        """The primary CMK's key ARN, or None while an alias is not yet resolved."""
+        return None if self._resolved is None else self._resolved.primary_arn
+
+    @property
+    def encryption_context(self) -> dict[str, str]:
+        """The full KMS encryption context, purpose entry included (a copy)."""
+        return dict(self._context)
+
+    @property
+    def client(self) -> Any:
+        return self._calls.client
+
+    def __repr__(self) -> str:
+        names = sorted(k for k in self._context if k != PURPOSE_KEY)
+        return (
+            f"<KmsEnvelopeCipher key={self.key_arn or self._key_id}"
+            f" decrypt_only={len(self._decrypt_ids)} context_keys={names}>"
+        )
+
+    # -- test seams ---------------------------------------------------------------------------
+
+    def _seal_with_nonce(
+        self, plaintext: Buffer, context: str, *, data_key: bytes, wrapped_key: bytes, nonce: bytes
+    ) -> bytes:
+        """`encrypt_bound` under a given data key and nonce: for frozen test vectors only.
+
+        Reusing a nonce under one data key breaks GCM's confidentiality and
+        authenticity, so nothing outside the tests may call this.
+        """
+        if len(nonce) != GCM_NONCE_SIZE:
+            raise ValueError("GCM nonces are 12 bytes")
+        key = self._vector_key(data_key, wrapped_key)
+        aad = key.aads.get(context) or self._aad(key, context)
+        return key.header + nonce + key.aead.seal(nonce, plaintext, aad)
+
+    def _remember(self, data_key: bytes, wrapped_key: bytes) -> None:
+        """Cache a data key for reads as if KMS had unwrapped it: for test vectors only."""
+        self._dec.put(self._vector_key(data_key, wrapped_key))
+
+    def _vector_key(self, data_key: bytes, wrapped_key: bytes) -> DataKey:
+        cmk = self._resolve(KmsEncryptionError).primary_cmk
+        return self._new_key(_kms_format.encode_header(cmk, wrapped_key), cmk, data_key)
+
+    # -- the slow paths -----------------------------------------------------------------------
+
+    def _aad(self, key: DataKey, context: str) -> bytes:
+        aad = _kms_format.build_aad(key.cmk_id, self._context_bytes, context.encode("utf-8"))
+        if len(key.aads) < _AAD_CACHE_LIMIT:
+            key.aads[context] = aad
+        return aad
+
+    def _new_key(self, header: bytes, cmk: bytes, plaintext: bytes) -> DataKey:
+        aads = self._aads.setdefault(cmk, {})
+        return DataKey(header, cmk, new_aes_gcm(plaintext, self._backend), aads)
+
+    def _next_data_key(self, size: int) -> DataKey:
+        with self._refill_lock:
+            # Another thread may have fetched one while this one waited.
+            key = self._enc.take(size)
+            if key is None:
+                key = self._generate()
+                self._enc.install(key, self._limits.max_age, size)
+            return key
+
+    def _generate(self) -> DataKey:
+        resolved = self._resolve(KmsEncryptionError)
+        plaintext, wrapped = self._calls.generate_data_key(
+            resolved.primary_arn, self._context, KmsEncryptionError
+        )
+        if len(wrapped) > _kms_format.MAX_WRAPPED_KEY:
+            raise KmsEncryptionError(
+                f"KMS GenerateDataKey for {resolved.primary_arn} returned a wrapped key of"
+                f" {len(wrapped)} B, over the format's {_kms_format.MAX_WRAPPED_KEY} B",
+                operation="GenerateDataKey",
+                key_arn=resolved.primary_arn,
+                error_code="BadResponse",
+            )
+        header = _kms_format.encode_header(resolved.primary_cmk, wrapped)
+        key = self._new_key(header, resolved.primary_cmk, plaintext)
+        self._dec.sweep()
+        self._dec.put(key)
+        return key
+
+    def _unwrap(self, header: bytes) -> DataKey:
+        cmk = header[_kms_format.CMK_ID_AT : _kms_format.CMK_ID_AT + _kms_format.CMK_ID_SIZE]
+        resolved = self._resolve(KmsDecryptionError)
+        arn = resolved.arns.get(cmk)
+        if arn is None:
+            raise _kms_format.unknown_cmk(cmk)
+        with self._unwrap_lock:
+            key = self._dec.get(header)
+            if key is None:
+                wrapped = header[_kms_format.WRAPPED_AT :]
+                plaintext = self._calls.decrypt(arn, wrapped, self._context, KmsDecryptionError)
+                key = self._new_key(header, cmk, plaintext)
+                self._dec.put(key)
+            return key
+
+    def _resolve(self, error: type[KmsError]) -> _Resolved:
+        resolved = self._resolved
+        if resolved is not None:
+            return resolved
+        with self._resolve_lock:
+            if self._resolved is None:
+                arns = {
+                    k: k if is_key_arn(k) else self._calls.describe_key_arn(k, error)
+                    for k in (self._key_id, *self._decrypt_ids)
+                }
+                self._resolved = _resolve_arns(self._key_id, arns)
+            return self._resolved
+
+
+def _full_context(user: Mapping[str, str] | None) -> dict[str, str]:
+    entries = dict(user or {})
+    for key, value in entries.items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise ConfigurationError("encryption_context must map non-empty str keys to str values")
+    if PURPOSE_KEY in entries:
+        raise ConfigurationError(
+            f"encryption_context may not set {PURPOSE_KEY!r}: it is always {PURPOSE!r}"
+        )
+    return {PURPOSE_KEY: PURPOSE, **entries}
+
+
+def _resolve_arns(primary: str, arns: Mapping[str, str]) -> _Resolved:
+    by_cmk: dict[bytes, str] = {}
+    for arn in arns.values():
+        cmk = _kms_format.cmk_id(arn)
+        other = by_cmk.get(cmk)
+        if other is not None and other != arn:
+            # Two CMKs with one 4-byte id: a 1 in 2^32 chance, refused rather than guessed.
+            raise ConfigurationError(f"key ARNs {other} and {arn} share CMK id {cmk.hex()}")
+        by_cmk[cmk] = arn
+    primary_arn = arns[primary]
+    return _Resolved(
+        primary_arn=primary_arn, primary_cmk=_kms_format.cmk_id(primary_arn), arns=by_cmk
+    )

@@ -1,0 +1,173 @@
+"""The KMS calls `KmsEnvelopeCipher` makes, and how their failures surface.
+
+Only three operations are used: ``DescribeKey`` (to turn an alias or a
+bare key id into a key ARN, once), ``GenerateDataKey`` and ``Decrypt``.
+botocore retries each call with its own backoff (configurable through a
+``botocore.config.Config``); what still fails afterwards becomes a
+`KmsError` subclass naming the operation and the key ARN. boto3 is an
+optional dependency (``secure-serde[kms]``) and is imported only here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from secure_serde._errors import ConfigurationError, KmsError
+
+__all__ = ["DATA_KEY_SIZE", "KmsCalls", "build_client", "default_config", "is_key_arn"]
+
+DATA_KEY_SIZE: Final = 32
+_KEY_ARN: Final = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+")
+_INSTALL_HINT: Final = "KmsEnvelopeCipher needs boto3: pip install 'secure-serde[kms]'"
+
+# Codes worth a word of explanation; KMS's own messages are often empty.
+_HINTS: Final[Mapping[str, str]] = {
+    "InvalidCiphertextException": (
+        "the encryption context differs from the one the data key was wrapped with,"
+        " or the wrapped key is damaged"
+    ),
+    "IncorrectKeyException": "the data key was wrapped under another CMK",
+    "AccessDeniedException": "not allowed by IAM or the key policy, or wrapped under another CMK",
+    "DisabledException": "the CMK is disabled",
+    "KMSInvalidStateException": "the CMK is pending deletion or unavailable",
+    "NotFoundException": "no such key or alias",
+}
+
+
+def is_key_arn(key_id: str) -> bool:
+    """True for a full key ARN, which needs no DescribeKey to be resolved."""
+    return _KEY_ARN.fullmatch(key_id) is not None
+
+
+def default_config() -> Any:
+    """botocore settings used when the cipher builds its own client.
+
+    Standard retry mode with 3 attempts in all, and short timeouts: KMS
+    answers in milliseconds, and a write waiting a minute for a dead
+    endpoint (botocore's default) is worse than a prompt, typed error.
+    """
+    try:
+        from botocore.config import Config
+    except ImportError:
+        raise ConfigurationError(_INSTALL_HINT) from None
+    return Config(
+        retries={"mode": "standard", "total_max_attempts": 3},
+        connect_timeout=2,
+        read_timeout=5,
+    )
+
+
+def build_client(config: Any = None) -> Any:
+    """A KMS client from boto3's default session, with `default_config` under ``config``."""
+    try:
+        import boto3
+        from botocore.exceptions import BotoCoreError
+    except ImportError:
+        raise ConfigurationError(_INSTALL_HINT) from None
+    merged = default_config() if config is None else default_config().merge(config)
+    try:
+        return boto3.session.Session().client("kms", config=merged)
+    except BotoCoreError as exc:  # no region configured, a malformed endpoint, ...
+        raise ConfigurationError(f"could not build a KMS client: {exc}") from None
+
+
+class KmsCalls:
+    """A KMS client's three calls, with their answers checked and their errors typed."""
+
+    __slots__ = ("_client", "_errors")
+
+    def __init__(self, client: Any) -> None:
+        try:
+            from botocore.exceptions import BotoCoreError, ClientError
+        except ImportError:
+            raise ConfigurationError(_INSTALL_HINT) from None
+        self._client = client
+        self._errors: tuple[type[Exception], ...] = (BotoCoreError, ClientError)
+
+    @property
+    def client(self) -> Any:
+        return self._client
+
+    def describe_key_arn(self, key_id: str, error: type[KmsError]) -> str:
+        try:
+            response = self._client.describe_key(KeyId=key_id)
+        except self._errors as exc:
+            raise _failure(error, "DescribeKey", key_id, exc) from exc
+        arn = response.get("KeyMetadata", {}).get("Arn")
+        if not isinstance(arn, str) or not is_key_arn(arn):
+            raise error(
+                f"KMS DescribeKey for {key_id} returned no key ARN",
+                operation="DescribeKey",
+                key_arn=key_id,
+                error_code="BadResponse",
+            )
+        return arn
+
+    def generate_data_key(
+        self, key_arn: str, context: Mapping[str, str], error: type[KmsError]
+    ) -> tuple[bytes, bytes]:
+        """(plaintext data key, wrapped data key) for a new AES-256 key under ``key_arn``."""
+        try:
+            response = self._client.generate_data_key(
+                KeyId=key_arn, KeySpec="AES_256", EncryptionContext=dict(context)
+            )
+        except self._errors as exc:
+            raise _failure(error, "GenerateDataKey", key_arn, exc) from exc
+        _check_key_arn(response, "GenerateDataKey", key_arn, error)
+        plaintext, wrapped = response.get("Plaintext"), response.get("CiphertextBlob")
+        if not isinstance(plaintext, bytes) or len(plaintext) != DATA_KEY_SIZE:
+            raise _bad(error, "GenerateDataKey", key_arn, "a data key that is not 32 bytes")
+        if not isinstance(wrapped, bytes) or not wrapped:
+            raise _bad(error, "GenerateDataKey", key_arn, "no wrapped data key")
+        return plaintext, wrapped
+
+    def decrypt(
+        self, key_arn: str, wrapped: bytes, context: Mapping[str, str], error: type[KmsError]
+    ) -> bytes:
+        """The data key inside ``wrapped``, which KMS must unwrap under ``key_arn`` itself."""
+        try:
+            response = self._client.decrypt(
+                CiphertextBlob=wrapped, KeyId=key_arn, EncryptionContext=dict(context)
+            )
+        except self._errors as exc:
+            raise _failure(error, "Decrypt", key_arn, exc) from exc
+        _check_key_arn(response, "Decrypt", key_arn, error)
+        plaintext = response.get("Plaintext")
+        if not isinstance(plaintext, bytes) or len(plaintext) != DATA_KEY_SIZE:
+            raise _bad(error, "Decrypt", key_arn, "a data key that is not 32 bytes")
+        return plaintext
+
+
+def _check_key_arn(
+    response: Mapping[str, Any], operation: str, key_arn: str, error: type[KmsError]
+) -> None:
+    # KMS names the key it really used; a different one means this is not
+    # the key we allowed, whatever the request said.
+    if response.get("KeyId") != key_arn:
+        raise _bad(error, operation, key_arn, f"key {response.get('KeyId')!r} instead")
+
+
+def _bad(error: type[KmsError], operation: str, key_arn: str, what: str) -> KmsError:
+    return error(
+        f"KMS {operation} for {key_arn} returned {what}",
+        operation=operation,
+        key_arn=key_arn,
+        error_code="BadResponse",
+    )
+
+
+def _failure(error: type[KmsError], operation: str, key_arn: str, exc: Exception) -> KmsError:
+    response = getattr(exc, "response", None)
+    code = type(exc).__name__
+    if isinstance(response, Mapping):
+        code = str(response.get("Error", {}).get("Code") or code)
+    hint = _HINTS.get(code)
+    detail = f" ({hint})" if hint else ""
+    return error(
+        f"KMS {operation} for {key_arn} failed: {code}{detail}: {exc}",
+        operation=operation,
+        key_arn=key_arn,
+        error_code=code,
+    )
