@@ -13,9 +13,11 @@ __all__ = [
     "ConfigurationError",
     "DecryptionError",
     "EncryptionError",
+    "ForbiddenGlobalError",
     "KmsDecryptionError",
     "KmsEncryptionError",
     "KmsError",
+    "PickleNotAllowedError",
     "PickleRefusedError",
     "PlaintextRefusedError",
     "RetiredKeyError",
@@ -23,6 +25,7 @@ __all__ = [
     "SecureSerdeError",
     "UnknownCipherError",
     "UnknownKeyError",
+    "UnsafePickleError",
 ]
 
 
@@ -83,6 +86,37 @@ class PickleRefusedError(DecryptionError):
     does not bind the type tag) could have been relabelled by anyone with
     write access to the store, and unpickling them runs their code.
     """
+
+
+class UnsafePickleError(DecryptionError):
+    """A pickle embedded in a stored value was refused before any of it ran.
+
+    Raised for truncated or malformed pickles, nested reduce chains, opcodes
+    this library never writes, and (as `ForbiddenGlobalError`) globals
+    outside the allowlist; also when an admitted helper fails to rebuild
+    the value. Nothing is returned in place of the value.
+    """
+
+
+class ForbiddenGlobalError(UnsafePickleError):
+    """An embedded pickle names a global (``module``, ``name``) that is not admitted."""
+
+    def __init__(self, message: str, *, module: str, name: str) -> None:
+        super().__init__(message)
+        self.module = module
+        self.name = name
+
+
+class PickleNotAllowedError(SecureSerdeError, TypeError):
+    """A value msgpack cannot encode would have to be pickled, and its type is not allowed.
+
+    ``type_name`` names the type (or the global its pickle needs); the
+    message says how to allow it. Nothing was written.
+    """
+
+    def __init__(self, message: str, *, type_name: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
 
 
 class KmsError(SecureSerdeError):
