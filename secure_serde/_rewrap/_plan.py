@@ -97,7 +97,10 @@ class Planner:
                 )
             for name in sorted(candidate.cipher_names):
                 if name in decryptors and decryptors[name][0] is not candidate:
-                    raise ConfigurationError(f"two ciphers both read cipher name {name!r}")
+                    raise ConfigurationError(
+                        f"two ciphers both read cipher name {name!r}; put their keys in one"
+                        " KeyRotationCipher instead"
+                    )
                 decryptors[name] = (candidate, candidate.binds_context(name))
         self._cipher = cipher
         self._decryptors = decryptors

@@ -1,0 +1,290 @@
+"""A real graph, real savers and store probes shared by the rewrap and rotation tests.
+
+The graph has a message history, a list channel and an ``interrupt()`` in every turn, so a
+store holds checkpoints, channel blobs (PostgreSQL), ordinary writes and ``__interrupt__``
+writes. Each thread's last turn is left waiting at its interrupt, so resuming it is part of
+"the graph resumes".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import operator
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, interrupt
+from typing_extensions import TypedDict
+
+from secure_serde import EncryptedSerializer, RetiredKeyError, UnknownKeyError
+from secure_serde.ciphers import KeyRotationCipher
+from secure_serde.stores import Cell, open_store
+
+# Raw 32-character keys: the form LANGGRAPH_AES_KEY takes in drop-in deployments.
+KEY_A = "rotation-test-key-A-0123456789ab"
+KEY_B = "rotation-test-key-B-0123456789ab"
+KEY_C = "rotation-test-key-C-0123456789ab"
+SECRET = "SSN 078-05-1120"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class ChatState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    approvals: Annotated[list[str], operator.add]
+
+
+def _reply(state: ChatState) -> dict[str, Any]:
+    last = state["messages"][-1]
+    return {"messages": [AIMessage(content=f"reply to {last.content} ({SECRET})")]}
+
+
+def _review(state: ChatState) -> dict[str, Any]:
+    verdict = interrupt({"draft": state["messages"][-1].content})
+    return {"approvals": [str(verdict)]}
+
+
+def build_graph(checkpointer: Any) -> Any:
+    builder = StateGraph(ChatState)
+    builder.add_node("reply", _reply)
+    builder.add_node("review", _review)
+    builder.add_edge(START, "reply")
+    builder.add_edge("reply", "review")
+    builder.add_edge("review", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def config(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def run_turns(graph: Any, thread_id: str, turns: int, *, start: int = 0) -> None:
+    """``turns`` human turns; each is approved, except the last, left at its interrupt."""
+    cfg = config(thread_id)
+    for turn in range(start, start + turns):
+        if graph.get_state(cfg).next:
+            graph.invoke(Command(resume=f"ok {turn - 1}"), cfg)
+        graph.invoke({"messages": [HumanMessage(content=f"{thread_id} turn {turn}")]}, cfg)
+
+
+def resume(graph: Any, thread_id: str, verdict: str) -> None:
+    graph.invoke(Command(resume=verdict), config(thread_id))
+
+
+def history(graph: Any, thread_id: str) -> list[Any]:
+    """Every StateSnapshot of a thread, newest first: values, config, metadata, tasks."""
+    return list(graph.get_state_history(config(thread_id)))
+
+
+def histories(graph: Any, threads: Sequence[str]) -> dict[str, list[Any]]:
+    return {thread: history(graph, thread) for thread in threads}
+
+
+def rotation_serde(
+    keys: Mapping[str, str], primary: str, *, retired: Sequence[str] = ()
+) -> EncryptedSerializer:
+    return EncryptedSerializer(KeyRotationCipher(keys, primary, retired=retired))
+
+
+def key_id(key: str) -> str:
+    return KeyRotationCipher({"k": key}, "k").primary_key_id
+
+
+# ---------------------------------------------------------------------------------------------
+# Savers
+
+
+@contextmanager
+def sqlite_graph(path: Path, serde: SerializerProtocol) -> Iterator[Any]:
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn, serde=serde)
+        saver.setup()
+        yield build_graph(saver)
+    finally:
+        conn.close()
+
+
+@contextmanager
+def postgres_graph(url: str, serde: SerializerProtocol) -> Iterator[Any]:
+    import psycopg
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
+        saver = PostgresSaver(conn, serde=serde)  # type: ignore[arg-type]
+        saver.setup()
+        yield build_graph(saver)
+
+
+# ---------------------------------------------------------------------------------------------
+# Looking at the stored cells directly
+
+
+def cells(location: str | Path) -> list[Cell]:
+    with open_store(str(location)) as store:
+        return [cell for cell in store.iter_cells() if cell.data is not None]
+
+
+def header_key_ids(location: str | Path) -> dict[str, int]:
+    """How many cells carry each v1 header key id ("aes"/"plain" for the other kinds)."""
+    counts: dict[str, int] = {}
+    for cell in cells(location):
+        tag = cell.type_tag or ""
+        assert cell.data is not None
+        if tag.endswith("+aesgcm"):
+            name = cell.data[1:5].hex()
+        elif tag.endswith("+aes"):
+            name = "aes"
+        else:
+            name = "plain"
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def fingerprints(location: str | Path, serde: EncryptedSerializer) -> dict[tuple[Any, ...], str]:
+    """Each cell's identity -> digest of its inner type tag and decrypted plaintext.
+
+    Decrypts without deserializing, so it is cheap enough to run after every kill.
+    """
+    by_name = {name: c for c in serde.decrypt_ciphers for name in c.cipher_names}
+    out = {}
+    for cell in cells(location):
+        assert cell.type_tag is not None
+        assert cell.data is not None
+        inner, _, name = cell.type_tag.rpartition("+")
+        plaintext = by_name[name].decrypt_bound(name, cell.data, inner)
+        digest = hashlib.sha256(inner.encode() + b"\0" + plaintext).hexdigest()
+        out[(cell.ref.table, cell.ref.key)] = digest
+    return out
+
+
+def decoded(location: str | Path, serde: SerializerProtocol) -> dict[tuple[Any, ...], Any]:
+    """Each cell's identity -> its fully deserialized value."""
+    return {
+        (cell.ref.table, cell.ref.key): serde.loads_typed((cell.type_tag, cell.data))  # type: ignore[arg-type]
+        for cell in cells(location)
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# The CLI, as a subprocess with its own environment
+
+
+@dataclass(frozen=True)
+class KeyEnv:
+    """LANGGRAPH_AES_KEY plus a keyring file, as an operator would configure them."""
+
+    env_key: str | None
+    keyring: Mapping[str, Any] | None
+
+    def environ(self, tmp: Path) -> dict[str, str]:
+        import json
+
+        env = {k: v for k, v in os.environ.items() if k not in ("LANGGRAPH_AES_KEY",)}
+        env.pop("SECURE_SERDE_KEYRING_FILE", None)
+        env["PYTHONPATH"] = str(REPO_ROOT)
+        if self.env_key is not None:
+            env["LANGGRAPH_AES_KEY"] = self.env_key
+        if self.keyring is not None:
+            path = tmp / f"keyring-{abs(hash(json.dumps(self.keyring, sort_keys=True)))}.json"
+            path.write_text(json.dumps(self.keyring))
+            env["SECURE_SERDE_KEYRING_FILE"] = str(path)
+        return env
+
+
+def cli_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "secure_serde.cli", *args]
+
+
+def run_cli(
+    keys: KeyEnv, tmp: Path, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        cli_command(*args),
+        env=keys.environ(tmp),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Tink's staged rotation, on any store
+
+
+THREADS = ("t0", "t1", "t2", "t3")
+TURNS = 3
+A_ONLY = {"a": KEY_A}
+A_AND_B = {"a": KEY_A, "b": KEY_B}
+
+
+def rotation_matrix(
+    open_graph: Callable[[EncryptedSerializer], AbstractContextManager[Any]],
+    location: str | Path,
+    rewrap_step: Callable[[EncryptedSerializer], None],
+) -> None:
+    """Write under A; add B decrypt-only; promote B; rewrap; retire A; drop A.
+
+    At every stage the graph, configured for that stage, reads every thread's full history
+    exactly as it was, then resumes one thread's pending interrupt and runs one more turn,
+    whose new rows join the reference history for the following stages.
+    """
+    a_id, b_id = key_id(KEY_A), key_id(KEY_B)
+    stage1 = rotation_serde(A_ONLY, "a")
+    stage2 = rotation_serde(A_AND_B, "a")
+    stage3 = rotation_serde(A_AND_B, "b")
+    stage5 = rotation_serde(A_AND_B, "b", retired=["a"])
+    stage6 = rotation_serde({"b": KEY_B}, "b")
+
+    with open_graph(stage1) as graph:
+        for thread in THREADS:
+            run_turns(graph, thread, TURNS)
+        reference = histories(graph, THREADS)
+    assert set(header_key_ids(location)) == {a_id}
+
+    def stage(serde: EncryptedSerializer, number: int) -> None:
+        thread = THREADS[number % len(THREADS)]
+        with open_graph(serde) as graph:
+            assert histories(graph, THREADS) == reference, f"stage {number}: history differs"
+            resume(graph, thread, f"stage {number}")
+            run_turns(graph, thread, 1, start=TURNS + number)
+            reference.update(histories(graph, THREADS))
+            assert reference[thread][0].values["approvals"][-1] == f"stage {number}"
+
+    stage(stage1, 1)
+    stage(stage2, 2)
+    assert set(header_key_ids(location)) == {a_id}, "B is decrypt-only at stage 2"
+    stage(stage3, 3)
+    mixed = header_key_ids(location)
+    assert set(mixed) == {a_id, b_id}, mixed
+    # An instance still on the stage-2 configuration reads what stage 3 wrote under B:
+    # that is why B is deployed decrypt-only everywhere before it is promoted.
+    with open_graph(stage2) as graph:
+        assert histories(graph, THREADS) == reference
+    # Retiring A before the rewrap would lock rows out, by name.
+    with open_graph(stage5) as graph, pytest.raises(RetiredKeyError, match=a_id):
+        histories(graph, THREADS)
+
+    rewrap_step(stage3)
+    after = header_key_ids(location)
+    assert after == {b_id: sum(mixed.values())}, after
+    stage(stage3, 4)
+    stage(stage5, 5)
+    stage(stage6, 6)
+    with open_graph(rotation_serde(A_ONLY, "a")) as graph, pytest.raises(UnknownKeyError):
+        histories(graph, THREADS)
