@@ -234,6 +234,18 @@ class KmsEnvelopeCipher(SecretHolder):
     def binds_context(self, ciphername: str) -> bool:
         return ciphername == _NAME
 
+    def is_current(self, ciphername: str, ciphertext: Buffer) -> bool:
+        """True when a stored value is already wrapped under the primary CMK.
+
+        `secure_serde.rewrap` skips such values: which data key a value uses
+        does not matter, only which CMK can unwrap it.
+        """
+        end = _kms_format.CMK_ID_AT + _kms_format.CMK_ID_SIZE
+        if ciphername != _NAME or len(ciphertext) < end or ciphertext[0] != _kms_format.VERSION:
+            return False
+        cmk = bytes(ciphertext[_kms_format.CMK_ID_AT : end])
+        return cmk == self._resolve(KmsEncryptionError).primary_cmk
+
     # -- cache management ---------------------------------------------------------------------
 
     def warm(self, *, refresh_before: float = 0.0) -> None:
