@@ -13,6 +13,7 @@ langgraph copies into checkpoint metadata.
 from __future__ import annotations
 
 import operator
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -50,23 +51,40 @@ INT_CHANNEL = "canary_count"
 FLOAT_CHANNEL = "canary_ratio"
 
 
-def state_canaries() -> dict[str, bytes]:
-    """Every canary that is state (not config), as the bytes a plaintext copy would contain."""
+def state_canaries() -> dict[str, list[bytes]]:
+    """Every canary that is state (not config): name -> the byte strings a plaintext copy shows.
+
+    Text as UTF-8; the numbers also as msgpack writes them (big-endian uint64 and float64), for
+    stores that keep serialized values unencrypted.
+    """
     texts = [STR, *LIST, *DICT, *DICT.values(), HUMAN, AI, FINAL, INTERRUPT, RESUME, SUBGRAPH]
-    found = {text: text.encode() for text in texts}
-    found.update({f"delta:{d}": d.encode() for d in DELTAS})
-    found["int"] = str(INT).encode()
-    found["float"] = repr(FLOAT).encode()
-    found["sub_int"] = str(SUB_INT).encode()
+    found = {text: [text.encode()] for text in texts}
+    found.update({d: [d.encode()] for d in DELTAS})
+    found["int"] = [str(INT).encode(), INT.to_bytes(8, "big")]
+    found["float"] = [repr(FLOAT).encode(), struct.pack(">d", FLOAT)]
+    found["sub_int"] = [str(SUB_INT).encode(), SUB_INT.to_bytes(8, "big")]
     return found
 
 
-def inline_json_patterns() -> dict[str, bytes]:
+def leaks(data: bytes, canaries: dict[str, list[bytes]], *, hex_too: bool = False) -> set[str]:
+    """Names of the canaries found in ``data``; with ``hex_too`` also as lowercase hex.
+
+    pg_dump writes bytea columns as hex, so a plaintext value in a blob only shows that way.
+    """
+    found = set()
+    for name, patterns in canaries.items():
+        forms = [*patterns, *(p.hex().encode() for p in patterns)] if hex_too else patterns
+        if any(form in data for form in forms):
+            found.add(name)
+    return found
+
+
+def inline_json_patterns() -> dict[str, list[bytes]]:
     """How the stock Postgres saver's JSONB shows the primitive channels (pg_dump text)."""
     return {
-        "bool": f'"{BOOL_CHANNEL}": true'.encode(),
-        "int": f'"{INT_CHANNEL}": {INT}'.encode(),
-        "float": f'"{FLOAT_CHANNEL}": {FLOAT!r}'.encode(),
+        "inline-bool": [f'"{BOOL_CHANNEL}": true'.encode()],
+        "inline-int": [f'"{INT_CHANNEL}": {INT}'.encode()],
+        "inline-float": [f'"{FLOAT_CHANNEL}": {FLOAT!r}'.encode()],
     }
 
 

@@ -1,0 +1,203 @@
+"""Canaries: run a graph that holds a recognisable value in every kind of state, then grep the
+store's raw bytes for them.
+
+The graph (tests/canary_support.py) has str, int, float, bool, list, dict and message channels,
+an ``interrupt()`` value and its resume value, a subgraph with its own state and a
+``DeltaChannel``. PostgreSQL is checked through ``pg_dump`` (text and the hex it writes for
+bytea), SQLite through the database file's bytes. Each "nothing found" test has a twin showing
+the same search does find canaries in a store written without our protection.
+
+Metadata is the one thing stored as plaintext JSON by design; the tests pin exactly which keys
+are there, and SECURITY.md lists the same keys.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+from psycopg.rows import dict_row
+
+from secure_serde import EncryptedSerializer
+from secure_serde.ciphers import EnvKeyCipher
+from secure_serde.savers import SEALED_METADATA_KEY
+from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from tests import canary_support as canary
+from tests.fixtures_services import PostgresServer, pg_dump
+
+KEY = b"canary-tests-key-0123456789abcde"
+SUFFIX = b"+aesgcm"
+
+# What a LangGraph 1.2 run of the canary graph leaves in the plaintext metadata, besides the
+# ids. The first four are langgraph's own; "api_key" and "tenant" are copied from
+# config["configurable"], as is every str/int/float/bool there (see SECURITY.md).
+LANGGRAPH_METADATA_KEYS = ["counters_since_delta_snapshot", "parents", "source", "step"]
+COPIED_FROM_CONFIGURABLE = ["api_key", "tenant"]
+DEFAULT_PLAINTEXT_METADATA = sorted(LANGGRAPH_METADATA_KEYS + COPIED_FROM_CONFIGURABLE)
+# With plaintext_metadata=() on our Postgres savers: langgraph's keys and the sealed envelope.
+SEALED_PLAINTEXT_METADATA = sorted([*LANGGRAPH_METADATA_KEYS, SEALED_METADATA_KEY])
+
+# What the stock PostgresSaver leaks even with our EncryptedSerializer: the primitive channels
+# it keeps inline (top level and subgraph), the resume value among them.
+STOCK_POSTGRES_LEAKS = {
+    canary.STR,
+    canary.RESUME,
+    canary.SUBGRAPH,
+    "int",
+    "float",
+    "sub_int",
+    "inline-bool",
+    "inline-int",
+    "inline-float",
+}
+
+
+def serde() -> EncryptedSerializer:
+    return EncryptedSerializer(EnvKeyCipher(KEY))
+
+
+def every_canary() -> dict[str, list[bytes]]:
+    return {**canary.state_canaries(), **canary.inline_json_patterns()}
+
+
+def postgres_metadata_keys(url: str) -> list[str]:
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        found = conn.execute(
+            "SELECT DISTINCT jsonb_object_keys(metadata) AS k FROM checkpoints"
+        ).fetchall()
+    return sorted(r["k"] for r in found)
+
+
+def assert_graph_stored_everything(url: str, dump: bytes) -> None:
+    """The store is not trivially clean: the run wrote the subgraph, delta writes and blobs."""
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        namespaces = conn.execute("SELECT DISTINCT checkpoint_ns FROM checkpoints").fetchall()
+        delta_writes = conn.execute(
+            "SELECT count(*) AS n FROM checkpoint_writes WHERE channel = 'deltas'"
+        ).fetchone()
+    assert any(r["checkpoint_ns"].startswith("child:") for r in namespaces)
+    assert delta_writes is not None
+    assert delta_writes["n"] >= 4
+    assert dump.count(SUFFIX) >= 40
+
+
+# --------------------------------------------------------------------------------------------
+# PostgreSQL
+
+
+@pytest.fixture
+def migrated(postgres_url: str) -> str:
+    with psycopg.connect(postgres_url, autocommit=True, row_factory=dict_row) as conn:
+        StockPostgresSaver(conn).setup()
+    return postgres_url
+
+
+async def _run_ours(url: str, *, is_async: bool, **options: Any) -> None:
+    if is_async:
+        async with AsyncPostgresSaver.from_conn_string(url, serde=serde(), **options) as saver:
+            graph = canary.build_canary_graph(saver)
+            canary.check_final_state(await canary.run_async(graph, "canary"))
+    else:
+        with PostgresSaver.from_conn_string(url, serde=serde(), **options) as sync_saver:
+            graph = canary.build_canary_graph(sync_saver)
+            canary.check_final_state(canary.run_sync(graph, "canary"))
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_postgres_dump_holds_no_state_canary(
+    postgres_server: PostgresServer, migrated: str, is_async: bool
+) -> None:
+    await _run_ours(migrated, is_async=is_async)
+    dump = pg_dump(postgres_server, migrated)
+    assert_graph_stored_everything(migrated, dump)
+    assert canary.leaks(dump, every_canary(), hex_too=True) == set()
+    # The default keeps the stock metadata, configurable values included.
+    assert postgres_metadata_keys(migrated) == DEFAULT_PLAINTEXT_METADATA
+    assert canary.API_KEY.encode() in dump
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_postgres_sealed_metadata_dump_holds_no_canary_at_all(
+    postgres_server: PostgresServer, migrated: str, is_async: bool
+) -> None:
+    await _run_ours(migrated, is_async=is_async, plaintext_metadata=())
+    dump = pg_dump(postgres_server, migrated)
+    assert_graph_stored_everything(migrated, dump)
+    config_canaries = {"api_key": [canary.API_KEY.encode()], "tenant": [b'"acme"']}
+    assert canary.leaks(dump, {**every_canary(), **config_canaries}, hex_too=True) == set()
+    assert postgres_metadata_keys(migrated) == SEALED_PLAINTEXT_METADATA
+
+
+def test_stock_postgres_saver_dump_shows_canaries(
+    postgres_server: PostgresServer, migrated: str
+) -> None:
+    """The same search on the stock saver with the same serde: the inline values show."""
+    with psycopg.connect(migrated, autocommit=True, row_factory=dict_row) as conn:
+        graph = canary.build_canary_graph(StockPostgresSaver(conn, serde=serde()))
+        canary.check_final_state(canary.run_sync(graph, "canary"))
+    dump = pg_dump(postgres_server, migrated)
+    assert canary.leaks(dump, every_canary(), hex_too=True) == STOCK_POSTGRES_LEAKS
+
+
+def test_unencrypted_serde_dump_shows_every_canary(
+    postgres_server: PostgresServer, migrated: str
+) -> None:
+    """Our saver without encryption: every canary is in a blob, and the hex search finds it."""
+    with PostgresSaver.from_conn_string(migrated, serde=JsonPlusSerializer()) as saver:
+        canary.check_final_state(canary.run_sync(canary.build_canary_graph(saver), "canary"))
+    dump = pg_dump(postgres_server, migrated)
+    # The bool has no pattern of its own outside the stock saver's inline JSON.
+    assert canary.leaks(dump, canary.state_canaries(), hex_too=True) == set(canary.state_canaries())
+    assert canary.leaks(dump, canary.inline_json_patterns(), hex_too=True) == set()
+
+
+# --------------------------------------------------------------------------------------------
+# SQLite
+
+
+def store_bytes(directory: Path) -> bytes:
+    """The database file and any journal or WAL beside it."""
+    return b"".join(p.read_bytes() for p in sorted(directory.iterdir()) if p.is_file())
+
+
+def sqlite_metadata_keys(path: Path) -> list[str]:
+    with closing(sqlite3.connect(path)) as conn:
+        found = conn.execute(
+            "SELECT DISTINCT j.key FROM checkpoints, json_each(checkpoints.metadata) AS j"
+        ).fetchall()
+    return sorted(r[0] for r in found)
+
+
+def _run_sqlite(path: Path, saver_serde: Any) -> None:
+    with closing(sqlite3.connect(path, check_same_thread=False)) as conn:
+        graph = canary.build_canary_graph(SqliteSaver(conn, serde=saver_serde))
+        canary.check_final_state(canary.run_sync(graph, "canary"))
+        namespaces = {r[0] for r in conn.execute("SELECT DISTINCT checkpoint_ns FROM checkpoints")}
+        assert any(ns.startswith("child:") for ns in namespaces)
+
+
+def test_sqlite_file_holds_no_state_canary(tmp_path: Path) -> None:
+    path = tmp_path / "store" / "canary.sqlite"
+    path.parent.mkdir()
+    _run_sqlite(path, serde())
+    raw = store_bytes(path.parent)
+    assert raw.count(SUFFIX) >= 40
+    assert canary.leaks(raw, canary.state_canaries()) == set()
+    # SQLite keeps metadata as plaintext JSON too, configurable values included.
+    assert sqlite_metadata_keys(path) == DEFAULT_PLAINTEXT_METADATA
+    assert canary.API_KEY.encode() in raw
+
+
+def test_sqlite_file_without_encryption_shows_every_canary(tmp_path: Path) -> None:
+    path = tmp_path / "store" / "canary.sqlite"
+    path.parent.mkdir()
+    _run_sqlite(path, JsonPlusSerializer())
+    raw = store_bytes(path.parent)
+    assert canary.leaks(raw, canary.state_canaries()) == set(canary.state_canaries())
