@@ -9,9 +9,11 @@ from secure_serde._errors import (
     ConfigurationError,
     DecryptionError,
     EncryptionError,
+    ForbiddenGlobalError,
     KmsDecryptionError,
     KmsEncryptionError,
     KmsError,
+    PickleNotAllowedError,
     PickleRefusedError,
     PlaintextRefusedError,
     RetiredKeyError,
@@ -19,19 +21,24 @@ from secure_serde._errors import (
     SecureSerdeError,
     UnknownCipherError,
     UnknownKeyError,
+    UnsafePickleError,
 )
 from secure_serde._keys import generate_encoded_key
 from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
 from secure_serde._serializer import EncryptedSerializer
+from secure_serde.pickling import PickleFallbackSerializer
 
 __all__ = [
     "ConfigurationError",
     "DecryptionError",
     "EncryptedSerializer",
     "EncryptionError",
+    "ForbiddenGlobalError",
     "KmsDecryptionError",
     "KmsEncryptionError",
     "KmsError",
+    "PickleFallbackSerializer",
+    "PickleNotAllowedError",
     "PickleRefusedError",
     "PlaintextRefusedError",
     "RetiredKeyError",
@@ -42,6 +49,7 @@ __all__ = [
     "SecureSerdeError",
     "UnknownCipherError",
     "UnknownKeyError",
+    "UnsafePickleError",
     "generate_encoded_key",
     "rewrap",
 ]

@@ -7,15 +7,45 @@ msgpack allowlist or a delta snapshot.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final, Literal
 
-from langgraph.checkpoint.serde.jsonplus import EXT_DELTA_SNAPSHOT, JsonPlusSerializer
+from langgraph.checkpoint.serde import _msgpack as _lg_msgpack
+from langgraph.checkpoint.serde.jsonplus import (
+    EXT_CONSTRUCTOR_KW_ARGS,
+    EXT_CONSTRUCTOR_POS_ARGS,
+    EXT_CONSTRUCTOR_SINGLE_ARG,
+    EXT_DELTA_SNAPSHOT,
+    EXT_METHOD_SINGLE_ARG,
+    EXT_NUMPY_ARRAY,
+    EXT_PYDANTIC_V1,
+    EXT_PYDANTIC_V2,
+    JsonPlusSerializer,
+    _msgpack_default,
+    _option,
+    _reconstruction_fallback,
+    _send_from_args,
+)
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
 __all__ = [
+    "EXT_CONSTRUCTOR_KW_ARGS",
+    "EXT_CONSTRUCTOR_POS_ARGS",
+    "EXT_CONSTRUCTOR_SINGLE_ARG",
     "EXT_DELTA_SNAPSHOT",
+    "EXT_METHOD_SINGLE_ARG",
+    "EXT_NUMPY_ARRAY",
+    "EXT_PYDANTIC_V1",
+    "EXT_PYDANTIC_V2",
+    "MSGPACK_OPTION",
+    "SAFE_MSGPACK_TYPES",
     "DeltaSnapshot",
+    "msgpack_allowlist",
+    "msgpack_default",
+    "reconstruction_fallback",
     "register_allowlist_wrapper",
+    "send_from_args",
+    "unpack_ext_hook",
 ]
 
 DeltaSnapshot = _DeltaSnapshot
@@ -34,3 +64,25 @@ def register_allowlist_wrapper(cls: type[Any]) -> None:
     ``with_msgpack_allowlist`` and apply it to the serializer it wraps.
     """
     JsonPlusSerializer.register(cls)
+
+
+# --- JsonPlus's msgpack encoding, which the pickle fallback builds on ---------------------
+# (secure_serde.pickling). The ext codes and payload layouts are pinned by
+# tests/test_langgraph_private_pickle.py against JsonPlus's own output.
+
+MSGPACK_OPTION: Final[int] = _option
+SAFE_MSGPACK_TYPES: Final[frozenset[tuple[str, ...]]] = _lg_msgpack.SAFE_MSGPACK_TYPES
+msgpack_default: Final[Callable[[Any], Any]] = _msgpack_default
+reconstruction_fallback: Final[Callable[[Any, Exception], Any]] = _reconstruction_fallback
+send_from_args: Final[Callable[[Any], Any]] = _send_from_args
+
+
+def unpack_ext_hook(serde: JsonPlusSerializer) -> Callable[[int, bytes], Any]:
+    """The msgpack ext hook ``serde`` decodes with (its allowlist, or a custom hook)."""
+    hook: Callable[[int, bytes], Any] = serde._unpack_ext_hook
+    return hook
+
+
+def msgpack_allowlist(serde: JsonPlusSerializer) -> set[tuple[str, ...]] | Literal[True] | None:
+    """``serde``'s msgpack allowlist: a set of (module, name), ``True`` (all, warned) or None."""
+    return serde._allowed_msgpack_modules

@@ -28,6 +28,7 @@ from secure_serde._errors import (
 from secure_serde._keys import ENV_VAR
 from secure_serde._langgraph import register_allowlist_wrapper
 from secure_serde._primitives import MODE_EAX, Backend
+from secure_serde._trust import load_authenticated
 from secure_serde.ciphers._env import EnvKeyCipher
 from secure_serde.ciphers._protocol import BoundCipher
 
@@ -198,6 +199,9 @@ class EncryptedSerializer:
                 " authenticate its type tag (see allow_legacy_pickle)"
             )
         plaintext = cipher.decrypt_bound(cipher_name, payload, inner)
+        if binds_tag:
+            # Tag and bytes are authenticated: inner layers may read embedded pickles.
+            return load_authenticated(self._serde, (inner, plaintext))
         return self._serde.loads_typed((inner, plaintext))
 
     def _load_plaintext(self, type_tag: str, payload: bytes) -> Any:

@@ -1,0 +1,33 @@
+"""Whether the bytes being deserialized right now were authenticated, type tag included.
+
+`EncryptedSerializer` calls the inner serializer through `load_authenticated`
+after its cipher has authenticated both the ciphertext and the inner type
+tag. Inner layers that must never read unauthenticated bytes (the pickle
+fallback) ask `is_authenticated`. A context variable carries the answer
+through any wrappers in between and never leaks across threads or tasks.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import Any, Final
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+__all__ = ["is_authenticated", "load_authenticated"]
+
+_AUTHENTICATED: Final[ContextVar[bool]] = ContextVar("secure_serde_authenticated", default=False)
+
+
+def load_authenticated(serde: SerializerProtocol, data: tuple[str, bytes]) -> Any:
+    """``serde.loads_typed(data)``, vouching that ``data`` (tag and bytes) was authenticated."""
+    token = _AUTHENTICATED.set(True)
+    try:
+        return serde.loads_typed(data)
+    finally:
+        _AUTHENTICATED.reset(token)
+
+
+def is_authenticated() -> bool:
+    """True inside `load_authenticated`, False everywhere else."""
+    return _AUTHENTICATED.get()

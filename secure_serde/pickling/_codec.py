@@ -1,0 +1,333 @@
+"""JsonPlus's msgpack encoding, with allowed values pickled one by one where they stand.
+
+Encoding uses JsonPlus's options and its ``_msgpack_default`` for every leaf
+type it knows. Its container types (pydantic models, dataclasses,
+namedtuples, ``Send``, sets, enums, ``Item``, ``time``) are laid out here in
+exactly JsonPlus's ext codes and payloads, because JsonPlus encodes their
+contents with its own hook, which knows nothing of pickles;
+tests/test_langgraph_private_pickle.py pins the layouts byte for byte.
+
+Three ext codes are ours:
+
+* `EXT_PICKLE` (80): one pickled value (pickle protocol 5);
+* `EXT_NESTED` (81): a JsonPlus container whose contents hold a pickle:
+  one byte with JsonPlus's ext code, then JsonPlus's payload. Containers
+  without pickles keep JsonPlus's own code, and decode through JsonPlus;
+* ``_DeltaSnapshot`` keeps JsonPlus's code 7 in every case.
+
+A value encoded with at least one pickle gets the type tag `TAG`
+(``msgpack+pickle``): plain JsonPlus refuses it instead of reading the
+pickles as None, and `EncryptedSerializer` refuses it unless the cipher
+authenticated the tag.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+import decimal
+import enum
+import importlib
+import ipaddress
+import logging
+import pathlib
+import re
+import uuid
+import zoneinfo
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import ormsgpack
+from langgraph.checkpoint.serde.types import SendProtocol
+from langgraph.store.base import Item
+
+from secure_serde import _langgraph as lg
+from secure_serde._errors import DecryptionError, PickleNotAllowedError, UnsafePickleError
+from secure_serde.pickling import _unpickler
+from secure_serde.pickling._scan import Admission
+
+__all__ = ["EXT_NESTED", "EXT_PICKLE", "TAG", "Policy", "decode", "encode"]
+
+logger = logging.getLogger("secure_serde")
+
+EXT_PICKLE: Final = 80
+EXT_NESTED: Final = 81
+TAG: Final = "msgpack+pickle"
+_UNPACK_OPTION: Final = ormsgpack.OPT_NON_STR_KEYS
+_NESTABLE: Final = frozenset(
+    {
+        lg.EXT_CONSTRUCTOR_SINGLE_ARG,
+        lg.EXT_CONSTRUCTOR_POS_ARGS,
+        lg.EXT_CONSTRUCTOR_KW_ARGS,
+        lg.EXT_PYDANTIC_V1,
+        lg.EXT_PYDANTIC_V2,
+    }
+)
+# Types JsonPlus encodes whole, whose contents cannot hold a pickle.
+_LEAVES: Final = (
+    pathlib.Path,
+    re.Pattern,
+    uuid.UUID,
+    decimal.Decimal,
+)
+_LATE_LEAVES: Final = (
+    ipaddress.IPv4Address,
+    ipaddress.IPv4Interface,
+    ipaddress.IPv4Network,
+    ipaddress.IPv6Address,
+    ipaddress.IPv6Interface,
+    ipaddress.IPv6Network,
+    datetime.datetime,
+    datetime.timedelta,
+    datetime.date,
+)
+
+Allowlist = set[tuple[str, ...]] | Literal[True] | None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """What may be pickled (``direct``: always; ``fallback``: when JsonPlus cannot) and read."""
+
+    direct: frozenset[type]
+    fallback: frozenset[type]
+    admission: Admission
+
+
+def _callable_attr(obj: Any, name: str) -> bool:
+    return hasattr(obj, name) and callable(getattr(obj, name))
+
+
+def _names(obj: Any) -> tuple[str, str]:
+    return obj.__class__.__module__, obj.__class__.__name__
+
+
+def container_payload(obj: Any) -> tuple[int, tuple[Any, ...]] | None:
+    """JsonPlus's ext code and payload for a container, or None for a leaf.
+
+    The checks run in ``_msgpack_default``'s order, so an object matching
+    several (a model that is also a dataclass) takes the same branch.
+    """
+    if _callable_attr(obj, "model_dump"):
+        return lg.EXT_PYDANTIC_V2, (*_names(obj), obj.model_dump(), "model_validate_json")
+    if _callable_attr(obj, "get_secret_value"):
+        return lg.EXT_CONSTRUCTOR_SINGLE_ARG, (*_names(obj), obj.get_secret_value())
+    if _callable_attr(obj, "dict"):
+        return lg.EXT_PYDANTIC_V1, (*_names(obj), obj.dict())
+    if _callable_attr(obj, "_asdict"):
+        return lg.EXT_CONSTRUCTOR_KW_ARGS, (*_names(obj), obj._asdict())
+    if isinstance(obj, _LEAVES):
+        return None
+    if isinstance(obj, (set, frozenset, collections.deque)):
+        return lg.EXT_CONSTRUCTOR_SINGLE_ARG, (*_names(obj), tuple(obj))
+    if isinstance(obj, _LATE_LEAVES):
+        return None
+    if isinstance(obj, datetime.time):
+        fields = ("hour", "minute", "second", "microsecond", "tzinfo", "fold")
+        return lg.EXT_CONSTRUCTOR_KW_ARGS, (*_names(obj), {f: getattr(obj, f) for f in fields})
+    if isinstance(obj, (datetime.timezone, zoneinfo.ZoneInfo)):
+        return None
+    if isinstance(obj, enum.Enum):
+        return lg.EXT_CONSTRUCTOR_SINGLE_ARG, (*_names(obj), obj.value)
+    if isinstance(obj, SendProtocol):
+        timeout = getattr(obj, "timeout", None)
+        args = (obj.node, obj.arg) if timeout is None else (obj.node, obj.arg, timeout)
+        return lg.EXT_CONSTRUCTOR_POS_ARGS, (*_names(obj), args)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        fields_ = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
+        return lg.EXT_CONSTRUCTOR_KW_ARGS, (*_names(obj), fields_)
+    if isinstance(obj, Item):
+        return lg.EXT_CONSTRUCTOR_KW_ARGS, (
+            *_names(obj),
+            {k: getattr(obj, k) for k in obj.__slots__},
+        )
+    return None
+
+
+def _not_allowed(cls: type, reason: str, how: str) -> PickleNotAllowedError:
+    name = f"{cls.__module__}.{cls.__qualname__}"
+    return PickleNotAllowedError(f"refusing to pickle {name}: {reason}. {how}", type_name=name)
+
+
+class _Encoder:
+    """One ``dumps``: ormsgpack drops whatever ``default`` raises, so the first error waits here."""
+
+    __slots__ = ("_policy", "error", "pickles")
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
+        self.error: BaseException | None = None
+        self.pickles = 0
+
+    def encode(self, obj: Any) -> bytes:
+        return ormsgpack.packb(obj, default=self._default, option=lg.MSGPACK_OPTION)
+
+    def _default(self, obj: Any) -> Any:
+        try:
+            return self._convert(obj)
+        except BaseException as exc:
+            if self.error is None:
+                self.error = exc
+            raise
+
+    def _convert(self, obj: Any) -> Any:
+        cls = type(obj)
+        if cls in self._policy.direct:
+            return self._pickle(obj)
+        if isinstance(obj, lg.DeltaSnapshot):
+            return ormsgpack.Ext(lg.EXT_DELTA_SNAPSHOT, self.encode(obj.value))
+        shape = container_payload(obj)
+        if shape is not None:
+            code, payload = shape
+            before = self.pickles
+            body = self.encode(payload)
+            if self.pickles == before:
+                return ormsgpack.Ext(code, body)
+            return ormsgpack.Ext(EXT_NESTED, bytes((code,)) + body)
+        try:
+            return lg.msgpack_default(obj)
+        except TypeError:
+            pass
+        if cls in self._policy.fallback:
+            return self._pickle(obj)
+        raise _not_allowed(
+            cls,
+            "msgpack cannot encode it and its type is not allowed",
+            f"Allow it with PickleFallbackSerializer(allowed=[..., {cls.__module__}."
+            f"{cls.__qualname__}]), or a preset (secure_serde.pickling.PANDAS, NUMPY).",
+        )
+
+    def _pickle(self, obj: Any) -> ormsgpack.Ext:
+        try:
+            data = _unpickler.dump(obj, self._policy.admission)
+        except UnsafePickleError as exc:
+            missing = getattr(exc, "module", None), getattr(exc, "name", None)
+            how = (
+                f"Add ({missing[0]!r}, {missing[1]!r}) to allowed= (or allow the type that needs"
+                " it) if you trust it."
+                if missing[0] is not None
+                else "This library does not write such pickles."
+            )
+            raise _not_allowed(
+                type(obj), f"its pickle would be refused on read ({exc})", how
+            ) from None
+        except Exception as exc:
+            raise _not_allowed(
+                type(obj), f"pickle failed ({type(exc).__name__})", "Store it in another form."
+            ) from exc
+        self.pickles += 1
+        return ormsgpack.Ext(EXT_PICKLE, data)
+
+
+def encode(obj: Any, policy: Policy) -> tuple[str, bytes]:
+    """Encode ``obj`` as JsonPlus would, pickling only the allowed values it cannot take."""
+    encoder = _Encoder(policy)
+    try:
+        data = encoder.encode(obj)
+    except TypeError:
+        if encoder.error is not None:
+            raise encoder.error from None
+        raise
+    return (TAG if encoder.pickles else "msgpack"), data
+
+
+class _Decoder:
+    """One ``loads``: pickles, snapshots and nested containers here, the rest to JsonPlus's hook."""
+
+    __slots__ = ("_admission", "_allowlist", "_inner_hook", "error")
+
+    def __init__(
+        self, admission: Admission, inner_hook: Callable[[int, bytes], Any], allowlist: Allowlist
+    ) -> None:
+        self._admission = admission
+        self._inner_hook = inner_hook
+        self._allowlist = allowlist
+        self.error: BaseException | None = None
+
+    def unpack(self, data: bytes) -> Any:
+        return ormsgpack.unpackb(data, ext_hook=self._hook, option=_UNPACK_OPTION)
+
+    def _hook(self, code: int, data: bytes) -> Any:
+        try:
+            return self._ext(code, data)
+        except BaseException as exc:
+            if self.error is None:
+                self.error = exc
+            raise
+
+    def _ext(self, code: int, data: bytes) -> Any:
+        if code == EXT_PICKLE:
+            return _unpickler.load(data, self._admission)
+        if code == lg.EXT_DELTA_SNAPSHOT:
+            return lg.DeltaSnapshot(self.unpack(data))
+        if code == EXT_NESTED:
+            if len(data) < 2 or data[0] not in _NESTABLE:
+                raise DecryptionError("refusing a malformed nested value")
+            return self._construct(data[0], self.unpack(data[1:]))
+        return self._inner_hook(code, data)
+
+    def _allowed(self, module: str, name: str) -> bool:
+        key = (module, name)
+        if key in lg.SAFE_MSGPACK_TYPES or self._allowlist is True:
+            return True
+        if self._allowlist is not None and key in self._allowlist:
+            return True
+        logger.warning(
+            "Blocked deserialization of %s.%s - not in allowed_msgpack_modules", module, name
+        )
+        return False
+
+    def _construct(self, code: int, tup: Any) -> Any:
+        """Rebuild a container as JsonPlus's ext hook does, allowlist and fallbacks included."""
+        if not (
+            isinstance(tup, list)
+            and len(tup) >= 3
+            and isinstance(tup[0], str)
+            and isinstance(tup[1], str)
+        ):
+            raise DecryptionError("refusing a malformed nested value")
+        module, name, arg = tup[0], tup[1], tup[2]
+        if not self._allowed(module, name):
+            return arg
+        if code in (lg.EXT_PYDANTIC_V1, lg.EXT_PYDANTIC_V2):
+            try:
+                cls = getattr(importlib.import_module(module), name)
+                try:
+                    return cls(**arg)
+                except Exception:
+                    fallback = "construct" if code == lg.EXT_PYDANTIC_V1 else "model_construct"
+                    return getattr(cls, fallback)(**arg)
+            except Exception:
+                return arg
+        try:
+            if code == lg.EXT_CONSTRUCTOR_POS_ARGS and (module, name) == (
+                "langgraph.types",
+                "Send",
+            ):
+                return lg.send_from_args(arg)
+            cls = getattr(importlib.import_module(module), name)
+            if code == lg.EXT_CONSTRUCTOR_SINGLE_ARG:
+                return cls(arg)
+            if code == lg.EXT_CONSTRUCTOR_POS_ARGS:
+                return cls(*arg)
+            return cls(**arg)
+        except Exception as exc:
+            return lg.reconstruction_fallback(tup, exc)
+
+
+def decode(
+    data: bytes,
+    admission: Admission,
+    inner_hook: Callable[[int, bytes], Any],
+    allowlist: Allowlist,
+) -> Any:
+    """Decode a `TAG` payload written by `encode`."""
+    decoder = _Decoder(admission, inner_hook, allowlist)
+    try:
+        return decoder.unpack(data)
+    except ValueError:
+        if decoder.error is not None:
+            raise decoder.error from None
+        raise DecryptionError("refusing a malformed msgpack+pickle value") from None

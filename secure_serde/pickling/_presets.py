@@ -1,0 +1,351 @@
+"""What each allowed type may pickle, and which globals its pickles need.
+
+The global lists were found empirically: pickletools over representative
+values (every index kind, every extension array and nullable dtype, every
+date offset usable as a frequency, tz-aware columns in named zones and fixed
+offsets, categoricals, string dtype, object columns holding pandas and numpy
+scalars, structured and object numpy arrays). tests/test_pickle_fallback_presets.py
+re-derives them from such a corpus and fails if either side has a name the
+other lacks. They are pinned for pandas 3.x and numpy 2.x; a pickle that
+names a helper of another version is refused with `ForbiddenGlobalError`,
+which names it, and ``allowed=[("module", "name")]`` admits it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from dataclasses import dataclass
+from typing import Any, Final
+
+from secure_serde._errors import ConfigurationError
+
+__all__ = ["FRAME_GLOBALS", "NUMPY", "PANDAS", "PANDAS_GLOBALS", "Preset", "Rule", "rules_for"]
+
+_NP_CORE: Final = "numpy._core.multiarray"
+NUMPY_SCALAR_GLOBALS: Final = frozenset({("numpy", "dtype"), (_NP_CORE, "scalar")})
+NUMPY_ARRAY_GLOBALS: Final = NUMPY_SCALAR_GLOBALS | {
+    ("numpy", "ndarray"),
+    (_NP_CORE, "_reconstruct"),
+    ("numpy._core.numeric", "_frombuffer"),
+}
+# numpy 1.x wrote the same helpers under numpy.core; numpy 2 still resolves them
+# there, so a store written before an upgrade stays readable.
+NUMPY_1_ALIASES: Final = frozenset(
+    {
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy.core.numeric", "_frombuffer"),
+    }
+)
+
+_OFFSETS: Final = (
+    "BHalfYearBegin",
+    "BHalfYearEnd",
+    "BQuarterBegin",
+    "BQuarterEnd",
+    "BYearBegin",
+    "BYearEnd",
+    "BusinessDay",
+    "BusinessHour",
+    "BusinessMonthBegin",
+    "BusinessMonthEnd",
+    "CustomBusinessDay",
+    "CustomBusinessHour",
+    "CustomBusinessMonthBegin",
+    "CustomBusinessMonthEnd",
+    "Day",
+    "Easter",
+    "FY5253",
+    "FY5253Quarter",
+    "HalfYearBegin",
+    "HalfYearEnd",
+    "Hour",
+    "LastWeekOfMonth",
+    "Micro",
+    "Milli",
+    "Minute",
+    "MonthBegin",
+    "MonthEnd",
+    "Nano",
+    "QuarterBegin",
+    "QuarterEnd",
+    "Second",
+    "SemiMonthBegin",
+    "SemiMonthEnd",
+    "Week",
+    "WeekOfMonth",
+    "YearBegin",
+    "YearEnd",
+)
+_PANDAS_TOP: Final = (
+    "BooleanDtype",
+    "Categorical",
+    "CategoricalDtype",
+    "CategoricalIndex",
+    "DateOffset",
+    "DatetimeIndex",
+    "DatetimeTZDtype",
+    "Float32Dtype",
+    "Float64Dtype",
+    "Index",
+    "Int8Dtype",
+    "Int16Dtype",
+    "Int32Dtype",
+    "Int64Dtype",
+    "Interval",
+    "IntervalDtype",
+    "IntervalIndex",
+    "MultiIndex",
+    "NA",
+    "Period",
+    "PeriodDtype",
+    "PeriodIndex",
+    "RangeIndex",
+    "SparseDtype",
+    "StringDtype",
+    "TimedeltaIndex",
+    "UInt8Dtype",
+    "UInt16Dtype",
+    "UInt32Dtype",
+    "UInt64Dtype",
+)
+_PANDAS_ARRAYS: Final = (
+    "BooleanArray",
+    "DatetimeArray",
+    "FloatingArray",
+    "IntegerArray",
+    "IntervalArray",
+    "PeriodArray",
+    "SparseArray",
+    "StringArray",
+    "TimedeltaArray",
+)
+
+# Index, extension arrays and pandas scalars, with the time zones, offsets and
+# numpy values they hold. Frames and Series add their block managers.
+PANDAS_GLOBALS: Final = (
+    NUMPY_ARRAY_GLOBALS
+    | {("pandas", name) for name in _PANDAS_TOP}
+    | {("pandas.arrays", name) for name in _PANDAS_ARRAYS}
+    | {("pandas._libs.tslibs.offsets", name) for name in _OFFSETS}
+    | {
+        ("builtins", "getattr"),
+        ("datetime", "time"),
+        ("datetime", "timedelta"),
+        ("datetime", "timezone"),
+        ("dateutil.relativedelta", "relativedelta"),
+        ("zoneinfo", "ZoneInfo"),
+        ("pandas._libs.arrays", "__pyx_unpickle_NDArrayBacked"),
+        ("pandas._libs.interval", "__pyx_unpickle_IntervalMixin"),
+        ("pandas._libs.sparse", "IntIndex"),
+        ("pandas._libs.tslibs.nattype", "_nat_unpickle"),
+        ("pandas._libs.tslibs.timedeltas", "_timedelta_unpickle"),
+        ("pandas._libs.tslibs.timestamps", "_unpickle_timestamp"),
+        ("pandas.core.indexes.base", "_new_Index"),
+        ("pandas.core.indexes.datetimes", "_new_DatetimeIndex"),
+        ("pandas.core.indexes.interval", "_new_IntervalIndex"),
+        ("pandas.core.indexes.timedeltas", "_new_TimedeltaIndex"),
+    }
+)
+# ZoneInfo pickles as getattr(ZoneInfo, "_unpickle")(key, from_cache).
+PANDAS_METHODS: Final = frozenset({("zoneinfo", "ZoneInfo", "_unpickle")})
+_BLOCKS: Final = frozenset({("builtins", "slice"), ("pandas._libs.internals", "_unpickle_block")})
+FRAME_GLOBALS: Final = (
+    PANDAS_GLOBALS
+    | _BLOCKS
+    | {("pandas", "DataFrame"), ("pandas.core.internals.managers", "BlockManager")}
+)
+SERIES_GLOBALS: Final = (
+    PANDAS_GLOBALS
+    | _BLOCKS
+    | {("pandas", "Series"), ("pandas.core.internals.managers", "SingleBlockManager")}
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Types that may be pickled, and the globals and getattr triples their pickles use.
+
+    ``direct`` types are pickled without asking JsonPlus first, because
+    JsonPlus would encode them lossily (numpy arrays come back read-only,
+    ``pd.Timestamp`` as a string); other types are pickled only when
+    JsonPlus cannot encode them at all.
+    """
+
+    types: frozenset[type]
+    globals: frozenset[tuple[str, str]]
+    methods: frozenset[tuple[str, str, str]] = frozenset()
+    direct: bool = True
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named family of allowed types: `PANDAS` (which includes numpy) or `NUMPY`."""
+
+    name: str
+
+    def rules(self) -> tuple[Rule, ...]:
+        if self.name == "numpy":
+            return _numpy_rules()
+        return _numpy_rules() + _pandas_rules()
+
+
+NUMPY: Final = Preset("numpy")
+PANDAS: Final = Preset("pandas")
+
+
+def _import(module: str, extra: str) -> Any:
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the {extra} preset needs {module}: pip install 'secure-serde[pandas]'"
+        ) from exc
+
+
+@functools.cache
+def _numpy_rules() -> tuple[Rule, ...]:
+    np = _import("numpy", "numpy")
+
+    scalars: set[type] = set()
+    pending: list[type] = [np.generic]
+    while pending:
+        cls = pending.pop()
+        pending += cls.__subclasses__()
+        if cls.__module__ == "numpy":
+            scalars.add(cls)
+    dtypes = {getattr(np.dtypes, name) for name in np.dtypes.__all__}
+    return (
+        Rule(frozenset({np.ndarray}), NUMPY_ARRAY_GLOBALS | NUMPY_1_ALIASES),
+        Rule(frozenset(scalars), NUMPY_SCALAR_GLOBALS | NUMPY_1_ALIASES),
+        Rule(frozenset(dtypes), frozenset({("numpy", "dtype")})),
+    )
+
+
+@functools.cache
+def _pandas_rules() -> tuple[Rule, ...]:
+    pd = _import("pandas", "pandas")
+
+    others = {
+        pd.Index,
+        pd.RangeIndex,
+        pd.DatetimeIndex,
+        pd.TimedeltaIndex,
+        pd.PeriodIndex,
+        pd.IntervalIndex,
+        pd.CategoricalIndex,
+        pd.MultiIndex,
+        pd.Categorical,
+        pd.Timestamp,
+        pd.Timedelta,
+        pd.Period,
+        pd.Interval,
+        type(pd.NaT),
+        type(pd.NA),
+        *(getattr(pd.arrays, name) for name in _PANDAS_ARRAYS),
+    }
+    numpy_extra = NUMPY_1_ALIASES
+    return (
+        Rule(frozenset({pd.DataFrame}), FRAME_GLOBALS | numpy_extra, PANDAS_METHODS),
+        Rule(frozenset({pd.Series}), SERIES_GLOBALS | numpy_extra, PANDAS_METHODS),
+        Rule(frozenset(others), PANDAS_GLOBALS | numpy_extra, PANDAS_METHODS),
+    )
+
+
+def _known_rule(cls: type) -> Rule | None:
+    """The preset rule covering ``cls``, narrowed to ``cls``, if a preset knows it."""
+    module = cls.__module__.partition(".")[0]
+    if module == "numpy":
+        rules = _numpy_rules()
+    elif module == "pandas":
+        rules = _pandas_rules()
+    else:
+        return None
+    for rule in rules:
+        if cls in rule.types:
+            return Rule(frozenset({cls}), rule.globals, rule.methods, rule.direct)
+    return None
+
+
+def rules_for(entry: object) -> tuple[Rule, ...]:
+    """The rules one ``allowed=`` entry stands for: a preset, a type, or a (module, name) pair."""
+    if isinstance(entry, Preset):
+        return entry.rules()
+    if isinstance(entry, type):
+        known = _known_rule(entry)
+        if known is not None:
+            return (known,)
+        own = (entry.__module__, entry.__qualname__)
+        _refuse_dangerous(own)
+        return (Rule(frozenset({entry}), frozenset({own}), direct=False),)
+    if (
+        isinstance(entry, tuple)
+        and len(entry) == 2
+        and all(isinstance(part, str) and part for part in entry)
+    ):
+        pair = (entry[0], entry[1])
+        _refuse_dangerous(pair)
+        return (Rule(frozenset(), frozenset({pair}), direct=False),)
+    raise ConfigurationError(
+        f"allowed= takes types, presets (secure_serde.pickling.PANDAS, NUMPY) and"
+        f" ('module', 'name') pairs, not {type(entry).__name__}"
+    )
+
+
+# Globals that run code, reach arbitrary attributes or touch the system. Admitting
+# any of them would turn the allowlist back into plain pickle, so they are refused
+# even when asked for.
+_DANGEROUS_BUILTINS: Final = frozenset(
+    {
+        "__import__",
+        "breakpoint",
+        "compile",
+        "delattr",
+        "eval",
+        "exec",
+        "getattr",
+        "globals",
+        "input",
+        "locals",
+        "open",
+        "setattr",
+        "vars",
+    }
+)
+_DANGEROUS_MODULES: Final = frozenset(
+    {
+        "builtins",
+        "code",
+        "codeop",
+        "ctypes",
+        "functools",
+        "importlib",
+        "marshal",
+        "nt",
+        "operator",
+        "os",
+        "pickle",
+        "posix",
+        "pty",
+        "runpy",
+        "shutil",
+        "socket",
+        "subprocess",
+        "sys",
+        "types",
+        "_pickle",
+        "_posixsubprocess",
+    }
+)
+
+
+def _refuse_dangerous(pair: tuple[str, str]) -> None:
+    module, name = pair
+    root = module.partition(".")[0]
+    if (root == "builtins" and name in _DANGEROUS_BUILTINS) or (
+        root in _DANGEROUS_MODULES and root != "builtins"
+    ):
+        raise ConfigurationError(
+            f"{module}.{name} is never admitted: a pickle naming it can run arbitrary code"
+        )

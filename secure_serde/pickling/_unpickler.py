@@ -1,0 +1,85 @@
+"""Loading one embedded pickle: the static scan, then an unpickler that knows only admitted globals.
+
+The scan (`_scan.scan`) proves, before anything runs, that every global the
+pickle names is admitted and that no call result is called again. The
+unpickler enforces the same allowlist at run time in ``find_class``, and
+hands out a ``getattr`` that reaches only the admitted (class, attribute)
+pairs. Any failure, including one inside an admitted helper, raises
+`UnsafePickleError`; the value is never replaced by a default.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from collections.abc import Callable
+from typing import Any, Final
+
+from secure_serde._errors import ForbiddenGlobalError, UnsafePickleError
+from secure_serde.pickling._scan import GETATTR, Admission, scan
+
+__all__ = ["PICKLE_PROTOCOL", "dump", "load"]
+
+# Protocol 5 keeps array buffers in band as bytearrays, so arrays come back writable.
+PICKLE_PROTOCOL: Final = 5
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+    def __init__(self, data: bytes, admission: Admission) -> None:
+        super().__init__(io.BytesIO(data), fix_imports=False)
+        self._admission = admission
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == GETATTR and self._admission.methods:
+            return self._guarded_getattr()
+        if (module, name) not in self._admission.globals:
+            raise ForbiddenGlobalError(
+                f"refusing a pickle that names {module}.{name}, which is not admitted",
+                module=module,
+                name=name,
+            )
+        return super().find_class(module, name)
+
+    def persistent_load(self, pid: Any) -> Any:
+        raise UnsafePickleError("refusing a pickle that uses persistent ids")
+
+    def _guarded_getattr(self) -> Callable[[Any, str], Any]:
+        pairs = [
+            (super(_RestrictedUnpickler, self).find_class(module, qualname), attribute)
+            for module, qualname, attribute in sorted(self._admission.methods)
+            if (module, qualname) in self._admission.globals
+        ]
+
+        def guarded_getattr(obj: Any, attribute: str) -> Any:
+            for owner, allowed in pairs:
+                if obj is owner and attribute == allowed:
+                    return getattr(owner, allowed)
+            raise UnsafePickleError("refusing a pickle that reaches an attribute not admitted")
+
+        return guarded_getattr
+
+
+def load(data: bytes, admission: Admission) -> Any:
+    """Rebuild the value pickled in ``data``, or raise `UnsafePickleError`."""
+    scan(data, admission)
+    try:
+        return _RestrictedUnpickler(data, admission).load()
+    except UnsafePickleError:
+        raise
+    except Exception as exc:
+        # Only the exception type: its text could quote stored values.
+        raise UnsafePickleError(
+            f"an admitted helper failed to rebuild a pickled value ({type(exc).__name__})"
+        ) from None
+
+
+def dump(value: Any, admission: Admission) -> bytes:
+    """Pickle ``value`` and prove it could be read back under ``admission``.
+
+    Raises the scan's `UnsafePickleError` (a `ForbiddenGlobalError` when the
+    pickle needs a global that is not admitted); callers turn it into a
+    write-side error.
+    """
+    data = pickle.dumps(value, protocol=PICKLE_PROTOCOL)
+    scan(data, admission)
+    return data
