@@ -11,8 +11,12 @@ from __future__ import annotations
 import inspect
 import logging
 import operator
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Annotated, Any
 
 import psycopg
@@ -679,3 +683,27 @@ def test_allowlist_clone_keeps_the_policies(postgres_url: str) -> None:
     assert clone.serde.serde is not inner
     assert clone.metadata_sealer == saver.metadata_sealer
     assert clone._inline_guard is saver._inline_guard
+
+
+# --------------------------------------------------------------------------------------------
+# The example
+
+
+def test_production_example_runs(postgres_url: str) -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "postgres_production.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    env["LANGGRAPH_AES_KEY"] = KEY.decode()
+    proc = subprocess.run(
+        [sys.executable, str(example), postgres_url],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "with state values in their JSON: 0" in proc.stdout
+    assert "rows whose plaintext metadata holds the API key: 0" in proc.stdout
+    assert "'api_key': 'sk-demo-" in proc.stdout  # unsealed on read
+    # It cleans up after itself.
+    assert rows(postgres_url, "SELECT count(*) AS n FROM checkpoints")[0]["n"] == 0
