@@ -171,7 +171,7 @@ def canary_config(thread_id: str) -> dict[str, Any]:
 
 
 FIRST_INPUT: dict[str, Any] = {"messages": [HumanMessage(content=HUMAN)], "deltas": [DELTAS[0]]}
-RESUME_COMMAND = Command(resume=RESUME)
+RESUME_COMMAND: Command[Any] = Command(resume=RESUME)
 
 
 @dataclass(frozen=True)

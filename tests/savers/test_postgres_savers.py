@@ -443,7 +443,8 @@ def test_sealed_metadata_keeps_configurable_out_of_plaintext(
         stock_tuple = StockSaver(conn, serde=serde()).get_tuple(sealed_put)
         assert stock_tuple is not None
         assert "api_key" not in stock_tuple.metadata
-        assert stock_tuple.metadata[SEALED_METADATA_KEY]["type"].endswith(SUFFIX)
+        envelope: Any = dict(stock_tuple.metadata)[SEALED_METADATA_KEY]
+        assert envelope["type"].endswith(SUFFIX)
 
     stored = rows(postgres_url, "SELECT thread_id, metadata FROM checkpoints")
     keys = {k for r in stored if r["thread_id"] != "stock" for k in r["metadata"]}
@@ -540,7 +541,7 @@ async def test_metadata_option_errors(postgres_url: str) -> None:
             saver.put(
                 {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
                 _checkpoint({}),
-                {"source": "input", "step": -1, SEALED_METADATA_KEY: {}},  # type: ignore[typeddict-unknown-key]
+                {"source": "input", "step": -1, SEALED_METADATA_KEY: {}},  # type: ignore[typeddict-item]
                 {},
             )
 
@@ -554,8 +555,13 @@ def test_connection_pool(postgres_url: str) -> None:
         saver = PostgresSaver(pool, serde=serde())
         saver.setup()
         canary.check_final_state(canary.run_sync(canary.build_canary_graph(saver), "t"))
-        with pytest.raises(ValueError, match="Pipeline"), pool.connection() as conn:
-            PostgresSaver(pool, conn.pipeline(), serde=serde())
+        # As the stock saver: a pipeline belongs to one connection, not to a pool.
+        with (
+            pytest.raises(ValueError, match="Pipeline"),
+            pool.connection() as conn,
+            conn.pipeline() as pipe,
+        ):
+            PostgresSaver(pool, pipe, serde=serde())
     assert_no_inline_state(postgres_url, "t")
 
 
