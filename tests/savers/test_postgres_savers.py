@@ -370,6 +370,33 @@ def test_planted_inline_value_is_refused(
         assert any("allow_inline_values=True" in r.getMessage() for r in caplog.records)
 
 
+async def test_async_saver_refuses_inline_values(postgres_url: str) -> None:
+    """The async read paths: get_tuple/list rows, and the DeltaChannel seed walk."""
+    config = {"configurable": {"thread_id": "t"}}
+    with connect(postgres_url) as conn:
+        stock = StockSaver(conn, serde=serde())
+        stock.setup()
+        for _ in range(2):
+            _notes_graph(NotesV1, stock).invoke({}, config)  # "notes" and "turn" inline
+    async with AsyncPostgresSaver.from_conn_string(postgres_url, serde=serde()) as strict:
+        with pytest.raises(PlaintextRefusedError, match="notes"):
+            await strict.aget_tuple(config)
+        with pytest.raises(PlaintextRefusedError):
+            _ = [t async for t in strict.alist(config)]
+    async with AsyncPostgresSaver.from_conn_string(
+        postgres_url, serde=serde(), allow_inline_values=True
+    ) as migrating:
+        await _notes_graph(NotesV2, migrating).ainvoke({}, config)
+        expected = "".join(f"[note {t}: secret-{t * 7919}]" for t in (1, 2, 3))
+        state = await _notes_graph(NotesV2, migrating).aget_state(config)
+        assert state.values["notes"] == expected
+    async with AsyncPostgresSaver.from_conn_string(postgres_url, serde=serde()) as strict:
+        # The latest checkpoint is ours and clean; its delta seed is a stock inline value.
+        assert await strict.aget_tuple(config) is not None
+        with pytest.raises(PlaintextRefusedError, match="notes"):
+            await _notes_graph(NotesV2, strict).aget_state(config)
+
+
 # --------------------------------------------------------------------------------------------
 # Metadata
 
