@@ -44,6 +44,7 @@ DELTAS = [
     "CANARY-delta-3-0c9b36",
 ]
 API_KEY = "CANARY-api-key-sk-2f8e6d0b"
+RUN_ID = "1f0c2a9e-5b7d-6e41-8a3c-9d2b7e6f4a10"
 # A bool has no byte pattern of its own, so the tests look for its channel's inline JSON (the
 # int and float channels get the same check, beside their digits).
 BOOL_CHANNEL = "canary_flag"
@@ -167,7 +168,11 @@ def build_canary_graph(checkpointer: Any) -> Any:
 
 
 def canary_config(thread_id: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": thread_id, "api_key": API_KEY, "tenant": "acme"}}
+    # A run_id in config["metadata"], as LangGraph Platform sets one, is copied into metadata too.
+    return {
+        "configurable": {"thread_id": thread_id, "api_key": API_KEY, "tenant": "acme"},
+        "metadata": {"run_id": RUN_ID},
+    }
 
 
 FIRST_INPUT: dict[str, Any] = {"messages": [HumanMessage(content=HUMAN)], "deltas": [DELTAS[0]]}

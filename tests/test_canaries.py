@@ -35,12 +35,13 @@ from tests.fixtures_services import PostgresServer, pg_dump
 KEY = b"canary-tests-key-0123456789abcde"
 SUFFIX = b"+aesgcm"
 
-# What a LangGraph 1.2 run of the canary graph leaves in the plaintext metadata, besides the
-# ids. The first four are langgraph's own; "api_key" and "tenant" are copied from
-# config["configurable"], as is every str/int/float/bool there (see SECURITY.md).
+# What a LangGraph 1.2 run of the canary graph leaves in the plaintext metadata (SECURITY.md,
+# "What stays plaintext at rest", states the same lists). The first four are langgraph's own
+# (the counters only in graphs with a DeltaChannel). "run_id" is copied from config["metadata"],
+# "api_key" and "tenant" from config["configurable"], as is every str/int/float/bool there.
 LANGGRAPH_METADATA_KEYS = ["counters_since_delta_snapshot", "parents", "source", "step"]
-COPIED_FROM_CONFIGURABLE = ["api_key", "tenant"]
-DEFAULT_PLAINTEXT_METADATA = sorted(LANGGRAPH_METADATA_KEYS + COPIED_FROM_CONFIGURABLE)
+COPIED_FROM_CONFIG = ["api_key", "run_id", "tenant"]
+DEFAULT_PLAINTEXT_METADATA = sorted(LANGGRAPH_METADATA_KEYS + COPIED_FROM_CONFIG)
 # With plaintext_metadata=() on our Postgres savers: langgraph's keys and the sealed envelope.
 SEALED_PLAINTEXT_METADATA = sorted([*LANGGRAPH_METADATA_KEYS, SEALED_METADATA_KEY])
 
@@ -130,7 +131,11 @@ async def test_postgres_sealed_metadata_dump_holds_no_canary_at_all(
     await _run_ours(migrated, is_async=is_async, plaintext_metadata=())
     dump = pg_dump(postgres_server, migrated)
     assert_graph_stored_everything(migrated, dump)
-    config_canaries = {"api_key": [canary.API_KEY.encode()], "tenant": [b'"acme"']}
+    config_canaries = {
+        "api_key": [canary.API_KEY.encode()],
+        "run_id": [canary.RUN_ID.encode()],
+        "tenant": [b'"acme"'],
+    }
     assert canary.leaks(dump, {**every_canary(), **config_canaries}, hex_too=True) == set()
     assert postgres_metadata_keys(migrated) == SEALED_PLAINTEXT_METADATA
 
