@@ -306,3 +306,19 @@ def test_concurrent_writers_share_keys_within_limits(
         b"w%d-%d" % (w, i) for w in range(8) for i in range(100)
     )
     assert counter.calls["Decrypt"] == 16
+
+
+def test_every_buffer_type_reads_on_the_cached_and_the_parsing_path(
+    kms_client: Any, cmk: str
+) -> None:
+    cipher = KmsEnvelopeCipher(cmk, client=kms_client, max_messages=1)
+    first = cipher.encrypt_bound(b"first", "msgpack")[1]
+    second = cipher.encrypt_bound(b"second", "msgpack")[1]  # a second data key
+    for blob, expected in ((first, b"first"), (second, b"second"), (first, b"first")):
+        for buffer in (blob, bytearray(blob), memoryview(blob)):
+            assert cipher.decrypt_bound("kms", buffer, "msgpack") == expected
+        tampered = blob[:-1] + bytes([blob[-1] ^ 1])
+        with pytest.raises(DecryptionError):
+            cipher.decrypt_bound("kms", tampered, "msgpack")
+        with pytest.raises(DecryptionError):
+            cipher.decrypt_bound("kms", blob, "json")
