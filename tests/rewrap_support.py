@@ -155,28 +155,40 @@ def header_key_ids(location: str | Path) -> dict[str, int]:
     return counts
 
 
-def fingerprints(location: str | Path, serde: EncryptedSerializer) -> dict[tuple[Any, ...], str]:
-    """Each cell's identity -> digest of its inner type tag and decrypted plaintext.
+def survey(
+    location: str | Path, serde: EncryptedSerializer
+) -> tuple[dict[tuple[Any, ...], bytes], dict[str, int]]:
+    """In one pass: each cell's identity -> digest of (inner type tag, plaintext), and how many
+    cells each v1 key id holds.
 
     Decrypts without deserializing, so it is cheap enough to run after every kill.
     """
     by_name = {name: c for c in serde.decrypt_ciphers for name in c.cipher_names}
-    out = {}
+    digests, counts = {}, {}
+    sha256 = hashlib.sha256
     for cell in cells(location):
-        assert cell.type_tag is not None
-        assert cell.data is not None
-        inner, _, name = cell.type_tag.rpartition("+")
-        plaintext = by_name[name].decrypt_bound(name, cell.data, inner)
-        digest = hashlib.sha256(inner.encode() + b"\0" + plaintext).hexdigest()
-        out[(cell.ref.table, cell.ref.key)] = digest
-    return out
+        tag, data = cell.type_tag, cell.data
+        assert tag is not None
+        assert data is not None
+        inner, _, name = tag.rpartition("+")
+        plaintext = by_name[name].decrypt_bound(name, data, inner)
+        digests[(cell.ref.table, cell.ref.key)] = sha256(inner.encode() + plaintext).digest()
+        kid = data[1:5].hex() if name == "aesgcm" else name
+        counts[kid] = counts.get(kid, 0) + 1
+    return digests, counts
 
 
-def decoded(location: str | Path, serde: SerializerProtocol) -> dict[tuple[Any, ...], Any]:
-    """Each cell's identity -> its fully deserialized value."""
+def fingerprints(location: str | Path, serde: EncryptedSerializer) -> dict[tuple[Any, ...], bytes]:
+    return survey(location, serde)[0]
+
+
+def decoded(
+    location: str | Path, serde: SerializerProtocol, *, stride: int = 1
+) -> dict[tuple[Any, ...], Any]:
+    """Each cell's identity -> its fully deserialized value (every ``stride``-th cell only)."""
     return {
         (cell.ref.table, cell.ref.key): serde.loads_typed((cell.type_tag, cell.data))  # type: ignore[arg-type]
-        for cell in cells(location)
+        for cell in cells(location)[::stride]
     }
 
 
@@ -288,3 +300,54 @@ def rotation_matrix(
     stage(stage6, 6)
     with open_graph(rotation_serde(A_ONLY, "a")) as graph, pytest.raises(UnknownKeyError):
         histories(graph, THREADS)
+
+
+# ---------------------------------------------------------------------------------------------
+# Big stores, fast: a few real graph threads, cloned under new thread ids
+
+
+TEMPLATES = tuple(f"tpl-{i}" for i in range(4))
+_SQLITE_DATA = {"checkpoints": "checkpoint", "writes": "value"}
+
+
+def clone_name(thread_id: str, copy: int) -> str:
+    return f"{thread_id}~{copy:05d}"
+
+
+def build_sqlite_store(path: Path, serde: EncryptedSerializer, copies: int, turns: int = 5) -> int:
+    """Run the graph for `TEMPLATES`, then clone every row ``copies`` times; return the row count.
+
+    Each clone is a valid, resumable thread: its rows are the template's, re-sealed (fresh
+    nonce) under the template's inner type tag, under a new thread id, written with
+    ``executemany`` in the stock schema.
+    """
+    with sqlite_graph(path, serde) as graph:
+        for thread in TEMPLATES:
+            run_turns(graph, thread, turns)
+    cipher = serde.cipher
+    conn = sqlite3.connect(path)
+    try:
+        for table, data_col in _SQLITE_DATA.items():
+            cursor = conn.execute(f"SELECT * FROM {table}")  # noqa: S608
+            columns = [d[0] for d in cursor.description]
+            type_at, data_at = columns.index("type"), columns.index(data_col)
+            opened = []
+            for row in cursor.fetchall():
+                inner, _, name = row[type_at].rpartition("+")
+                opened.append((row, inner, cipher.decrypt_bound(name, row[data_at], inner)))
+            insert = (
+                f"INSERT INTO {table} ({', '.join(columns)})"  # noqa: S608
+                f" VALUES ({', '.join('?' for _ in columns)})"
+            )
+            for copy in range(copies):
+                rows = []
+                for row, inner, plaintext in opened:
+                    clone = list(row)
+                    clone[0] = clone_name(row[0], copy)
+                    clone[data_at] = cipher.encrypt_bound(plaintext, inner)[1]
+                    rows.append(clone)
+                conn.executemany(insert, rows)
+        conn.commit()
+        return sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in _SQLITE_DATA)  # noqa: S608
+    finally:
+        conn.close()
