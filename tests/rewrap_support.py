@@ -351,3 +351,38 @@ def build_sqlite_store(path: Path, serde: EncryptedSerializer, copies: int, turn
         return sum(conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in _SQLITE_DATA)  # noqa: S608
     finally:
         conn.close()
+
+
+def clone_postgres_threads(url: str, copies: int) -> int:
+    """Clone every thread of a PostgreSQL store ``copies`` times in SQL; return the cell count.
+
+    The clones share their template's ciphertexts byte for byte (same key, same nonce): fine
+    for a test store, and rewrap seals every row afresh anyway.
+    """
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
+            columns = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns"
+                    " WHERE table_name = %s ORDER BY ordinal_position",
+                    (table,),
+                )
+            ]
+            picked = ", ".join(
+                "t.thread_id || '~' || lpad(n::text, 5, '0')" if c == "thread_id" else f"t.{c}"
+                for c in columns
+            )
+            conn.execute(
+                f"INSERT INTO {table} ({', '.join(columns)}) SELECT {picked}"  # noqa: S608
+                f" FROM {table} t, generate_series(0, %s) AS n WHERE t.thread_id NOT LIKE '%%~%%'",
+                (copies - 1,),
+            )
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM checkpoint_blobs WHERE blob IS NOT NULL)"
+            " + (SELECT count(*) FROM checkpoint_writes)"
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
