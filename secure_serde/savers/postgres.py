@@ -13,10 +13,12 @@ the SQL and the rows are the stock ones, with two differences:
   are not stored in the clear.
 
 The stock saver, given the same serde, reads everything these write (it
-already reads primitives stored as blobs), and these read everything it
-wrote, so one thread can be written by both, in any order. Threads, channel
-names, checkpoint and task ids, blob lengths and the plaintext metadata keys
-stay readable in the database; see SECURITY.md.
+already reads primitives stored as blobs). These read what it wrote too, but
+its inline values are plaintext nothing authenticates, so only under the
+logged ``allow_inline_values=True`` migration switch; with it, one thread
+can be written by both, in any order. Threads, channel names, checkpoint and
+task ids, blob lengths and the plaintext metadata keys stay readable in the
+database; see SECURITY.md.
 
 Example::
 
