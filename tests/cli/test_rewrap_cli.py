@@ -1,0 +1,213 @@
+"""``secure-serde rewrap`` and ``secure-serde keygen``: exit codes, output, configuration errors."""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from secure_serde.cli import main
+from tests.rewrap_support import (
+    KEY_A,
+    KEY_B,
+    SECRET,
+    KeyEnv,
+    build_sqlite_store,
+    cli_command,
+    header_key_ids,
+    key_id,
+    rotation_serde,
+    run_turns,
+    sqlite_graph,
+)
+
+
+@pytest.fixture
+def keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+    """Configure the environment the way an operator would, for in-process runs of main()."""
+    monkeypatch.delenv("SECURE_SERDE_KEYRING_FILE", raising=False)
+    monkeypatch.delenv("LANGGRAPH_AES_KEY", raising=False)
+
+    def configure(env_key: str | None = KEY_A, keyring: dict[str, Any] | None = None) -> None:
+        if env_key is not None:
+            monkeypatch.setenv("LANGGRAPH_AES_KEY", env_key)
+        if keyring is not None:
+            path = tmp_path / "keyring.json"
+            path.write_text(json.dumps(keyring))
+            monkeypatch.setenv("SECURE_SERDE_KEYRING_FILE", str(path))
+
+    return configure
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    path = tmp_path / "store.sqlite"
+    with sqlite_graph(path, rotation_serde({"a": KEY_A}, "a")) as graph:
+        run_turns(graph, "t1", 2)
+        run_turns(graph, "t2", 1)
+    return path
+
+
+STAGE3 = {"primary": "b", "keys": {"b": KEY_B}}
+
+
+def test_rewrap_reports_and_exits_zero(
+    store: Path, keys: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys(KEY_A, STAGE3)
+    rows = sum(header_key_ids(store).values())
+    assert main(["rewrap", str(store), "--progress", "--batch-size", "3"]) == 0
+    out, err = capsys.readouterr()
+    assert f"store: {store}" in out
+    assert f"primary: aesgcm/{key_id(KEY_B)} (b)" in out
+    assert f"scanned {rows:,} rows" in out
+    assert f"rewrapped {rows:,}, already current 0" in out
+    assert f"rewrapped from aesgcm/{key_id(KEY_A)} (env): {rows:,}" in out
+    # The progress line is redrawn in place on stderr, with a rate.
+    assert err.startswith("\rrewrap [")
+    assert "rows/s" in err
+    assert f"{rows:,}/{rows:,} rows 100.0%" in err
+    assert err.endswith("\n")
+    for secret in (SECRET, KEY_A, KEY_B):
+        assert secret not in out + err
+    assert header_key_ids(store) == {key_id(KEY_B): rows}
+
+
+def test_dry_run_writes_nothing(store: Path, keys: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    keys(KEY_A, STAGE3)
+    before = store.read_bytes()
+    assert main(["rewrap", str(store), "--dry-run", "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "would rewrap" in out
+    assert err == ""
+    assert store.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["rewrap", "{missing}"], (KEY_A, None), "no SQLite file"),
+        (["rewrap", "{notastore}"], (KEY_A, None), "no langgraph checkpoint tables"),
+        (["rewrap", "{store}"], (None, None), "no primary key"),
+        (["rewrap", "{store}", "--workers", "2"], (KEY_A, STAGE3), "PostgreSQL stores only"),
+        (["rewrap", "{store}"], (KEY_A, {"primary": "zz"}), "primary 'zz' is not in keys"),
+        (["rewrap", "{store}"], ("too short", None), "LANGGRAPH_AES_KEY must be"),
+        (
+            ["rewrap", "postgresql://user:hunter2secret@127.0.0.1:1/db?connect_timeout=2"],
+            (KEY_A, None),
+            "cannot connect to postgresql://user@127.0.0.1:1/db",
+        ),
+    ],
+)
+def test_configuration_and_store_errors_exit_two(
+    store: Path,
+    tmp_path: Path,
+    keys: Any,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    env: tuple[str | None, dict[str, Any] | None],
+    message: str,
+) -> None:
+    keys(*env)
+    notastore = tmp_path / "other.sqlite"
+    sqlite3.connect(notastore).execute("CREATE TABLE t (x)").connection.close()
+    paths = {"missing": tmp_path / "nope.sqlite", "notastore": notastore, "store": store}
+    before = store.read_bytes()
+    assert main([arg.format(**paths) for arg in argv]) == 2
+    _, err = capsys.readouterr()
+    assert err.startswith("secure-serde: error: ")
+    assert message in err
+    assert "hunter2secret" not in err
+    assert "too short" not in err
+    assert store.read_bytes() == before
+
+
+@pytest.mark.parametrize("argv", [["rewrap"], ["rewrap", "x", "--batch-size", "0"]])
+def test_usage_errors_exit_two(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+
+
+def test_long_failure_lists_are_cut_short(
+    store: Path, keys: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from secure_serde._rewrap import MAX_LISTED_FAILURES
+
+    bad = MAX_LISTED_FAILURES + 7
+    with sqlite3.connect(store) as conn:
+        conn.executemany(
+            "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel,"
+            " type, value) VALUES (?, '', 'c', 'task', 0, 'ch', 'msgpack+aesgcm', x'00')",
+            [(f"bad-{i:05d}",) for i in range(bad)],
+        )
+    keys(KEY_A, STAGE3)
+    assert main(["rewrap", str(store), "--batch-size", "250"]) == 1
+    out, err = capsys.readouterr()
+    assert sum(1 for line in out.splitlines() if "thread_id='bad-" in line) == MAX_LISTED_FAILURES
+    assert "... and 7 more" in out
+    assert f"{bad:,} row(s) could not be rewrapped" in err
+
+
+def test_sigint_stops_between_batches_and_a_rerun_finishes(tmp_path: Path) -> None:
+    path = tmp_path / "big.sqlite"
+    rows = build_sqlite_store(path, rotation_serde({"a": KEY_A}, "a"), copies=25)
+    env = KeyEnv(KEY_A, STAGE3)
+    child = subprocess.Popen(
+        cli_command("rewrap", str(path), "--batch-size", "20", "--progress"),
+        env=env.environ(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert child.stderr is not None
+    # The first progress line: one batch of hundreds is committed.
+    assert child.stderr.read(7) == b"\rrewrap"
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err
+    assert b"interrupted; committed batches stay committed, rerun to finish" in err
+    counts = header_key_ids(path)
+    assert sum(counts.values()) == rows
+    assert 0 < counts.get(key_id(KEY_B), 0) < rows
+    done = subprocess.run(
+        cli_command("rewrap", str(path)),
+        env=env.environ(tmp_path),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert header_key_ids(path) == {key_id(KEY_B): rows}
+
+
+# ---------------------------------------------------------------------------------------------
+# keygen
+
+
+def test_keygen_prints_a_fresh_full_entropy_key(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keygen"]) == 0
+    assert main(["keygen"]) == 0
+    first, second = capsys.readouterr().out.split()
+    assert first != second
+    assert first.startswith("base64:")
+    assert len(base64.b64decode(first[len("base64:") :], validate=True)) == 32
+
+
+def test_keygen_entry_goes_straight_into_a_keyring_file(
+    keys: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["keygen", "--id", "2025-06"]) == 0
+    entry = json.loads(capsys.readouterr().out)
+    assert list(entry) == ["2025-06"]
+    keys(KEY_A, {"primary": "2025-06", "keys": entry})
+    from secure_serde.ciphers import KeyRotationCipher
+
+    cipher = KeyRotationCipher.from_env()
+    assert cipher.label_for(cipher.primary_key_id) == "2025-06"
+    assert cipher.primary_key_id != key_id(KEY_A)
