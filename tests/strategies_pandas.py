@@ -310,11 +310,10 @@ def _same_index(actual: pd.Index, expected: pd.Index, path: str) -> None:
 
 
 def _same_timestamp(actual: pd.Timestamp, expected: pd.Timestamp, path: str) -> None:
-    if (actual.value, actual.unit, str(actual.tz)) != (
-        expected.value,
-        expected.unit,
-        str(expected.tz),
-    ):
+    def key(stamp: pd.Timestamp) -> tuple[Any, ...]:
+        return int(stamp.asm8.view("i8")), stamp.unit, str(stamp.tz)
+
+    if key(actual) != key(expected):
         raise AssertionError(f"at {path}: {actual!r} != {expected!r}")
 
 

@@ -131,7 +131,9 @@ class PickleFallbackSerializer:
         return self._policy.admission.globals
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        if obj is None or isinstance(obj, (bytes, bytearray)):
+        if obj is None or (
+            isinstance(obj, (bytes, bytearray)) and type(obj) not in self._policy.direct
+        ):
             return self._serde.dumps_typed(obj)
         return _codec.encode(obj, self._policy)
 
