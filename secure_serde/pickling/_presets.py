@@ -13,6 +13,7 @@ which names it, and ``allowed=[("module", "name")]`` admits it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ NUMPY_ARRAY_GLOBALS: Final = NUMPY_SCALAR_GLOBALS | {
     (_NP_CORE, "_reconstruct"),
     ("numpy._core.numeric", "_frombuffer"),
 }
+# Passed to _reconstruct as the array class, never called by numpy's own pickles.
+NUMPY_UNCALLABLE: Final = frozenset({("numpy", "ndarray")})
 # numpy 1.x wrote the same helpers under numpy.core; numpy 2 still resolves them
 # there, so a store written before an upgrade stays readable.
 NUMPY_1_ALIASES: Final = frozenset(
@@ -177,6 +180,7 @@ class Rule:
     globals: frozenset[tuple[str, str]]
     methods: frozenset[tuple[str, str, str]] = frozenset()
     direct: bool = True
+    uncallable: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -217,7 +221,11 @@ def _numpy_rules() -> tuple[Rule, ...]:
             scalars.add(cls)
     dtypes = {getattr(np.dtypes, name) for name in np.dtypes.__all__}
     return (
-        Rule(frozenset({np.ndarray}), NUMPY_ARRAY_GLOBALS | NUMPY_1_ALIASES),
+        Rule(
+            frozenset({np.ndarray}),
+            NUMPY_ARRAY_GLOBALS | NUMPY_1_ALIASES,
+            uncallable=NUMPY_UNCALLABLE,
+        ),
         Rule(frozenset(scalars), NUMPY_SCALAR_GLOBALS | NUMPY_1_ALIASES),
         Rule(frozenset(dtypes), frozenset({("numpy", "dtype")})),
     )
@@ -247,9 +255,23 @@ def _pandas_rules() -> tuple[Rule, ...]:
     }
     numpy_extra = NUMPY_1_ALIASES
     return (
-        Rule(frozenset({pd.DataFrame}), FRAME_GLOBALS | numpy_extra, PANDAS_METHODS),
-        Rule(frozenset({pd.Series}), SERIES_GLOBALS | numpy_extra, PANDAS_METHODS),
-        Rule(frozenset(others), PANDAS_GLOBALS | numpy_extra, PANDAS_METHODS),
+        Rule(
+            frozenset({pd.DataFrame}),
+            FRAME_GLOBALS | numpy_extra,
+            PANDAS_METHODS,
+            True,
+            NUMPY_UNCALLABLE,
+        ),
+        Rule(
+            frozenset({pd.Series}),
+            SERIES_GLOBALS | numpy_extra,
+            PANDAS_METHODS,
+            True,
+            NUMPY_UNCALLABLE,
+        ),
+        Rule(
+            frozenset(others), PANDAS_GLOBALS | numpy_extra, PANDAS_METHODS, True, NUMPY_UNCALLABLE
+        ),
     )
 
 
@@ -264,7 +286,7 @@ def _known_rule(cls: type) -> Rule | None:
         return None
     for rule in rules:
         if cls in rule.types:
-            return Rule(frozenset({cls}), rule.globals, rule.methods, rule.direct)
+            return dataclasses.replace(rule, types=frozenset({cls}))
     return None
 
 

@@ -12,6 +12,7 @@ string literals, and which are the results of calls. It refuses:
   (module, class, attribute) triples that pandas' own pickles use
   (``ZoneInfo._unpickle``); the unpickler enforces the same triples at run
   time;
+* calls to globals admitted only as arguments (``numpy.ndarray``);
 * ``BUILD``/``APPEND``/``SETITEM`` aimed at a global: that would set
   attributes on an admitted class, process-wide;
 * persistent ids, out-of-band buffers and the protocol-0/1 ``INST``/``OBJ``
@@ -60,11 +61,14 @@ class Admission:
     """What a pickle may name: globals, and attributes reachable through ``getattr``.
 
     ``globals`` holds ``(module, qualified name)`` pairs; ``methods`` holds
-    ``(module, qualified name, attribute)`` triples.
+    ``(module, qualified name, attribute)`` triples; ``uncallable`` globals
+    may appear only as arguments (``numpy.ndarray``: calling it allocates
+    whatever shape the pickle asks for).
     """
 
     globals: frozenset[tuple[str, str]]
     methods: frozenset[tuple[str, str, str]] = frozenset()
+    uncallable: frozenset[tuple[str, str]] = frozenset()
 
 
 # Symbolic stack items. Anything that is not one of these tuples is plain data.
@@ -122,6 +126,11 @@ def _call(
         raise UnsafePickleError(
             "refusing a pickle with a nested reduce chain: it calls something that is not"
             " an admitted global"
+        )
+    if callable_[1:] in admission.uncallable:
+        raise UnsafePickleError(
+            f"refusing a pickle that calls {callable_[1]}.{callable_[2]}, which is admitted"
+            " only as an argument"
         )
     if callable_[1:] != GETATTR:
         return _CALLED

@@ -28,14 +28,16 @@ def _policy(rules: Iterable[Rule]) -> _codec.Policy:
     fallback: set[type] = set()
     globals_: set[tuple[str, str]] = set()
     methods: set[tuple[str, str, str]] = set()
+    uncallable: set[tuple[str, str]] = set()
     for rule in rules:
         (direct if rule.direct else fallback).update(rule.types)
         globals_ |= rule.globals
         methods |= rule.methods
+        uncallable |= rule.uncallable
     return _codec.Policy(
         frozenset(direct),
         frozenset(fallback - direct),
-        Admission(frozenset(globals_), frozenset(methods)),
+        Admission(frozenset(globals_), frozenset(methods), frozenset(uncallable)),
     )
 
 

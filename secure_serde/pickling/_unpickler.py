@@ -22,6 +22,21 @@ __all__ = ["PICKLE_PROTOCOL", "dump", "load"]
 
 # Protocol 5 keeps array buffers in band as bytearrays, so arrays come back writable.
 PICKLE_PROTOCOL: Final = 5
+# numpy pickles an array as _reconstruct(cls, (0,), b"b") followed by its state; any
+# other shape would make numpy allocate whatever the pickle asks for before the state
+# (whose size the pickle's length bounds) replaces it.
+_EMPTY_ONLY: Final = frozenset(
+    {("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "_reconstruct")}
+)
+
+
+def _empty_only(reconstruct: Callable[..., Any]) -> Callable[..., Any]:
+    def guarded_reconstruct(*args: Any) -> Any:
+        if len(args) != 3 or args[1] != (0,):
+            raise UnsafePickleError("refusing a pickle that reconstructs a non-empty array")
+        return reconstruct(*args)
+
+    return guarded_reconstruct
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
@@ -38,7 +53,10 @@ class _RestrictedUnpickler(pickle.Unpickler):
                 module=module,
                 name=name,
             )
-        return super().find_class(module, name)
+        found = super().find_class(module, name)
+        if (module, name) in _EMPTY_ONLY:
+            return _empty_only(found)
+        return found
 
     def persistent_load(self, pid: Any) -> Any:
         raise UnsafePickleError("refusing a pickle that uses persistent ids")
