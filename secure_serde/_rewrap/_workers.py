@@ -69,6 +69,9 @@ def _worker(
         conn.send(("ok", tally))
     except SecureSerdeError as exc:
         conn.send(("error", f"{type(exc).__name__}: {exc}"))
+    except KeyboardInterrupt:
+        # Ctrl-C reaches the whole process group; the parent reports it once.
+        conn.send(("error", "interrupted"))
     finally:
         conn.close()
 
