@@ -159,11 +159,11 @@ FRAME_GLOBALS: Final = (
     | _BLOCKS
     | {("pandas", "DataFrame"), ("pandas.core.internals.managers", "BlockManager")}
 )
-SERIES_GLOBALS: Final = (
-    PANDAS_GLOBALS
-    | _BLOCKS
-    | {("pandas", "Series"), ("pandas.core.internals.managers", "SingleBlockManager")}
-)
+SERIES_GLOBALS: Final = PANDAS_GLOBALS | {
+    ("builtins", "slice"),
+    ("pandas", "Series"),
+    ("pandas.core.internals.managers", "SingleBlockManager"),
+}
 
 
 @dataclass(frozen=True)
