@@ -150,6 +150,7 @@ class KmsEnvelopeCipher(SecretHolder):
         "_refill_lock",
         "_resolve_lock",
         "_resolved",
+        "_take",
         "_unwrap_lock",
     )
 
@@ -199,6 +200,7 @@ class KmsEnvelopeCipher(SecretHolder):
         self._clock = clock
         self._calls = KmsCalls(build_client(botocore_config) if client is None else client)
         self._enc = EncryptionKeyCache(self._limits, clock)
+        self._take = self._enc.take
         self._dec = DecryptionKeyCache(self._limits, clock)
         self._aads: dict[bytes, dict[str, bytes]] = {}
         self._refill_lock = threading.Lock()
@@ -224,7 +226,7 @@ class KmsEnvelopeCipher(SecretHolder):
     def encrypt_bound(self, plaintext: Buffer, context: str) -> tuple[str, bytes]:
         # The hot path of every checkpoint write: kept flat on purpose.
         size = len(plaintext)
-        key = self._enc.take(size) or self._next_data_key(size)
+        key = self._take(size) or self._next_data_key(size)
         nonce = os.urandom(GCM_NONCE_SIZE)
         aad = key.aads.get(context) or self._aad(key, context)
         return _NAME, key.header + nonce + key.aead.seal(nonce, plaintext, aad)

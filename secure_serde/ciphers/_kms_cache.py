@@ -86,6 +86,7 @@ class EncryptionKeyCache(SecretHolder):
     """The current encryption data key and what it has encrypted so far."""
 
     __slots__ = (
+        "_acquire",
         "_bytes",
         "_clock",
         "_expires",
@@ -94,10 +95,13 @@ class EncryptionKeyCache(SecretHolder):
         "_max_bytes",
         "_max_messages",
         "_messages",
+        "_release",
     )
 
     def __init__(self, limits: CacheLimits, clock: Clock) -> None:
         self._lock = threading.Lock()
+        self._acquire = self._lock.acquire
+        self._release = self._lock.release
         self._clock = clock
         self._max_messages = limits.max_messages
         self._max_bytes = limits.max_bytes
@@ -109,8 +113,8 @@ class EncryptionKeyCache(SecretHolder):
     def take(self, size: int) -> DataKey | None:
         """The current key, counted as used for ``size`` bytes, or None if a new one is due."""
         now = self._clock()
-        # acquire/release rather than ``with``: half the cost, on every write.
-        self._lock.acquire()
+        # Bound acquire/release rather than ``with``: half the cost, on every write.
+        self._acquire()
         try:
             key = self._key
             if key is None:
@@ -126,7 +130,7 @@ class EncryptionKeyCache(SecretHolder):
             self._bytes += size
             return key
         finally:
-            self._lock.release()
+            self._release()
 
     def install(self, key: DataKey, max_age: float, size: int | None) -> None:
         """Make ``key`` current; ``size`` counts a first use (None: warm-up, no use yet).
