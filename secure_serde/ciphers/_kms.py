@@ -122,8 +122,9 @@ class KmsEnvelopeCipher(SecretHolder):
     the event loop, where a KMS call would block every task. Call `warm`
     (or ``await cipher.awarm()``) at start-up: it resolves aliases and
     fetches the first data key (one ``GenerateDataKey``, plus one
-    ``DescribeKey`` per alias; a few milliseconds to KMS in-region, about
-    6 ms each against moto locally). After that, writes make no network
+    ``DescribeKey`` per alias: one HTTPS round trip each to KMS in-region,
+    typically milliseconds; 2 to 7 ms each against moto on loopback in
+    benchmarks/bench_kms.py). After that, writes make no network
     call until ``max_age`` runs out; call ``awarm(refresh_before=...)``
     periodically to renew the key off the loop before that. Reading a value
     under a data key not cached yet still costs one ``Decrypt`` on the
@@ -133,6 +134,14 @@ class KmsEnvelopeCipher(SecretHolder):
     read, and any write that has to fetch a new data key. `clear` drops all
     of them at once. The cipher refuses to be pickled, and no key material
     appears in its ``repr`` or in any error.
+
+    Failures: a blob under a CMK not configured here raises
+    `UnknownKeyError` without a KMS call; a data key KMS will not unwrap
+    (wrong encryption context, another CMK, KMS unreachable after the
+    client's retries) raises `KmsDecryptionError`, and a write that cannot
+    get a data key raises `KmsEncryptionError` before anything is returned
+    to the saver, so no row is written. Both name the operation and the key
+    ARN. Refusals are not cached: each read of such a row asks KMS again.
     """
 
     __slots__ = (
