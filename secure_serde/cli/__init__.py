@@ -12,11 +12,11 @@ import sys
 from collections.abc import Sequence
 
 from secure_serde import SecureSerdeError
-from secure_serde.cli import _keygen, _rewrap
+from secure_serde.cli import _audit, _inspect, _keygen, _rewrap
 
 __all__ = ["build_parser", "main"]
 
-_SUBCOMMANDS = (_keygen, _rewrap)
+_SUBCOMMANDS = (_keygen, _rewrap, _audit, _inspect)
 
 
 def build_parser() -> argparse.ArgumentParser:

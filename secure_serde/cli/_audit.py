@@ -1,0 +1,300 @@
+"""``secure-serde audit STORE``: what a checkpoint store encrypts, under which keys, and what not.
+
+Reports, for a SQLite file or a ``postgresql://`` URL:
+
+* serialized values (cells) by cipher name, key id and format version, and
+  how many are under the primary key;
+* unencrypted values, by type tag;
+* values the configured keys cannot decrypt (unknown cipher or key,
+  retired key, tampering, truncation), each authenticated the way rewrap
+  does it: decrypted without being deserialized;
+* PostgreSQL: channel values the stock saver left inline in the
+  ``checkpoints.checkpoint`` JSONB, by channel name;
+* metadata key names (plaintext JSON in both stores), flagging every key
+  LangGraph does not write itself: those were copied from
+  ``config["configurable"]`` or ``config["metadata"]``.
+
+Only names, ids, counts and error class names are printed: never a value, a
+key or a ciphertext. Keys come from the environment as for rewrap (see
+``secure_serde/cli/_config.py``; KMS too). Exit codes: 0 nothing found, 1
+findings, 2 usage, configuration or store error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Final, TextIO
+
+from secure_serde.cli._audit_scan import (
+    LANGGRAPH_METADATA_KEYS,
+    STATE_METADATA_KEYS,
+    AuditReport,
+    CipherGroup,
+    audit_store,
+)
+from secure_serde.cli._config import require_ciphers
+from secure_serde.cli._next import is_internal_channel
+from secure_serde.cli._rewrap import _positive
+from secure_serde.stores import DEFAULT_BATCH_SIZE, RowRef, open_store
+
+__all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "register", "report_json"]
+
+EXIT_CLEAN: Final = 0
+EXIT_FINDINGS: Final = 1
+_DEFAULT_LISTED: Final = 20
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "audit",
+        help="report what a store holds unencrypted, under which keys, and what cannot be read",
+        description=(
+            "Scan a LangGraph checkpoint store (a SQLite file or a postgresql:// URL) and report"
+            " its serialized values by cipher, key id and format version; unencrypted values;"
+            " values the configured keys cannot decrypt (each is authenticated, never"
+            " deserialized); channel values inline in PostgreSQL's checkpoint JSON; and the"
+            " metadata key names stored in plaintext. Prints names, ids and counts only, never"
+            " a value or a key. Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
+            " SECURE_SERDE_KMS_KEY_ID."
+        ),
+        epilog=(
+            "exit status: 0 nothing found; 1 findings (unencrypted or undecryptable values,"
+            " legacy-format values, inline channel values, metadata keys not written by"
+            " LangGraph); 2 usage, configuration or store error."
+        ),
+    )
+    parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--no-decrypt",
+        action="store_true",
+        help="only read type tags and headers: needs no keys, finds no tampering",
+    )
+    parser.add_argument(
+        "--allow-metadata-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="a metadata key known to be harmless in plaintext (repeatable)",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=_positive,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"rows read per query (default {DEFAULT_BATCH_SIZE})",
+    )
+    parser.add_argument(
+        "--max-listed",
+        type=_positive,
+        default=_DEFAULT_LISTED,
+        help=f"rows listed by id per kind of problem, text output (default {_DEFAULT_LISTED})",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    ciphers = None if args.no_decrypt else require_ciphers()
+    with open_store(args.store) as store:
+        report = audit_store(
+            store,
+            ciphers,
+            batch_size=args.batch_size,
+            allowed_metadata_keys=frozenset(args.allow_metadata_key),
+        )
+    code = EXIT_FINDINGS if report.findings() else EXIT_CLEAN
+    if args.json:
+        json.dump(report_json(report, code), sys.stdout, indent=2, sort_keys=False)
+        sys.stdout.write("\n")
+    else:
+        _print_text(report, sys.stdout, args.max_listed)
+    return code
+
+
+# -- JSON ---------------------------------------------------------------------------------------
+
+
+def _ref(ref: RowRef) -> dict[str, Any]:
+    return {"table": ref.table, "key": dict(ref.key)}
+
+
+def _group_json(group: CipherGroup, decrypted: bool) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "cipher": group.cipher,
+        "key_id": group.key_id,
+        "key_label": group.key_label,
+        "format_version": group.format_version,
+        "legacy": group.legacy,
+        "count": group.count,
+        "by_table": dict(sorted(group.tables.items())),
+    }
+    if decrypted:
+        entry.update(current=group.current, readable=group.readable, failed=group.failed)
+    return entry
+
+
+def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
+    """The ``--json`` document: the same facts as the text report, and the exit code."""
+    inline = report.inline
+    flagged = report.flagged_metadata_keys()
+    return {
+        "store": report.store,
+        "kind": report.kind,
+        "decrypted": report.decrypted,
+        "keys": report.keys,
+        "cells": {
+            "total": report.cells,
+            "empty": report.empty,
+            "by_table": dict(sorted(report.tables.items())),
+        },
+        "ciphers": [_group_json(g, report.decrypted) for g in _sorted_groups(report)],
+        "stale": report.stale_count if report.decrypted else None,
+        "plaintext": {
+            "count": report.plaintext_count,
+            "by_type": dict(sorted(report.plaintext.items())),
+            "rows": [_ref(ref) for ref in report.plaintext_rows],
+        },
+        "undecryptable": (
+            {
+                "count": report.failure_count,
+                "by_error": dict(sorted(report.failure_kinds.items())),
+                "rows": [{**_ref(f.ref), "reason": f.reason} for f in report.failures],
+            }
+            if report.decrypted
+            else None
+        ),
+        "inline_values": (
+            None
+            if inline is None
+            else {
+                "count": report.inline_count,
+                "channels": [
+                    {
+                        "channel": c.channel,
+                        "checkpoints": c.checkpoints,
+                        "threads": c.threads,
+                        "json_types": list(c.json_types),
+                        "internal": is_internal_channel(c.channel),
+                    }
+                    for c in inline
+                ],
+            }
+        ),
+        "metadata": {
+            "checkpoints": report.metadata.checkpoints,
+            "not_objects": report.metadata.not_objects,
+            "keys": report.metadata.counts,
+            "flagged": flagged,
+            "allowed": sorted(report.allowed_metadata_keys),
+        },
+        "findings": report.findings(),
+        "exit_code": exit_code,
+    }
+
+
+# -- text ---------------------------------------------------------------------------------------
+
+
+def _sorted_groups(report: AuditReport) -> list[CipherGroup]:
+    return sorted(
+        report.groups.values(),
+        key=lambda g: (
+            g.cipher,
+            g.key_id or "",
+            -1 if g.format_version is None else g.format_version,
+        ),
+    )
+
+
+def _group_line(group: CipherGroup, decrypted: bool) -> str:
+    if group.legacy:
+        what = f"{group.cipher}: langgraph built-in format (no key id or version)"
+    else:
+        key = "key ?" if group.key_id is None else f"key {group.key_id}"
+        if group.key_label:
+            key += f" ({group.key_label})"
+        version = "?" if group.format_version is None else str(group.format_version)
+        what = f"{group.cipher} {key} format v{version}"
+    line = f"  {what}: {group.count:,}"
+    if decrypted:
+        line += f" ({group.current:,} under the primary, {group.failed:,} unreadable)"
+    return line
+
+
+def _refs(out: TextIO, refs: list[str], total: int, limit: int) -> None:
+    for text in refs[:limit]:
+        print(f"    {text}", file=out)
+    if total > min(len(refs), limit):
+        print(f"    ... and {total - min(len(refs), limit):,} more", file=out)
+
+
+def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
+    print(f"store: {report.store} ({report.kind})", file=out)
+    for line in report.keys or ["keys: none (--no-decrypt: values were not authenticated)"]:
+        print(f"keys: {line}" if report.keys else line, file=out)
+    tables = ", ".join(f"{name} {n:,}" for name, n in sorted(report.tables.items()))
+    print(f"serialized values: {report.cells:,} ({tables}); empty {report.empty:,}", file=out)
+    if report.groups:
+        print("encrypted, by cipher, key id and format version:", file=out)
+        for group in _sorted_groups(report):
+            print(_group_line(group, report.decrypted), file=out)
+    if report.decrypted and report.stale_count:
+        print(
+            f"  {report.stale_count:,} readable value(s) not under the primary key"
+            " (secure-serde rewrap moves them)",
+            file=out,
+        )
+    by_type = ", ".join(f"{t} {n:,}" for t, n in sorted(report.plaintext.items()))
+    print(
+        f"unencrypted: {report.plaintext_count:,}" + (f" ({by_type})" if by_type else ""), file=out
+    )
+    _refs(out, [str(ref) for ref in report.plaintext_rows], report.plaintext_count, limit)
+    if report.decrypted:
+        kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(report.failure_kinds.items()))
+        print(
+            f"cannot decrypt: {report.failure_count:,}" + (f" ({kinds})" if kinds else ""),
+            file=out,
+        )
+        _refs(out, [str(f) for f in report.failures], report.failure_count, limit)
+    if report.inline is not None:
+        print(
+            f"inline plaintext channel values (checkpoints.checkpoint JSONB):"
+            f" {report.inline_count:,}",
+            file=out,
+        )
+        for channel in report.inline:
+            internal = " (a LangGraph channel)" if is_internal_channel(channel.channel) else ""
+            print(
+                f"  {channel.channel}{internal}: {channel.checkpoints:,} checkpoint(s),"
+                f" {channel.threads:,}+ thread(s), JSON {'/'.join(channel.json_types)}",
+                file=out,
+            )
+    _print_metadata(report, out)
+    findings = report.findings()
+    print(f"findings: {len(findings)}", file=out)
+    for finding in findings:
+        print(f"  - {finding}", file=out)
+
+
+def _print_metadata(report: AuditReport, out: TextIO) -> None:
+    meta = report.metadata
+    print(
+        f"plaintext metadata keys (checkpoints.metadata, {meta.checkpoints:,} checkpoints):",
+        file=out,
+    )
+    if meta.not_objects:
+        print(
+            f"  {meta.not_objects:,} checkpoint(s) with metadata that is not a JSON object",
+            file=out,
+        )
+    for key, count in sorted(meta.counts.items()):
+        if key in LANGGRAPH_METADATA_KEYS:
+            note = "LangGraph"
+        elif key in report.allowed_metadata_keys:
+            note = "allowed"
+        elif key in STATE_METADATA_KEYS:
+            note = "NOT LangGraph's today: node outputs, written by old langgraph versions"
+        else:
+            note = "NOT LangGraph's: copied from config"
+        print(f"  {key}: {count:,} ({note})", file=out)

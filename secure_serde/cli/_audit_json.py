@@ -1,0 +1,235 @@
+"""What audit reads besides the serialized cells: the plaintext JSON columns of ``checkpoints``.
+
+`secure_serde.stores` deliberately leaves these out (the serializer never
+sees them): ``checkpoints.metadata`` in both stores, and, in PostgreSQL,
+``checkpoints.checkpoint``, the JSONB where the stock saver inlines
+``None``/``str``/``int``/``float``/``bool`` channel values. Key names and
+channel names are counted by the database itself (``GROUP BY``), so memory
+does not grow with the store and no value ever reaches this process. The
+one thing read row by row is our sealed-metadata envelope (ciphertext), in
+batches, through a server-side cursor.
+
+A value inline in ``channel_values`` is a leak unless a non-empty blob of
+the same channel and version backs it: that is the ``true`` marker the stock
+saver writes beside a ``DeltaChannel`` snapshot, and the test is the one
+langgraph's own prune SQL uses to recognise such snapshots.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from secure_serde.savers import SEALED_METADATA_KEY
+from secure_serde.stores import Cell, RowRef, Store, StoreError
+
+__all__ = ["METADATA_TABLE", "InlineChannel", "JsonColumns", "MetadataKeys"]
+
+# The RowRef table name sealed-metadata cells are reported under.
+METADATA_TABLE: Final = "checkpoints.metadata"
+_CURSOR_NAME: Final = "secure_serde_audit_metadata"
+
+_SQLITE_METADATA_ROWS: Final = """
+SELECT count(*),
+       coalesce(sum(CASE WHEN json_valid(CAST(metadata AS TEXT))
+                          AND json_type(CAST(metadata AS TEXT)) = 'object' THEN 0 ELSE 1 END), 0)
+FROM checkpoints
+"""
+_SQLITE_METADATA_KEYS: Final = """
+SELECT j.key, count(*)
+FROM (SELECT CAST(metadata AS TEXT) AS m FROM checkpoints
+      WHERE json_valid(CAST(metadata AS TEXT)) AND json_type(CAST(metadata AS TEXT)) = 'object'
+     ) AS c, json_each(c.m) AS j
+GROUP BY j.key ORDER BY j.key
+"""
+_PG_METADATA_ROWS: Final = """
+SELECT count(*),
+       count(*) FILTER (WHERE metadata IS NULL OR jsonb_typeof(metadata) <> 'object')
+FROM checkpoints
+"""
+_PG_METADATA_KEYS: Final = """
+SELECT k, count(*)
+FROM checkpoints AS c
+CROSS JOIN LATERAL jsonb_object_keys(
+    CASE WHEN jsonb_typeof(c.metadata) = 'object' THEN c.metadata ELSE '{}'::jsonb END) AS k
+GROUP BY k ORDER BY k
+"""
+_PG_INLINE: Final = """
+SELECT v.key, jsonb_typeof(v.value), count(*), count(DISTINCT c.thread_id)
+FROM checkpoints AS c
+CROSS JOIN LATERAL jsonb_each(
+    CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_values') = 'object'
+         THEN c.checkpoint -> 'channel_values' ELSE '{}'::jsonb END) AS v
+WHERE NOT EXISTS (
+    SELECT 1 FROM checkpoint_blobs AS b
+    WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
+      AND b.channel = v.key AND b.type <> 'empty' {version})
+GROUP BY 1, 2 ORDER BY 1, 2
+"""
+_PG_INLINE_VERSION: Final = "AND b.version = c.checkpoint -> 'channel_versions' ->> v.key"
+_PG_INLINE_NO_BLOBS: Final = """
+SELECT v.key, jsonb_typeof(v.value), count(*), count(DISTINCT c.thread_id)
+FROM checkpoints AS c
+CROSS JOIN LATERAL jsonb_each(
+    CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_values') = 'object'
+         THEN c.checkpoint -> 'channel_values' ELSE '{}'::jsonb END) AS v
+GROUP BY 1, 2 ORDER BY 1, 2
+"""
+_PG_SEALED: Final = """
+SELECT thread_id, checkpoint_ns, checkpoint_id, metadata -> %s
+FROM checkpoints WHERE metadata ? %s
+"""
+
+
+@dataclass(frozen=True)
+class MetadataKeys:
+    """Key names of the metadata JSON and in how many checkpoints each appears."""
+
+    checkpoints: int
+    not_objects: int
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class InlineChannel:
+    """A channel with values inline in the checkpoint JSONB: counts and JSON types, no values."""
+
+    channel: str
+    checkpoints: int
+    threads: int
+    json_types: tuple[str, ...]
+
+
+class JsonColumns:
+    """A read-only connection of its own to ``store``, for the JSON columns."""
+
+    def __init__(self, store: Store) -> None:
+        self._kind = store.kind
+        self._display = store.display
+        self._blobs = next((t for t in store.tables if t.name == "checkpoint_blobs"), None)
+        self._conn: Any
+        if store.kind == "postgres":
+            import psycopg
+
+            try:
+                self._conn = psycopg.connect(store.location, autocommit=True)
+                # Belt and braces: nothing here writes, and now nothing can.
+                self._conn.execute("SET default_transaction_read_only = on")
+            except psycopg.Error as exc:
+                raise StoreError(f"cannot connect to {self._display}: {_first_line(exc)}") from None
+            self._error: type[Exception] = psycopg.Error
+        else:
+            uri = f"{Path(store.location).resolve().as_uri()}?mode=ro"
+            try:
+                self._conn = sqlite3.connect(uri, uri=True)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open {self._display}: {exc}") from None
+            self._error = sqlite3.Error
+        self.has_checkpoints = self._has_checkpoints()
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return list(self._conn.execute(sql, params).fetchall())
+        except self._error as exc:
+            raise StoreError(f"reading {self._display} failed: {_first_line(exc)}") from None
+
+    def _has_checkpoints(self) -> bool:
+        if self._kind == "postgres":
+            return self._query("SELECT to_regclass('checkpoints') IS NOT NULL")[0][0] is True
+        found = self._query(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", ("checkpoints",)
+        )
+        return bool(found)
+
+    def metadata_keys(self) -> MetadataKeys:
+        if not self.has_checkpoints:
+            return MetadataKeys(0, 0, {})
+        postgres = self._kind == "postgres"
+        total, not_objects = self._query(_PG_METADATA_ROWS if postgres else _SQLITE_METADATA_ROWS)[
+            0
+        ]
+        rows = self._query(_PG_METADATA_KEYS if postgres else _SQLITE_METADATA_KEYS)
+        return MetadataKeys(int(total), int(not_objects), {str(k): int(n) for k, n in rows})
+
+    def inline_channels(self) -> list[InlineChannel] | None:
+        """Channels with unbacked values inline in the checkpoint JSON; ``None`` for SQLite.
+
+        SQLite keeps the whole checkpoint in one serialized cell, so it has
+        no such column.
+        """
+        if self._kind != "postgres":
+            return None
+        if not self.has_checkpoints:
+            return []
+        if self._blobs is None:
+            sql = _PG_INLINE_NO_BLOBS
+        else:
+            # The shallow saver keeps one blob per channel, with no version column.
+            keyed = "version" in self._blobs.key_columns
+            sql = _PG_INLINE.replace("{version}", _PG_INLINE_VERSION if keyed else "")
+        by_channel: dict[str, tuple[int, int, list[str]]] = {}
+        for channel, json_type, checkpoints, threads in self._query(sql):
+            total, most_threads, types = by_channel.get(channel, (0, 0, []))
+            # Threads per type can overlap; the largest is a lower bound, not a sum.
+            by_channel[channel] = (
+                total + int(checkpoints),
+                max(most_threads, int(threads)),
+                [*types, str(json_type)],
+            )
+        return [
+            InlineChannel(channel, total, threads, tuple(types))
+            for channel, (total, threads, types) in by_channel.items()
+        ]
+
+    def sealed_metadata(self, batch_size: int) -> Iterator[list[Cell]]:
+        """Our sealed-metadata envelopes (PostgreSQL), as cells to authenticate like any other.
+
+        A malformed envelope becomes a cell whose type tag is ``None``, so
+        it is reported as unreadable.
+        """
+        if self._kind != "postgres" or not self.has_checkpoints:
+            return
+        try:
+            with self._conn.transaction(), self._conn.cursor(name=_CURSOR_NAME) as cur:
+                cur.itersize = batch_size
+                cur.execute(_PG_SEALED, (SEALED_METADATA_KEY, SEALED_METADATA_KEY))
+                while rows := cur.fetchmany(batch_size):
+                    yield [_sealed_cell(row) for row in rows]
+        except self._error as exc:
+            raise StoreError(f"reading {self._display} failed: {_first_line(exc)}") from None
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def _sealed_cell(row: Any) -> Cell:
+    thread_id, checkpoint_ns, checkpoint_id, envelope = row
+    ref = RowRef(
+        METADATA_TABLE,
+        (
+            ("thread_id", thread_id),
+            ("checkpoint_ns", checkpoint_ns),
+            ("checkpoint_id", checkpoint_id),
+        ),
+    )
+    if not isinstance(envelope, dict):
+        return Cell(ref, None, b"")
+    type_tag, encoded = envelope.get("type"), envelope.get("data")
+    if not isinstance(type_tag, str) or not isinstance(encoded, str):
+        return Cell(ref, None, b"")
+    try:
+        data = base64.b64decode(encoded.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        return Cell(ref, None, b"")
+    return Cell(ref, type_tag, data)
+
+
+def _first_line(exc: BaseException) -> str:
+    # Driver messages may quote SQL on later lines; the first names the failure.
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

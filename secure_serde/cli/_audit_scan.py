@@ -1,0 +1,254 @@
+"""The audit of a store: one pass over its cells and its JSON columns, into an `AuditReport`.
+
+Each cell is sorted by what its type tag and header say (cipher name, key
+id, format version), then, unless decryption is turned off, authenticated
+by rewrap's `Planner` in dry-run verify mode: the value is decrypted by the
+cipher its tag names, bound to its inner type tag, and never deserialized,
+so no pickle is ever loaded and nothing is sealed again. Only counts, ids
+and error class names are kept; plaintext is dropped as soon as the
+authentication tag has been checked.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Final
+
+from secure_serde import _format
+from secure_serde._errors import DecryptionError
+from secure_serde._rewrap import MAX_LISTED_FAILURES, RowFailure
+from secure_serde._rewrap._plan import CURRENT, Planner, Unreadable
+from secure_serde.ciphers import LEGACY_CIPHER_NAME, _kms_format
+from secure_serde.cli._audit_json import InlineChannel, JsonColumns, MetadataKeys
+from secure_serde.cli._config import ConfiguredCiphers
+from secure_serde.savers import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
+from secure_serde.stores import Cell, RowRef, Store
+
+__all__ = [
+    "LANGGRAPH_METADATA_KEYS",
+    "AuditReport",
+    "CipherGroup",
+    "audit_store",
+]
+
+# What LangGraph itself writes into checkpoint metadata (its CheckpointMetadata
+# TypedDict, plus the keys its savers' SQL reads) and our sealed envelope.
+# Anything else was copied from config["configurable"] or config["metadata"].
+LANGGRAPH_METADATA_KEYS: Final = frozenset(
+    {"source", "step", "parents", "run_id", "counters_since_delta_snapshot"}
+    | STRUCTURAL_METADATA_KEYS
+    | {SEALED_METADATA_KEY}
+)
+# Older langgraph versions stored every node's output under "writes": state in plaintext.
+STATE_METADATA_KEYS: Final = frozenset({"writes"})
+_NO_TYPE_TAG: Final = "NoTypeTag"
+
+
+@dataclass
+class CipherGroup:
+    """Cells sharing a cipher name, key id and format version.
+
+    ``current`` counts cells under the primary key, ``readable`` those that
+    authenticated (current included), ``failed`` those that did not; all
+    three stay 0 when decryption is off.
+    """
+
+    cipher: str
+    key_id: str | None
+    format_version: int | None
+    key_label: str | None = None
+    count: int = 0
+    current: int = 0
+    readable: int = 0
+    failed: int = 0
+    tables: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def legacy(self) -> bool:
+        """langgraph's built-in format: no key id, no version, type tag not authenticated."""
+        return self.cipher == LEGACY_CIPHER_NAME
+
+
+@dataclass
+class AuditReport:
+    """Everything audit found; ids, names and counts only, never a value or a key."""
+
+    store: str
+    kind: str
+    decrypted: bool
+    keys: list[str]
+    allowed_metadata_keys: frozenset[str]
+    cells: int = 0
+    empty: int = 0
+    tables: Counter[str] = field(default_factory=Counter)
+    groups: dict[tuple[str, str | None, int | None], CipherGroup] = field(default_factory=dict)
+    plaintext: Counter[str] = field(default_factory=Counter)
+    plaintext_rows: list[RowRef] = field(default_factory=list)
+    failures: list[RowFailure] = field(default_factory=list)
+    failure_count: int = 0
+    failure_kinds: Counter[str] = field(default_factory=Counter)
+    metadata: MetadataKeys = field(default_factory=lambda: MetadataKeys(0, 0, {}))
+    inline: list[InlineChannel] | None = None
+
+    @property
+    def plaintext_count(self) -> int:
+        return sum(self.plaintext.values())
+
+    @property
+    def legacy_count(self) -> int:
+        return sum(g.count for g in self.groups.values() if g.legacy)
+
+    @property
+    def stale_count(self) -> int:
+        """Readable cells not under the primary key: what ``secure-serde rewrap`` would move."""
+        return sum(g.readable - g.current for g in self.groups.values())
+
+    @property
+    def inline_count(self) -> int:
+        return sum(c.checkpoints for c in self.inline or ())
+
+    def flagged_metadata_keys(self) -> dict[str, int]:
+        """Metadata keys neither LangGraph's own nor allowed by ``--allow-metadata-key``."""
+        return {
+            key: count
+            for key, count in self.metadata.counts.items()
+            if key not in LANGGRAPH_METADATA_KEYS and key not in self.allowed_metadata_keys
+        }
+
+    def findings(self) -> list[str]:
+        """One line per kind of problem; empty for a clean store."""
+        found = []
+        if self.plaintext_count:
+            found.append(f"{self.plaintext_count:,} unencrypted serialized value(s)")
+        if self.failure_count:
+            found.append(f"{self.failure_count:,} value(s) the configured keys cannot decrypt")
+        if self.legacy_count:
+            found.append(
+                f"{self.legacy_count:,} value(s) in langgraph's built-in format"
+                " (type tag not authenticated): run secure-serde rewrap"
+            )
+        if self.inline_count:
+            found.append(
+                f"{self.inline_count:,} plaintext channel value(s) inline in the checkpoint JSON"
+            )
+        if flagged := self.flagged_metadata_keys():
+            found.append(f"plaintext metadata key(s) not written by LangGraph: {sorted(flagged)}")
+        return found
+
+    def add_failure(self, failure: RowFailure, kind: str) -> None:
+        self.failure_count += 1
+        self.failure_kinds[kind] += 1
+        if len(self.failures) < MAX_LISTED_FAILURES:
+            self.failures.append(failure)
+
+
+def _header(cipher_name: str, data: bytes) -> tuple[str | None, int | None]:
+    """(key id, format version) as the header states them; nothing is authenticated here."""
+    try:
+        if cipher_name == _format.CIPHER_NAME:
+            v1 = _format.parse_header(data)
+            return v1.key_id_hex, v1.version
+        if cipher_name == _kms_format.CIPHER_NAME:
+            kms = _kms_format.parse_header(data)
+            return kms.cmk_id_hex, kms.version
+    except DecryptionError:
+        # Truncated, or a version this build does not know: say which.
+        return None, (data[0] if data else None)
+    return None, None
+
+
+class _Auditor:
+    def __init__(
+        self, report: AuditReport, ciphers: ConfiguredCiphers | None, planner: Planner | None
+    ) -> None:
+        self._report = report
+        self._ciphers = ciphers
+        self._planner = planner
+
+    def add(self, cell: Cell) -> None:
+        report = self._report
+        report.cells += 1
+        report.tables[cell.ref.table] += 1
+        type_tag, data = cell.type_tag, cell.data
+        if data is None:
+            report.empty += 1
+            return
+        if type_tag is None:
+            report.add_failure(
+                RowFailure(cell.ref, f"{_NO_TYPE_TAG}: the row has a value but no type tag"),
+                _NO_TYPE_TAG,
+            )
+            return
+        _, plus, cipher_name = type_tag.rpartition("+")
+        if not plus:
+            report.plaintext[type_tag] += 1
+            if len(report.plaintext_rows) < MAX_LISTED_FAILURES:
+                report.plaintext_rows.append(cell.ref)
+            return
+        group = self._group(cipher_name, data)
+        group.count += 1
+        group.tables[cell.ref.table] += 1
+        if self._planner is None:
+            return
+        outcome = self._planner.plan(cell)
+        if isinstance(outcome, Unreadable):
+            group.failed += 1
+            # Planner reasons start with the error's class name.
+            report.add_failure(RowFailure(cell.ref, outcome.reason), outcome.reason.split(":")[0])
+            return
+        group.readable += 1
+        if outcome is CURRENT:
+            group.current += 1
+
+    def _group(self, cipher_name: str, data: bytes) -> CipherGroup:
+        key_id, version = _header(cipher_name, data)
+        groups = self._report.groups
+        group = groups.get((cipher_name, key_id, version))
+        if group is None:
+            label = None if self._ciphers is None else self._ciphers.key_label(cipher_name, key_id)
+            group = CipherGroup(cipher_name, key_id, version, label)
+            groups[(cipher_name, key_id, version)] = group
+        return group
+
+
+def audit_store(
+    store: Store,
+    ciphers: ConfiguredCiphers | None,
+    *,
+    batch_size: int,
+    allowed_metadata_keys: frozenset[str] = frozenset(),
+) -> AuditReport:
+    """Audit every cell and JSON column of ``store``; ``ciphers=None`` skips decryption."""
+    planner = None
+    if ciphers is not None:
+        planner = Planner(
+            ciphers.primary,
+            ciphers.decrypt_only,
+            # Authenticate legacy pickle rows too: they are only decrypted here, never loaded.
+            allow_legacy_pickle=True,
+            seal=False,
+            verify=True,
+        )
+    report = AuditReport(
+        store=store.display,
+        kind=store.kind,
+        decrypted=planner is not None,
+        keys=[] if ciphers is None else ciphers.describe(),
+        allowed_metadata_keys=allowed_metadata_keys,
+    )
+    auditor = _Auditor(report, ciphers, planner)
+    for table in store.tables:
+        for batch in store.iter_batches(table, batch_size):
+            for cell in batch:
+                auditor.add(cell)
+    json_columns = JsonColumns(store)
+    try:
+        for batch in json_columns.sealed_metadata(batch_size):
+            for cell in batch:
+                auditor.add(cell)
+        report.metadata = json_columns.metadata_keys()
+        report.inline = json_columns.inline_channels()
+    finally:
+        json_columns.close()
+    return report

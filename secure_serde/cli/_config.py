@@ -1,0 +1,167 @@
+"""The ciphers and serializer the read-only subcommands (audit, inspect) build from the environment.
+
+The AES keys come from exactly where an application using
+``KeyRotationCipher.from_env()`` (and ``secure-serde rewrap``) finds them:
+``LANGGRAPH_AES_KEY`` (key id ``env``) and the JSON keyring file named by
+``SECURE_SERDE_KEYRING_FILE``. A store written through `KmsEnvelopeCipher`
+is read with the KMS key named by ``SECURE_SERDE_KMS_KEY_ID``; boto3 finds
+the region, the credentials and any endpoint override in its usual places
+(``AWS_REGION``, ``AWS_PROFILE``, ``AWS_ENDPOINT_URL_KMS``, ...)::
+
+    SECURE_SERDE_KMS_KEY_ID=arn:aws:kms:...:key/...    the CMK new rows are wrapped under
+    SECURE_SERDE_KMS_DECRYPT_KEY_IDS=arn1,arn2         older CMKs, read only (optional)
+    SECURE_SERDE_KMS_ENCRYPTION_CONTEXT='{"tenant": "acme"}'   as the application sets it
+
+When the KMS key is set, it is the primary (rows under it count as current)
+and the AES keyring only reads; otherwise the keyring's primary is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from secure_serde._errors import ConfigurationError
+from secure_serde._keys import ENV_VAR
+from secure_serde._serializer import EncryptedSerializer
+from secure_serde.ciphers import BoundCipher, KeyRotationCipher, KmsEnvelopeCipher
+from secure_serde.ciphers._kms_format import cmk_id
+from secure_serde.ciphers._rotation import KEYRING_FILE_VAR
+
+__all__ = [
+    "KMS_CONTEXT_VAR",
+    "KMS_DECRYPT_KEY_IDS_VAR",
+    "KMS_KEY_ID_VAR",
+    "PICKLE_PRESETS",
+    "ConfiguredCiphers",
+    "ciphers_from_env",
+    "serializer_from_env",
+]
+
+KMS_KEY_ID_VAR: Final = "SECURE_SERDE_KMS_KEY_ID"
+KMS_DECRYPT_KEY_IDS_VAR: Final = "SECURE_SERDE_KMS_DECRYPT_KEY_IDS"
+KMS_CONTEXT_VAR: Final = "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT"
+# The --pickle choices of inspect: presets of secure_serde.pickling.
+PICKLE_PRESETS: Final = ("numpy", "pandas")
+
+
+@dataclass(frozen=True)
+class ConfiguredCiphers:
+    """The ciphers of the environment: ``primary`` first, then the read-only ones."""
+
+    primary: BoundCipher
+    decrypt_only: tuple[BoundCipher, ...]
+    keyring: KeyRotationCipher | None
+    kms: KmsEnvelopeCipher | None
+
+    def key_label(self, cipher_name: str, key_id: str | None) -> str | None:
+        """The configured name of the key a header names (never key material), if any."""
+        if key_id is None:
+            return None
+        if self.keyring is not None and cipher_name in self.keyring.cipher_names:
+            return self.keyring.label_for(key_id)
+        arn = None if self.kms is None else self.kms.key_arn
+        if arn is not None and cmk_id(arn).hex() == key_id:
+            return arn
+        return None
+
+    def describe(self) -> list[str]:
+        """One line per configured source of keys, ids only."""
+        lines = []
+        if self.keyring is not None:
+            role = "primary" if self.primary is self.keyring else "read only"
+            lines.append(f"AES keyring ({role}): {self.keyring!r}")
+        if self.kms is not None:
+            lines.append(f"KMS (primary): {self.kms!r}")
+        return lines
+
+
+def ciphers_from_env() -> ConfiguredCiphers | None:
+    """The configured ciphers, or ``None`` when the environment names no key at all.
+
+    Raises `ConfigurationError` for a configuration that is present but wrong.
+    """
+    keyring = None
+    if os.environ.get(ENV_VAR) is not None or os.environ.get(KEYRING_FILE_VAR):
+        keyring = KeyRotationCipher.from_env()
+    kms = _kms_from_env()
+    if kms is not None:
+        return ConfiguredCiphers(kms, () if keyring is None else (keyring,), keyring, kms)
+    if keyring is not None:
+        return ConfiguredCiphers(keyring, (), keyring, None)
+    return None
+
+
+def require_ciphers() -> ConfiguredCiphers:
+    configured = ciphers_from_env()
+    if configured is None:
+        raise ConfigurationError(
+            f"no keys configured: set {ENV_VAR}, {KEYRING_FILE_VAR} or {KMS_KEY_ID_VAR}"
+        )
+    return configured
+
+
+def serializer_from_env(
+    *,
+    allow_plaintext: bool = False,
+    allow_legacy_pickle: bool = False,
+    pickle_presets: Sequence[str] = (),
+) -> EncryptedSerializer:
+    """An `EncryptedSerializer` over the configured ciphers, as the application would build it.
+
+    ``pickle_presets`` (names from `PICKLE_PRESETS`) makes the inner
+    serializer a `PickleFallbackSerializer` admitting those presets, for
+    stores written with one.
+    """
+    configured = require_ciphers()
+    return EncryptedSerializer(
+        configured.primary,
+        _inner_serde(pickle_presets),
+        allow_plaintext=allow_plaintext,
+        decrypt_only=configured.decrypt_only,
+        allow_legacy_pickle=allow_legacy_pickle,
+    )
+
+
+def _inner_serde(presets: Sequence[str]) -> SerializerProtocol | None:
+    if not presets:
+        return None
+    from secure_serde import pickling
+
+    by_name = {"numpy": pickling.NUMPY, "pandas": pickling.PANDAS}
+    unknown = sorted(set(presets) - set(by_name))
+    if unknown:
+        raise ConfigurationError(f"unknown pickle preset(s) {unknown}; known: {PICKLE_PRESETS}")
+    return pickling.PickleFallbackSerializer(allowed=[by_name[name] for name in presets])
+
+
+def _kms_from_env() -> KmsEnvelopeCipher | None:
+    key_id = os.environ.get(KMS_KEY_ID_VAR)
+    if not key_id:
+        return None
+    decrypt_ids = [k.strip() for k in os.environ.get(KMS_DECRYPT_KEY_IDS_VAR, "").split(",")]
+    return KmsEnvelopeCipher(
+        key_id,
+        decrypt_key_ids=[k for k in decrypt_ids if k],
+        encryption_context=_kms_context(),
+    )
+
+
+def _kms_context() -> dict[str, str] | None:
+    text = os.environ.get(KMS_CONTEXT_VAR)
+    if not text:
+        return None
+    try:
+        context: Any = json.loads(text)
+    except ValueError:
+        raise ConfigurationError(f"{KMS_CONTEXT_VAR} is not valid JSON") from None
+    if not isinstance(context, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in context.items()
+    ):
+        raise ConfigurationError(f"{KMS_CONTEXT_VAR} must be a JSON object of strings")
+    return context

@@ -1,0 +1,283 @@
+"""``secure-serde inspect STORE --thread T``: decrypt and show a checkpoint or a thread's history.
+
+For each checkpoint, newest first (the order of ``get_state_history``): its
+id, parent, step and source, the ``next`` tasks, the metadata, the channel
+values and the pending writes, grouped by task. Values are decrypted with
+the keys of the environment (as for audit and rewrap) and read through
+LangGraph's own savers, read only; messages get one line each. ``next`` is
+derived from the checkpoint's trigger channels, without the graph (see
+``secure_serde/cli/_next.py`` for what that covers); ``DeltaChannel`` values
+between snapshots are shown as the snapshot and the writes since, since
+combining them takes the graph's reducer.
+
+This is a debugging tool: unlike audit, it prints state values. Exit codes:
+0 shown; 1 no such thread, namespace or checkpoint, or some checkpoint could
+not be read (its error is shown in its place); 2 usage, configuration or
+store error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping
+from typing import Any, Final, TextIO
+
+from secure_serde import _langgraph as lg
+from secure_serde.cli._config import PICKLE_PRESETS, serializer_from_env
+from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader
+from secure_serde.cli._next import is_internal_channel
+from secure_serde.cli._pretty import compact, to_jsonable
+from secure_serde.cli._rewrap import _positive
+from secure_serde.stores import open_store
+
+__all__ = ["register"]
+
+EXIT_SHOWN: Final = 0
+EXIT_NOT_SHOWN: Final = 1
+_DEFAULT_MAX_CHARS: Final = 300
+_SHOWN_FIRST: Final = ("step", "source", "parents")
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "inspect",
+        help="decrypt and show a checkpoint, or a thread's history, for time-travel debugging",
+        description=(
+            "Decrypt and print one checkpoint of a thread, or its history newest first: channel"
+            " values, next tasks, metadata and pending writes. Reads through LangGraph's savers,"
+            " read only, with the keys of LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
+            " SECURE_SERDE_KMS_KEY_ID. 'next' is derived from the checkpoint's trigger channels"
+            " without the graph (exact for StateGraph graphs; siblings sorted by name). Prints"
+            " state values: it is a debugging tool."
+        ),
+        epilog=(
+            "exit status: 0 shown; 1 no such thread, namespace or checkpoint, or a checkpoint"
+            " could not be read (shown in its place); 2 usage, configuration or store error."
+        ),
+    )
+    parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
+    parser.add_argument("--thread", required=True, help="the thread id")
+    parser.add_argument("--checkpoint", help="one checkpoint id (default: the whole history)")
+    parser.add_argument(
+        "--ns", default="", help="checkpoint namespace, for a subgraph (default: the root graph)"
+    )
+    parser.add_argument("--limit", type=_positive, help="show at most this many checkpoints")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--all-channels",
+        action="store_true",
+        help="also show LangGraph's internal channels (branch:to:*, __start__, ...)",
+    )
+    parser.add_argument(
+        "--max-chars",
+        type=int,
+        default=_DEFAULT_MAX_CHARS,
+        help=f"shorten each printed value to this many characters, 0 for no limit"
+        f" (default {_DEFAULT_MAX_CHARS}; text output only)",
+    )
+    parser.add_argument(
+        "--pickle",
+        action="append",
+        default=[],
+        choices=PICKLE_PRESETS,
+        help="read values written with PickleFallbackSerializer and this preset (repeatable)",
+    )
+    parser.add_argument(
+        "--allow-plaintext", action="store_true", help="also read unencrypted values"
+    )
+    parser.add_argument(
+        "--allow-legacy-pickle",
+        action="store_true",
+        help="also unpickle pickle rows of langgraph's built-in format (tag not authenticated)",
+    )
+    parser.add_argument(
+        "--allow-inline-values",
+        action="store_true",
+        help="PostgreSQL: also read values a stock saver left inline in the checkpoint JSON",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    serde = serializer_from_env(
+        allow_plaintext=args.allow_plaintext,
+        allow_legacy_pickle=args.allow_legacy_pickle,
+        pickle_presets=args.pickle,
+    )
+    with open_store(args.store) as store:  # a clear error for a missing or foreign store
+        display = store.display
+    reader = CheckpointReader(args.store, serde, allow_inline_values=args.allow_inline_values)
+    try:
+        namespaces = dict(reader.namespaces(args.thread))
+        if args.ns not in namespaces:
+            known = ", ".join(f"{ns!r} ({n})" for ns, n in namespaces.items()) or "none"
+            print(
+                f"secure-serde: no checkpoints for thread {args.thread!r} in namespace"
+                f" {args.ns!r}; its namespaces: {known}",
+                file=sys.stderr,
+            )
+            return EXIT_NOT_SHOWN
+        if args.checkpoint is None:
+            ids = reader.checkpoint_ids(args.thread, args.ns, args.limit)
+        else:
+            ids = [args.checkpoint]
+        entries = []
+        for checkpoint_id in ids:
+            entry = reader.read(args.thread, args.ns, checkpoint_id)
+            if entry is None:
+                print(
+                    f"secure-serde: no checkpoint {checkpoint_id!r} in thread {args.thread!r},"
+                    f" namespace {args.ns!r}",
+                    file=sys.stderr,
+                )
+                return EXIT_NOT_SHOWN
+            entries.append(entry)
+    finally:
+        reader.close()
+    if args.json:
+        document = {
+            "store": display,
+            "thread_id": args.thread,
+            "checkpoint_ns": args.ns,
+            "namespaces": namespaces,
+            "next_derived_without_graph": True,
+            "checkpoints": [_entry_json(e, args.all_channels) for e in entries],
+        }
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print_text(display, args, namespaces, entries, sys.stdout)
+    return EXIT_NOT_SHOWN if any(e.error for e in entries) else EXIT_SHOWN
+
+
+def _values(entry: CheckpointEntry, all_channels: bool) -> dict[str, Any]:
+    if entry.saved is None:
+        return {}
+    stored: Mapping[str, Any] = entry.saved.checkpoint.get("channel_values") or {}
+    shown = {}
+    for channel, value in stored.items():
+        if all_channels or not is_internal_channel(channel):
+            # At a snapshot checkpoint the snapshot is the channel's whole value.
+            shown[channel] = value.value if isinstance(value, lg.DeltaSnapshot) else value
+    return shown
+
+
+def _header(entry: CheckpointEntry) -> dict[str, Any]:
+    if entry.saved is None:
+        return {"checkpoint_id": entry.checkpoint_id}
+    saved = entry.saved
+    parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+    metadata: Mapping[str, Any] = saved.metadata or {}
+    return {
+        "checkpoint_id": entry.checkpoint_id,
+        "parent_checkpoint_id": parent,
+        "created_at": saved.checkpoint.get("ts"),
+        "step": metadata.get("step"),
+        "source": metadata.get("source"),
+    }
+
+
+def _entry_json(entry: CheckpointEntry, all_channels: bool) -> dict[str, Any]:
+    document = _header(entry)
+    document["error"] = entry.error
+    if entry.saved is None:
+        return document
+    document.update(
+        next=list(entry.next),
+        metadata=to_jsonable(entry.saved.metadata),
+        values=to_jsonable(_values(entry, all_channels)),
+        delta_channels={
+            channel: {
+                "seed": to_jsonable(delta.seed) if delta.has_seed else None,
+                "has_seed": delta.has_seed,
+                "writes": to_jsonable(list(delta.writes)),
+            }
+            for channel, delta in entry.deltas.items()
+        },
+        pending_writes=[
+            {"task_id": task_id, "channel": channel, "value": to_jsonable(value)}
+            for task_id, channel, value in entry.saved.pending_writes or ()
+        ],
+    )
+    return document
+
+
+def _print_value(out: TextIO, indent: str, name: str, value: Any, max_chars: int) -> None:
+    first, *rest = compact(value, max_chars)
+    print(f"{indent}{name}: {first}", file=out)
+    for line in rest:
+        print(f"{indent}  {line}", file=out)
+
+
+def _print_text(
+    display: str,
+    args: argparse.Namespace,
+    namespaces: Mapping[str, int],
+    entries: list[CheckpointEntry],
+    out: TextIO,
+) -> None:
+    width = args.max_chars
+    print(f"store: {display}", file=out)
+    others = ", ".join(f"{ns!r} ({n})" for ns, n in namespaces.items() if ns != args.ns)
+    where = "root graph" if args.ns == "" else "subgraph"
+    print(
+        f"thread: {args.thread!r}  namespace: {args.ns!r} ({where}),"
+        f" {namespaces[args.ns]} checkpoint(s)"
+        + (f"; other namespaces: {others}" if others else ""),
+        file=out,
+    )
+    print(
+        "next: derived from the stored trigger channels, without the graph"
+        " (the tasks of the following step, as get_state_history lists them)",
+        file=out,
+    )
+    for index, entry in enumerate(entries):
+        header = _header(entry)
+        newest = " (newest)" if index == 0 and args.checkpoint is None else ""
+        print(f"\n== checkpoint {entry.checkpoint_id}{newest}", file=out)
+        if entry.error is not None and entry.saved is None:
+            print(f"  cannot read: {entry.error}", file=out)
+            continue
+        print(
+            f"  step {header['step']}, source {header['source']}, created {header['created_at']},"
+            f" parent {header['parent_checkpoint_id']}",
+            file=out,
+        )
+        if entry.error is not None:
+            print(f"  cannot read all of it: {entry.error}", file=out)
+        print(f"  next: {', '.join(entry.next) if entry.next else '(none)'}", file=out)
+        _print_checkpoint(entry, args.all_channels, width, out)
+
+
+def _print_checkpoint(entry: CheckpointEntry, all_channels: bool, width: int, out: TextIO) -> None:
+    if entry.saved is None:
+        return
+    metadata: Mapping[str, Any] = entry.saved.metadata or {}
+    rest = {k: v for k, v in metadata.items() if k not in _SHOWN_FIRST}
+    parents = metadata.get("parents")
+    if parents:
+        _print_value(out, "  ", "parents", parents, width)
+    if rest:
+        print("  metadata:", file=out)
+        for key, value in sorted(rest.items()):
+            _print_value(out, "    ", key, value, width)
+    values = _values(entry, all_channels)
+    print("  values:" if values or entry.deltas else "  values: (none)", file=out)
+    for channel, value in values.items():
+        _print_value(out, "    ", channel, value, width)
+    for channel, delta in entry.deltas.items():
+        seed = f"snapshot {compact(delta.seed, width)[0]}" if delta.has_seed else "no snapshot"
+        print(
+            f"    {channel}: DeltaChannel, {seed} + {len(delta.writes)} write(s) since"
+            " (the graph's reducer combines them)",
+            file=out,
+        )
+        for write in delta.writes:
+            _print_value(out, "      ", "+", write, width)
+    writes = entry.saved.pending_writes or []
+    if writes:
+        print(f"  pending writes ({len(writes)}):", file=out)
+        for task_id, channel, value in writes:
+            _print_value(out, "    ", f"task {task_id[:8]} {channel}", value, width)

@@ -1,0 +1,186 @@
+"""Reading checkpoints for ``secure-serde inspect`` through LangGraph's own savers, read only.
+
+SQLite is opened with ``mode=ro`` and read by the stock ``SqliteSaver``;
+PostgreSQL by our `PostgresSaver` (the stock one's reads, plus sealed
+metadata and the inline-values switch) on a session whose transactions are
+all read only. Each checkpoint is loaded on its own with ``get_tuple``, so
+one that cannot be decrypted is reported and the rest of the history is
+still shown. ``DeltaChannel`` values stored as a snapshot plus later writes
+are fetched with ``get_delta_channel_history``: combining them takes the
+channel's reducer, which only the graph has.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from secure_serde import _langgraph as lg
+from secure_serde._errors import ConfigurationError, SecureSerdeError
+from secure_serde.cli._next import derive_next
+from secure_serde.stores import StoreError
+from secure_serde.stores._open import POSTGRES_SCHEMES
+
+__all__ = ["CheckpointEntry", "CheckpointReader", "DeltaValue"]
+
+_IDS_SQL: Final = (
+    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = {p} AND checkpoint_ns = {p}"
+    " ORDER BY checkpoint_id DESC LIMIT {p}"
+)
+_NS_SQL: Final = (
+    "SELECT checkpoint_ns, count(*) FROM checkpoints WHERE thread_id = {p}"
+    " GROUP BY checkpoint_ns ORDER BY checkpoint_ns"
+)
+_DELTA_COUNTERS: Final = "counters_since_delta_snapshot"
+# Errors a stored value can raise while being decrypted or decoded; each is
+# shown in place of that checkpoint.
+_READ_ERRORS: Final = (SecureSerdeError, ValueError, TypeError)
+
+
+@dataclass(frozen=True)
+class DeltaValue:
+    """A ``DeltaChannel`` value as stored: the nearest snapshot (if any) and the writes since."""
+
+    has_seed: bool
+    seed: Any
+    writes: tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class CheckpointEntry:
+    """One checkpoint as read, or the error that kept it from being read."""
+
+    checkpoint_id: str
+    saved: CheckpointTuple | None = None
+    error: str | None = None
+    next: tuple[str, ...] = ()
+    deltas: dict[str, DeltaValue] = field(default_factory=dict)
+
+
+class CheckpointReader:
+    """A read-only LangGraph saver on a SQLite file or a ``postgresql://`` URL."""
+
+    def __init__(
+        self, location: str, serde: SerializerProtocol, *, allow_inline_values: bool = False
+    ) -> None:
+        self._conn: Any
+        self.saver: BaseCheckpointSaver[Any]
+        if location.startswith(POSTGRES_SCHEMES):
+            self._open_postgres(location, serde, allow_inline_values)
+        else:
+            if allow_inline_values:
+                raise ConfigurationError("--allow-inline-values applies to PostgreSQL stores only")
+            self._open_sqlite(location, serde)
+
+    def _open_sqlite(self, location: str, serde: SerializerProtocol) -> None:
+        try:
+            from langgraph.checkpoint.sqlite import SqliteSaver
+        except ImportError:
+            raise ConfigurationError(
+                "inspecting SQLite stores needs langgraph-checkpoint-sqlite:"
+                " pip install 'secure-serde[sqlite]'"
+            ) from None
+        uri = f"{Path(location).resolve().as_uri()}?mode=ro"
+        try:
+            self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {location}: {exc}") from None
+        saver = SqliteSaver(self._conn, serde=serde)
+        # setup() would switch the journal mode and create tables: the store
+        # exists already (open_store checked), and this connection cannot write.
+        saver.is_setup = True
+        self.saver = saver
+        self._mark = "?"
+        self._driver_error: type[Exception] = sqlite3.Error
+
+    def _open_postgres(
+        self, location: str, serde: SerializerProtocol, allow_inline_values: bool
+    ) -> None:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        from secure_serde.savers.postgres import PostgresSaver
+
+        try:
+            self._conn = psycopg.Connection.connect(
+                location, autocommit=True, prepare_threshold=0, row_factory=dict_row
+            )
+            self._conn.execute("SET default_transaction_read_only = on")
+        except psycopg.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(f"cannot connect: {first}") from None
+        self.saver = PostgresSaver(self._conn, serde=serde, allow_inline_values=allow_inline_values)
+        self._mark = "%s"
+        self._driver_error = psycopg.Error
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        try:
+            cursor = self._conn.execute(sql.format(p=self._mark), params)
+            return [tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in cursor]
+        except self._driver_error as exc:
+            raise StoreError(f"reading the store failed: {type(exc).__name__}") from None
+
+    def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
+        """Every checkpoint namespace of a thread (``""`` is the root graph) and its size."""
+        return [(str(ns), int(n)) for ns, n in self._rows(_NS_SQL, (thread_id,))]
+
+    def checkpoint_ids(self, thread_id: str, checkpoint_ns: str, limit: int | None) -> list[str]:
+        """Ids newest first, the order of ``list()`` and ``get_state_history()``."""
+        # SQLite reads LIMIT -1 as no limit, PostgreSQL reads LIMIT NULL so.
+        bound: int | None = limit if limit is not None else (-1 if self._mark == "?" else None)
+        return [str(r[0]) for r in self._rows(_IDS_SQL, (thread_id, checkpoint_ns, bound))]
+
+    def read(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> CheckpointEntry | None:
+        """The checkpoint, decrypted; ``None`` if there is no such checkpoint."""
+        config: Any = {
+            "configurable": {
+                "thread_id": thread_id,
+                "checkpoint_ns": checkpoint_ns,
+                "checkpoint_id": checkpoint_id,
+            }
+        }
+        try:
+            saved = self.saver.get_tuple(config)
+        except _READ_ERRORS as exc:
+            return CheckpointEntry(checkpoint_id, error=f"{type(exc).__name__}: {exc}")
+        except self._driver_error as exc:
+            raise StoreError(f"reading the store failed: {type(exc).__name__}") from None
+        if saved is None:
+            return None
+        try:
+            deltas = self._deltas(saved)
+        except _READ_ERRORS as exc:
+            return CheckpointEntry(
+                checkpoint_id, saved, f"{type(exc).__name__}: {exc}", derive_next(saved.checkpoint)
+            )
+        return CheckpointEntry(checkpoint_id, saved, None, derive_next(saved.checkpoint), deltas)
+
+    def _deltas(self, saved: CheckpointTuple) -> dict[str, DeltaValue]:
+        values = saved.checkpoint.get("channel_values") or {}
+        counters = (saved.metadata or {}).get(_DELTA_COUNTERS) or {}
+        missing = sorted(ch for ch in counters if ch not in values)
+        if not missing:
+            return {}
+        history = self.saver.get_delta_channel_history(config=saved.config, channels=missing)
+        found = {}
+        for channel in missing:
+            entry = history.get(channel)
+            if entry is None:
+                continue
+            seed = entry.get("seed")
+            found[channel] = DeltaValue(
+                has_seed="seed" in entry,
+                seed=seed.value if isinstance(seed, lg.DeltaSnapshot) else seed,
+                writes=tuple(write[2] for write in entry["writes"]),
+            )
+        return found
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,102 @@
+"""Rendering decoded checkpoint values for people (compact text) and for programs (JSON).
+
+Messages get one line each (``human: 'text'``, tool calls by name and
+arguments); other values their ``repr``, shortened to ``max_chars``
+(0 keeps everything). The JSON form keeps structure: pydantic models (messages
+included) are dumped with ``model_dump(mode="json")``, dataclasses and named
+tuples become objects, sets and tuples lists, bytes base64, and anything
+else its ``repr`` under ``"__repr__"``.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime
+import enum
+import uuid
+from collections.abc import Mapping
+from typing import Any, Final
+
+from langchain_core.messages import BaseMessage
+from langgraph.types import Send
+from pydantic import BaseModel
+
+__all__ = ["compact", "message_lines", "shorten", "to_jsonable"]
+
+_ELLIPSIS: Final = "..."
+
+
+def shorten(text: str, max_chars: int) -> str:
+    if max_chars <= 0 or len(text) <= max_chars:
+        return text
+    return text[: max(max_chars - len(_ELLIPSIS), 1)] + _ELLIPSIS
+
+
+def _is_messages(value: Any) -> bool:
+    return (
+        isinstance(value, list) and bool(value) and all(isinstance(m, BaseMessage) for m in value)
+    )
+
+
+def _content(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return repr(content)
+    # Content blocks: show the text ones, count the rest.
+    texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
+    texts += [b for b in content if isinstance(b, str)]
+    others = len(content) - len(texts)
+    shown = repr(" ".join(texts))
+    return shown + (f" (+{others} non-text block(s))" if others else "")
+
+
+def message_lines(message: BaseMessage, max_chars: int) -> list[str]:
+    """One line for the message, and one per tool call it makes."""
+    name = f" {message.name}" if getattr(message, "name", None) else ""
+    lines = [shorten(f"{message.type}{name}: {_content(message)}", max_chars)]
+    for call in getattr(message, "tool_calls", None) or ():
+        args = ", ".join(f"{k}={v!r}" for k, v in (call.get("args") or {}).items())
+        lines.append(shorten(f"  -> {call.get('name')}({args})", max_chars))
+    return lines
+
+
+def compact(value: Any, max_chars: int) -> list[str]:
+    """A value as text lines: the first goes after ``name:``, the others are indented."""
+    if _is_messages(value):
+        lines = [f"{len(value)} message(s)"]
+        for index, message in enumerate(value):
+            first, *rest = message_lines(message, max_chars)
+            lines.append(f"[{index}] {first}")
+            lines += [f"    {line}" for line in rest]
+        return lines
+    if isinstance(value, BaseMessage):
+        return message_lines(value, max_chars)
+    return [shorten(repr(value), max_chars)]
+
+
+def to_jsonable(value: Any) -> Any:
+    """``value`` as JSON-compatible data, structure kept (see the module docstring)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_asdict"):
+        return {"__type__": type(value).__name__, **to_jsonable(value._asdict())}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [to_jsonable(v) for v in items]
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, Send):
+        return {"__type__": "Send", "node": value.node, "arg": to_jsonable(value.arg)}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return {"__type__": type(value).__name__, **to_jsonable(fields)}
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"__bytes__": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, (datetime.datetime, datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, (uuid.UUID, enum.Enum)):
+        return str(value)
+    return {"__repr__": repr(value)}
