@@ -129,7 +129,7 @@ def _foreign(tmp: Path) -> list[tuple[bytes, str, str]]:
         (framed(call(glob("builtins", "open"), text(touched), text("w"))), "builtins", "open"),
         (pickle.dumps(Reduces(importlib.import_module, "os")), "importlib", "import_module"),
         (pickle.dumps(Reduces(pickle.loads, pickle.dumps(Reduces(mark)))), "_pickle", "loads"),
-        (b"cposix\nsystem\n(S'touch " + touched.encode() + b"'\ntR.", "posix", "system"),
+        (framed(b"cposix\nsystem\n" + text(f"touch {touched}") + b"\x85R"), "posix", "system"),
         (framed(call(glob(HERE, "RAN.append"), text("x"))), HERE, "RAN.append"),
         (
             framed(call(glob("tests.test_pickle_fallback_auth", "mark"))),
@@ -235,6 +235,9 @@ _REFUSED_OPCODES = {
     "NEXT_BUFFER": pickle.NEXT_BUFFER,
     "INST": pickle.MARK + pickle.INST + HERE.encode() + b"\nmark\n",
     "OBJ": pickle.MARK + glob(HERE, "mark") + pickle.OBJ,
+    "STRING": b"S'x'\n",
+    "INT": b"I1\n",
+    "GET": pickle.NONE + pickle.BINPUT + b"\x00" + b"g0\n",
 }
 
 

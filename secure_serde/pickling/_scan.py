@@ -15,8 +15,8 @@ string literals, and which are the results of calls. It refuses:
 * calls to globals admitted only as arguments (``numpy.ndarray``);
 * ``BUILD``/``APPEND``/``SETITEM`` aimed at a global: that would set
   attributes on an admitted class, process-wide;
-* persistent ids, out-of-band buffers and the protocol-0/1 ``INST``/``OBJ``
-  calls, none of which this library writes;
+* persistent ids, out-of-band buffers, the protocol-0/1 ``INST``/``OBJ``
+  calls and text-protocol arguments, none of which this library writes;
 * truncated, malformed or trailing bytes and stack underflows.
 
 The same check runs when a value is pickled, so a pickle that could not be
@@ -35,25 +35,21 @@ __all__ = ["GETATTR", "Admission", "scan"]
 
 GETATTR: Final = ("builtins", "getattr")
 
-_STRINGS: Final = frozenset(
-    {
-        "SHORT_BINUNICODE",
-        "BINUNICODE",
-        "BINUNICODE8",
-        "UNICODE",
-        "STRING",
-        "BINSTRING",
-        "SHORT_BINSTRING",
-    }
-)
+_STRINGS: Final = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8"})
+# Never written by this library: persistent ids, out-of-band buffers, the
+# extension registry, protocol-0/1 calls and text-protocol arguments.
 _REFUSED: Final = frozenset(
-    {"PERSID", "BINPERSID", "NEXT_BUFFER", "READONLY_BUFFER", "EXT1", "EXT2", "EXT4", "OBJ", "INST"}
-)
+    {
+        "PERSID", "BINPERSID", "NEXT_BUFFER", "READONLY_BUFFER", "EXT1", "EXT2", "EXT4",
+        "OBJ", "INST", "INT", "LONG", "STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE",
+        "FLOAT", "GET", "PUT",
+    }
+)  # fmt: skip
 _MARKED_BUILDS: Final = frozenset({"LIST", "DICT", "FROZENSET"})
 _CALLS: Final = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX"})
 _MUTATORS: Final = frozenset({"BUILD", "APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"})
-_GETS: Final = frozenset({"GET", "BINGET", "LONG_BINGET"})
-_PUTS: Final = frozenset({"PUT", "BINPUT", "LONG_BINPUT"})
+_GETS: Final = frozenset({"BINGET", "LONG_BINGET"})
+_PUTS: Final = frozenset({"BINPUT", "LONG_BINPUT"})
 
 
 @dataclass(frozen=True)
