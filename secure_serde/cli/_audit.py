@@ -267,7 +267,7 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
             internal = " (a LangGraph channel)" if is_internal_channel(channel.channel) else ""
             print(
                 f"  {channel.channel}{internal}: {channel.checkpoints:,} checkpoint(s),"
-                f" {channel.threads:,}+ thread(s), JSON {'/'.join(channel.json_types)}",
+                f" {channel.threads:,} thread(s), JSON {'/'.join(channel.json_types)}",
                 file=out,
             )
     _print_metadata(report, out)

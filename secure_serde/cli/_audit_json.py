@@ -60,26 +60,22 @@ CROSS JOIN LATERAL jsonb_object_keys(
 GROUP BY k ORDER BY k
 """
 _PG_INLINE: Final = """
-SELECT v.key, jsonb_typeof(v.value), count(*), count(DISTINCT c.thread_id)
+SELECT v.key, array_agg(DISTINCT jsonb_typeof(v.value)), count(*), count(DISTINCT c.thread_id)
 FROM checkpoints AS c
 CROSS JOIN LATERAL jsonb_each(
     CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_values') = 'object'
          THEN c.checkpoint -> 'channel_values' ELSE '{}'::jsonb END) AS v
+{backed}
+GROUP BY 1 ORDER BY 1
+"""
+# A non-empty blob of the same channel (and version, where blobs have one) backs the value.
+_PG_BACKED: Final = """
 WHERE NOT EXISTS (
     SELECT 1 FROM checkpoint_blobs AS b
     WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
       AND b.channel = v.key AND b.type <> 'empty' {version})
-GROUP BY 1, 2 ORDER BY 1, 2
 """
-_PG_INLINE_VERSION: Final = "AND b.version = c.checkpoint -> 'channel_versions' ->> v.key"
-_PG_INLINE_NO_BLOBS: Final = """
-SELECT v.key, jsonb_typeof(v.value), count(*), count(DISTINCT c.thread_id)
-FROM checkpoints AS c
-CROSS JOIN LATERAL jsonb_each(
-    CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_values') = 'object'
-         THEN c.checkpoint -> 'channel_values' ELSE '{}'::jsonb END) AS v
-GROUP BY 1, 2 ORDER BY 1, 2
-"""
+_PG_BACKED_VERSION: Final = "AND b.version = c.checkpoint -> 'channel_versions' ->> v.key"
 _PG_SEALED: Final = """
 SELECT thread_id, checkpoint_ns, checkpoint_id, metadata -> %s
 FROM checkpoints WHERE metadata ? %s
@@ -166,24 +162,16 @@ class JsonColumns:
             return None
         if not self.has_checkpoints:
             return []
-        if self._blobs is None:
-            sql = _PG_INLINE_NO_BLOBS
-        else:
+        backed = ""
+        if self._blobs is not None:
             # The shallow saver keeps one blob per channel, with no version column.
             keyed = "version" in self._blobs.key_columns
-            sql = _PG_INLINE.replace("{version}", _PG_INLINE_VERSION if keyed else "")
-        by_channel: dict[str, tuple[int, int, list[str]]] = {}
-        for channel, json_type, checkpoints, threads in self._query(sql):
-            total, most_threads, types = by_channel.get(channel, (0, 0, []))
-            # Threads per type can overlap; the largest is a lower bound, not a sum.
-            by_channel[channel] = (
-                total + int(checkpoints),
-                max(most_threads, int(threads)),
-                [*types, str(json_type)],
-            )
+            backed = _PG_BACKED.replace("{version}", _PG_BACKED_VERSION if keyed else "")
+        # replace(), not format(): the SQL holds JSON braces.
+        sql = _PG_INLINE.replace("{backed}", backed)
         return [
-            InlineChannel(channel, total, threads, tuple(types))
-            for channel, (total, threads, types) in by_channel.items()
+            InlineChannel(str(channel), int(checkpoints), int(threads), tuple(sorted(types)))
+            for channel, types, checkpoints, threads in self._query(sql)
         ]
 
     def sealed_metadata(self, batch_size: int) -> Iterator[list[Cell]]:
