@@ -240,9 +240,12 @@ def _versions() -> str:
     return ", ".join(f"{n} {metadata.version(n)}" for n in names)
 
 
-def print_table(runs: list[Run]) -> None:
-    print("| store | rows | workers | batch | run | median wall s | median rows/s | peak RSS MiB |")
-    print("|---|---:|---:|---:|---|---:|---:|---:|")
+def print_table(runs: list[Run], baseline: float) -> None:
+    print(
+        "| store | rows | workers | batch | run | median wall s | median rows/s | peak RSS MiB"
+        " | above imports MiB |"
+    )
+    print("|---|---:|---:|---:|---|---:|---:|---:|---:|")
     groups: dict[tuple[str, int, int, int, str], list[Run]] = {}
     for run in runs:
         groups.setdefault((run.store, run.rows, run.workers, run.batch, run.label), []).append(run)
@@ -252,7 +255,7 @@ def print_table(runs: list[Run]) -> None:
         rss = max(r.rss_mib for r in group)
         print(
             f"| {store} | {rows:,} | {workers} | {batch} | {label} ({len(group)}x) |"
-            f" {wall:.2f} | {rate:,.0f} | {rss:.1f} |"
+            f" {wall:.2f} | {rate:,.0f} | {rss:.1f} | {rss - baseline:+.1f} |"
         )
 
 
@@ -307,12 +310,13 @@ def main() -> int:
                         )
                         runs += done
     print()
-    print_table(runs)
+    print_table(runs, baseline)
     print()
     print(
         "wall: the whole child process, Python start-up included; rows/s: the command's own"
         " report (scan loop only); peak RSS: VmHWM of the rewrap process (largest worker"
-        " process with --workers)."
+        " process with --workers); above imports: minus the peak RSS of the same child running"
+        " `keygen`, which loads the same modules."
     )
     return 0
 
