@@ -211,3 +211,20 @@ def test_keygen_entry_goes_straight_into_a_keyring_file(
     cipher = KeyRotationCipher.from_env()
     assert cipher.label_for(cipher.primary_key_id) == "2025-06"
     assert cipher.primary_key_id != key_id(KEY_A)
+
+
+def test_retire_check_lists_rows_left_under_the_retired_key(
+    store: Path, keys: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The runbook's check before step 4: with the retiring configuration, a dry run that
+    # verifies every value fails while any value is still under the old key.
+    keys(KEY_A, {**STAGE3, "retired": ["env"]})
+    assert main(["rewrap", str(store), "--dry-run", "--verify"]) == 1
+    out, _ = capsys.readouterr()
+    assert f"RetiredKeyError: key {key_id(KEY_A)} (env) is retired" in out
+    keys(KEY_A, STAGE3)
+    assert main(["rewrap", str(store)]) == 0
+    keys(KEY_A, {**STAGE3, "retired": ["env"]})
+    capsys.readouterr()
+    assert main(["rewrap", str(store), "--dry-run", "--verify"]) == 0
+    assert "failed 0" in capsys.readouterr().out
