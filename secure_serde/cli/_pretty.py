@@ -57,7 +57,7 @@ def message_lines(message: BaseMessage, max_chars: int) -> list[str]:
     lines = [shorten(f"{message.type}{name}: {_content(message)}", max_chars)]
     for call in getattr(message, "tool_calls", None) or ():
         args = ", ".join(f"{k}={v!r}" for k, v in (call.get("args") or {}).items())
-        lines.append(shorten(f"  -> {call.get('name')}({args})", max_chars))
+        lines.append(shorten(f"-> {call.get('name')}({args})", max_chars))
     return lines
 
 

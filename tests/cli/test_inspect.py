@@ -1,0 +1,443 @@
+"""``secure-serde inspect``: decrypted checkpoints and histories, checked against LangGraph itself.
+
+Stores are written by real graphs: a chat graph with an interrupt in every turn (several
+threads), the canary graph (a subgraph, an interrupt, a DeltaChannel, secrets in config), and a
+fan-out graph (``Send`` tasks, a join edge, a tool call, an interrupt). For every checkpoint the
+CLI's output is compared with what ``graph.get_state_history()`` says: the order, the values,
+the metadata and ``next``, which the CLI derives without the graph.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import shutil
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import psycopg
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage
+from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.types import Command, Send, interrupt
+from psycopg.rows import dict_row
+from typing_extensions import TypedDict
+
+from secure_serde.cli import main
+from secure_serde.cli._pretty import to_jsonable
+from secure_serde.savers.postgres import PostgresSaver
+from tests import canary_support as canary
+from tests.rewrap_support import KEY_A, SECRET, rotation_serde, run_turns
+from tests.rewrap_support import build_graph as build_chat_graph
+
+SERDE_A = {"env": KEY_A}
+CHAT_THREADS = ("chat-1", "chat-2")
+
+
+# ---------------------------------------------------------------------------------------------
+# A fan-out graph: two parallel starts joined, Send tasks, a tool call, an interrupt
+
+
+class FanState(TypedDict, total=False):
+    items: Annotated[list[str], operator.add]
+    messages: Annotated[list[AnyMessage], add_messages]
+    x: int
+
+
+def _left(state: FanState) -> dict[str, Any]:
+    return {"items": ["left"]}
+
+
+def _right(state: FanState) -> dict[str, Any]:
+    call = {"name": "lookup", "args": {"query": "fan"}, "id": "call-1"}
+    return {"items": ["right"], "messages": [AIMessage(content="", tool_calls=[call])]}
+
+
+def _join(state: FanState) -> dict[str, Any]:
+    return {"items": ["joined"]}
+
+
+def _fan(state: FanState) -> list[Send]:
+    return [Send("worker", {"x": i}) for i in range(3)]
+
+
+def _worker(state: FanState) -> dict[str, Any]:
+    return {"items": [f"worker-{state['x']}"]}
+
+
+def _ask(state: FanState) -> dict[str, Any]:
+    return {"items": [str(interrupt("continue?"))]}
+
+
+def build_fan_graph(checkpointer: Any) -> Any:
+    builder = StateGraph(FanState)
+    for name, node in (
+        ("left", _left),
+        ("right", _right),
+        ("join", _join),
+        ("worker", _worker),
+        ("ask", _ask),
+    ):
+        builder.add_node(name, node)
+    builder.add_edge(START, "left")
+    builder.add_edge(START, "right")
+    builder.add_edge(["left", "right"], "join")
+    builder.add_conditional_edges("join", _fan, ["worker"])
+    builder.add_edge("worker", "ask")
+    builder.add_edge("ask", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+def run_fan(graph: Any, thread_id: str) -> None:
+    cfg = {"configurable": {"thread_id": thread_id}}
+    graph.invoke({"items": []}, cfg)
+    graph.invoke(Command(resume="yes"), cfg)
+
+
+# ---------------------------------------------------------------------------------------------
+# Stores and the CLI
+
+
+@pytest.fixture
+def keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("SECURE_SERDE_KEYRING_FILE", "SECURE_SERDE_KMS_KEY_ID"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
+
+
+class Graphs:
+    """The compiled graphs on one saver, to ask LangGraph what each checkpoint holds."""
+
+    def __init__(self, saver: Any) -> None:
+        self.chat = build_chat_graph(saver)
+        self.canary = canary.build_canary_graph(saver)
+        self.fan = build_fan_graph(saver)
+
+
+@pytest.fixture(scope="module")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("inspect") / "graphs.sqlite"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn, serde=rotation_serde(SERDE_A, "env"))
+        saver.setup()
+        graphs = Graphs(saver)
+        run_turns(graphs.chat, CHAT_THREADS[0], 3)
+        run_turns(graphs.chat, CHAT_THREADS[1], 1)
+        canary.run_sync(graphs.canary, "canary")
+        run_fan(graphs.fan, "fan")
+    finally:
+        conn.close()
+    return path
+
+
+@pytest.fixture
+def store(sqlite_template: Path, tmp_path: Path) -> Path:
+    path = tmp_path / "graphs.sqlite"
+    shutil.copy(sqlite_template, path)
+    return path
+
+
+@pytest.fixture
+def graphs(store: Path) -> Any:
+    conn = sqlite3.connect(f"{store.as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    saver = SqliteSaver(conn, serde=rotation_serde(SERDE_A, "env"))
+    saver.is_setup = True
+    yield Graphs(saver)
+    conn.close()
+
+
+def inspect(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["inspect", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def inspect_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
+    code, out, err = inspect(capsys, *args, "--json")
+    assert out, err
+    return code, json.loads(out)
+
+
+def normal(value: Any) -> Any:
+    """JSON's view of a value: what to compare the CLI's JSON output with."""
+    return json.loads(json.dumps(to_jsonable(value)))
+
+
+def combined_values(entry: dict[str, Any], reducers: dict[str, Any]) -> dict[str, Any]:
+    """The entry's values, with each DeltaChannel's snapshot and writes folded by its reducer."""
+    values = dict(entry["values"])
+    for channel, delta in entry["delta_channels"].items():
+        values[channel] = reducers[channel](delta["seed"] or [], delta["writes"])
+    return values
+
+
+def check_history(
+    capsys: pytest.CaptureFixture[str], store: str, graph: Any, config: dict[str, Any], *extra: str
+) -> list[Any]:
+    """The CLI's history of ``config``'s thread and namespace equals LangGraph's, entry by entry."""
+    history = list(graph.get_state_history(config))
+    assert len(history) > 1
+    conf = config["configurable"]
+    code, document = inspect_json(
+        capsys, store, "--thread", conf["thread_id"], "--ns", conf.get("checkpoint_ns", ""), *extra
+    )
+    assert code == 0
+    entries = document["checkpoints"]
+    assert [e["checkpoint_id"] for e in entries] == [
+        s.config["configurable"]["checkpoint_id"] for s in history
+    ]
+    reducers = {"deltas": canary._extend}
+    for entry, snapshot in zip(entries, history, strict=True):
+        assert entry["error"] is None
+        assert sorted(entry["next"]) == sorted(snapshot.next), entry["checkpoint_id"]
+        assert entry["metadata"] == normal(snapshot.metadata)
+        shown, want = combined_values(entry, reducers), normal(snapshot.values)
+        # A reducer channel never written holds its empty default, which only the graph knows.
+        assert all(want[k] == [] for k in set(want) - set(shown))
+        assert shown == {k: v for k, v in want.items() if k in shown}
+        assert entry["step"] == snapshot.metadata["step"]
+        parent = snapshot.parent_config
+        want_parent = parent["configurable"]["checkpoint_id"] if parent else None
+        assert entry["parent_checkpoint_id"] == want_parent
+    return entries
+
+
+# ---------------------------------------------------------------------------------------------
+# SQLite
+
+
+def test_histories_match_langgraph(
+    keys: None, store: Path, graphs: Graphs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for thread in CHAT_THREADS:
+        check_history(capsys, str(store), graphs.chat, {"configurable": {"thread_id": thread}})
+    entries = check_history(capsys, str(store), graphs.fan, {"configurable": {"thread_id": "fan"}})
+    # The fan-out's step runs three Send tasks, and the join waits for both of its sources.
+    assert ["worker", "worker", "worker"] in [e["next"] for e in entries]
+    assert ["join"] in [e["next"] for e in entries]
+    assert ["left", "right"] in [e["next"] for e in entries]
+    canary_entries = check_history(
+        capsys, str(store), graphs.canary, {"configurable": {"thread_id": "canary"}}
+    )
+    # Between snapshots the DeltaChannel is shown as a snapshot plus the writes since.
+    assert any(e["delta_channels"] for e in canary_entries)
+    assert any("deltas" in e["values"] for e in canary_entries)
+
+
+def test_subgraph_namespace_history(
+    keys: None, store: Path, graphs: Graphs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, document = inspect_json(capsys, str(store), "--thread", "canary", "--limit", "1")
+    assert code == 0
+    [child_ns] = [ns for ns in document["namespaces"] if ns.startswith("child:")]
+    config = {"configurable": {"thread_id": "canary", "checkpoint_ns": child_ns}}
+    entries = check_history(capsys, str(store), graphs.canary, config)
+    assert any(e["values"].get("sub_count") == canary.SUB_INT for e in entries)
+    assert any(e["next"] == ["confirm"] for e in entries)
+
+
+def test_interrupted_thread_text(
+    keys: None, store: Path, graphs: Graphs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {"configurable": {"thread_id": CHAT_THREADS[1]}}
+    snapshot = graphs.chat.get_state(config)
+    assert snapshot.next == ("review",)
+    [task] = snapshot.tasks
+    checkpoint_id = snapshot.config["configurable"]["checkpoint_id"]
+    code, out, err = inspect(
+        capsys, str(store), "--thread", CHAT_THREADS[1], "--checkpoint", checkpoint_id
+    )
+    assert code == 0, err
+    assert f"== checkpoint {checkpoint_id}\n" in out
+    assert "  next: review\n" in out
+    assert "    messages: 2 message(s)\n" in out
+    assert f"      [0] human: '{CHAT_THREADS[1]} turn 0'\n" in out
+    assert f"      [1] ai: 'reply to {CHAT_THREADS[1]} turn 0 ({SECRET})'\n" in out
+    assert "  pending writes (1):\n" in out
+    assert f"    task {task.id[:8]} __interrupt__: [Interrupt(value={{'draft':" in out
+    code, document = inspect_json(
+        capsys, str(store), "--thread", CHAT_THREADS[1], "--checkpoint", checkpoint_id
+    )
+    [entry] = document["checkpoints"]
+    [write] = entry["pending_writes"]
+    assert (write["task_id"], write["channel"]) == (task.id, "__interrupt__")
+    assert write["value"][0]["value"] == task.interrupts[0].value
+
+
+def test_text_shows_tool_calls_and_shortens(
+    keys: None, store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = inspect(capsys, str(store), "--thread", "fan", "--limit", "1")
+    assert code == 0
+    assert "      [0] ai: ''\n" in out
+    assert "\n          -> lookup(query='fan')\n" in out
+    assert out.count("\n== checkpoint ") == 1
+    code, out, _ = inspect(
+        capsys, str(store), "--thread", "fan", "--limit", "1", "--max-chars", "12"
+    )
+    assert "    items: ['left', ...\n" in out
+    code, short, _ = inspect(capsys, str(store), "--thread", "fan", "--limit", "1")
+    assert "branch:to:" not in short
+    code, everything, _ = inspect(
+        capsys, str(store), "--thread", "fan", "--limit", "1", "--all-channels"
+    )
+    assert "__pregel_tasks" in everything
+
+
+def test_tampered_checkpoint_is_shown_in_place(
+    keys: None, store: Path, graphs: Graphs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    thread = CHAT_THREADS[0]
+    ids = [
+        s.config["configurable"]["checkpoint_id"]
+        for s in graphs.chat.get_state_history({"configurable": {"thread_id": thread}})
+    ]
+    victim = ids[len(ids) // 2]
+    with sqlite3.connect(store) as conn:
+        (blob,) = conn.execute(
+            "SELECT checkpoint FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?",
+            (thread, victim),
+        ).fetchone()
+        conn.execute(
+            "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_id = ?",
+            (blob[:-1] + bytes([blob[-1] ^ 1]), thread, victim),
+        )
+    code, document = inspect_json(capsys, str(store), "--thread", thread)
+    assert code == 1
+    entries = document["checkpoints"]
+    assert [e["checkpoint_id"] for e in entries] == ids
+    broken = [e for e in entries if e["error"]]
+    assert [e["checkpoint_id"] for e in broken] == [victim]
+    assert broken[0]["error"].startswith("DecryptionError")
+    code, out, _ = inspect(capsys, str(store), "--thread", thread)
+    assert f"== checkpoint {victim}\n  cannot read: DecryptionError" in out
+
+
+def test_plaintext_store_needs_the_switch(
+    keys: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "plain.sqlite"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    saver = SqliteSaver(conn)
+    saver.setup()
+    run_turns(build_chat_graph(saver), "plain", 2)
+    conn.close()
+    code, document = inspect_json(capsys, str(path), "--thread", "plain")
+    assert code == 1
+    assert all(e["error"].startswith("PlaintextRefusedError") for e in document["checkpoints"])
+    code, document = inspect_json(capsys, str(path), "--thread", "plain", "--allow-plaintext")
+    assert code == 0
+    assert document["checkpoints"][0]["next"] == ["review"]
+
+
+def test_not_found_and_errors(
+    keys: None,
+    store: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = inspect(capsys, str(store), "--thread", "nobody")
+    assert (code, out) == (1, "")
+    assert "no checkpoints for thread 'nobody' in namespace ''; its namespaces: none" in err
+    code, _, err = inspect(capsys, str(store), "--thread", "canary", "--ns", "nope")
+    assert code == 1
+    assert "its namespaces: '' (" in err
+    assert "'child:" in err
+    code, _, err = inspect(capsys, str(store), "--thread", "canary", "--checkpoint", "missing")
+    assert (code, "no checkpoint 'missing'" in err) == (1, True)
+    code, _, err = inspect(capsys, str(tmp_path / "absent.sqlite"), "--thread", "x")
+    assert (code, "no SQLite file" in err) == (2, True)
+    code, _, err = inspect(capsys, str(store), "--thread", "x", "--allow-inline-values")
+    assert (code, "PostgreSQL stores only" in err) == (2, True)
+    monkeypatch.delenv("LANGGRAPH_AES_KEY")
+    code, _, err = inspect(capsys, str(store), "--thread", "canary")
+    assert (code, "no keys configured" in err) == (2, True)
+    with pytest.raises(SystemExit) as usage:
+        main(["inspect", str(store)])
+    assert usage.value.code == 2
+
+
+def test_store_is_not_modified(keys: None, store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before = store.read_bytes()
+    wal = Path(f"{store}-wal")
+    wal_before = wal.read_bytes() if wal.exists() else b""
+    for thread in (*CHAT_THREADS, "canary", "fan"):
+        assert inspect(capsys, str(store), "--thread", thread)[0] == 0
+    assert store.read_bytes() == before
+    # Opening a WAL-mode file may create an empty -wal file; nothing is written to it.
+    assert (wal.read_bytes() if wal.exists() else b"") == wal_before
+
+
+def test_console_script_subprocess(store: Path) -> None:
+    script = shutil.which("secure-serde", path=str(Path(sys.executable).parent))
+    assert script is not None
+    done = subprocess.run(
+        [script, "inspect", str(store), "--thread", "fan", "--limit", "2", "--json"],
+        env={"PATH": str(Path(sys.executable).parent), "LANGGRAPH_AES_KEY": KEY_A},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert len(document["checkpoints"]) == 2
+    assert document["checkpoints"][0]["values"]["items"][-1] == "yes"
+
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL
+
+
+def pg_graph(url: str, *, sealed: bool, **options: Any) -> tuple[Any, Any]:
+    conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    serde = rotation_serde(SERDE_A, "env")
+    if sealed:
+        saver: Any = PostgresSaver(conn, serde=serde, **options)
+    else:
+        saver = StockPostgresSaver(conn, serde=serde)  # type: ignore[arg-type]
+    saver.setup()
+    return conn, canary.build_canary_graph(saver)
+
+
+def test_postgres_sealed_metadata_is_shown_unsealed(
+    keys: None, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conn, graph = pg_graph(postgres_url, sealed=True, plaintext_metadata=())
+    try:
+        canary.run_sync(graph, "sealed")
+        entries = check_history(
+            capsys, postgres_url, graph, {"configurable": {"thread_id": "sealed"}}
+        )
+    finally:
+        conn.close()
+    assert all(e["metadata"]["api_key"] == canary.API_KEY for e in entries)
+
+
+def test_postgres_stock_thread_needs_inline_switch(
+    keys: None, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conn, graph = pg_graph(postgres_url, sealed=False)
+    try:
+        canary.run_sync(graph, "stock")
+        code, document = inspect_json(capsys, postgres_url, "--thread", "stock")
+        assert code == 1
+        errors = [e["error"] for e in document["checkpoints"]]
+        assert any(e and e.startswith("PlaintextRefusedError") for e in errors)
+        check_history(
+            capsys,
+            postgres_url,
+            graph,
+            {"configurable": {"thread_id": "stock"}},
+            "--allow-inline-values",
+        )
+    finally:
+        conn.close()
