@@ -227,9 +227,3 @@ class Store(abc.ABC):
 def check_batch_size(batch_size: int) -> None:
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise StoreError(f"batch_size must be a positive integer, got {batch_size!r}")
-
-
-def key_tuple(
-    cell_key: Sequence[KeyValue], columns: Sequence[str]
-) -> tuple[tuple[str, KeyValue], ...]:
-    return tuple(zip(columns, cell_key, strict=True))
