@@ -28,7 +28,7 @@ from typing import Any, Final
 from secure_serde.savers import SEALED_METADATA_KEY
 from secure_serde.stores import Cell, RowRef, Store, StoreError
 
-__all__ = ["METADATA_TABLE", "InlineChannel", "JsonColumns", "MetadataKeys"]
+__all__ = ["METADATA_TABLE", "InlineChannel", "JsonColumns", "MetadataKeys", "first_line"]
 
 # The RowRef table name sealed-metadata cells are reported under.
 METADATA_TABLE: Final = "checkpoints.metadata"
@@ -117,7 +117,7 @@ class JsonColumns:
                 # Belt and braces: nothing here writes, and now nothing can.
                 self._conn.execute("SET default_transaction_read_only = on")
             except psycopg.Error as exc:
-                raise StoreError(f"cannot connect to {self._display}: {_first_line(exc)}") from None
+                raise StoreError(f"cannot connect to {self._display}: {first_line(exc)}") from None
             self._error: type[Exception] = psycopg.Error
         else:
             uri = f"{Path(store.location).resolve().as_uri()}?mode=ro"
@@ -132,7 +132,7 @@ class JsonColumns:
         try:
             return list(self._conn.execute(sql, params).fetchall())
         except self._error as exc:
-            raise StoreError(f"reading {self._display} failed: {_first_line(exc)}") from None
+            raise StoreError(f"reading {self._display} failed: {first_line(exc)}") from None
 
     def _has_checkpoints(self) -> bool:
         if self._kind == "postgres":
@@ -189,7 +189,7 @@ class JsonColumns:
                 while rows := cur.fetchmany(batch_size):
                     yield [_sealed_cell(row) for row in rows]
         except self._error as exc:
-            raise StoreError(f"reading {self._display} failed: {_first_line(exc)}") from None
+            raise StoreError(f"reading {self._display} failed: {first_line(exc)}") from None
 
     def close(self) -> None:
         self._conn.close()
@@ -217,7 +217,7 @@ def _sealed_cell(row: Any) -> Cell:
     return Cell(ref, type_tag, data)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     # Driver messages may quote SQL on later lines; the first names the failure.
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde import _langgraph as lg
 from secure_serde._errors import ConfigurationError, SecureSerdeError
+from secure_serde.cli._audit_json import first_line
 from secure_serde.cli._next import derive_next
 from secure_serde.stores import StoreError
 from secure_serde.stores._open import POSTGRES_SCHEMES
@@ -112,8 +113,7 @@ class CheckpointReader:
             )
             self._conn.execute("SET default_transaction_read_only = on")
         except psycopg.Error as exc:
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StoreError(f"cannot connect: {first}") from None
+            raise StoreError(f"cannot connect: {first_line(exc)}") from None
         self.saver = PostgresSaver(self._conn, serde=serde, allow_inline_values=allow_inline_values)
         self._mark = "%s"
         self._driver_error = psycopg.Error

@@ -12,8 +12,6 @@ import base64
 import json
 import shutil
 import sqlite3
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -32,6 +30,7 @@ from secure_serde.cli import main
 from secure_serde.savers.postgres import PostgresSaver
 from tests import canary_support as canary
 from tests.ciphers.kms_support import REGION, new_cmk
+from tests.cli.cli_support import run_console_script, run_main
 from tests.rewrap_support import (
     KEY_A,
     KEY_C,
@@ -72,9 +71,7 @@ def keys(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def audit(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["audit", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, "audit", *args)
 
 
 def audit_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
@@ -333,17 +330,7 @@ def test_store_and_configuration_errors_exit_two(
 
 
 def test_console_script_subprocess(mixed: Path, tmp_path: Path) -> None:
-    script = shutil.which("secure-serde", path=str(Path(sys.executable).parent))
-    assert script is not None
-    env = {"PATH": str(Path(sys.executable).parent), "LANGGRAPH_AES_KEY": KEY_A}
-    done = subprocess.run(
-        [script, "audit", str(mixed), "--json"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = run_console_script("audit", str(mixed), "--json", env={"LANGGRAPH_AES_KEY": KEY_A})
     assert done.returncode == 1, done.stderr
     document = json.loads(done.stdout)
     assert document["undecryptable"]["by_error"]["DecryptionError"] == 1

@@ -13,8 +13,6 @@ import json
 import operator
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,6 +31,7 @@ from secure_serde.cli import main
 from secure_serde.cli._pretty import to_jsonable
 from secure_serde.savers.postgres import PostgresSaver
 from tests import canary_support as canary
+from tests.cli.cli_support import run_console_script, run_main
 from tests.rewrap_support import KEY_A, SECRET, rotation_serde, run_turns
 from tests.rewrap_support import build_graph as build_chat_graph
 
@@ -154,9 +153,7 @@ def graphs(store: Path) -> Any:
 
 
 def inspect(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["inspect", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
+    return run_main(capsys, "inspect", *args)
 
 
 def inspect_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, Any]]:
@@ -377,16 +374,8 @@ def test_store_is_not_modified(keys: None, store: Path, capsys: pytest.CaptureFi
 
 
 def test_console_script_subprocess(store: Path) -> None:
-    script = shutil.which("secure-serde", path=str(Path(sys.executable).parent))
-    assert script is not None
-    done = subprocess.run(
-        [script, "inspect", str(store), "--thread", "fan", "--limit", "2", "--json"],
-        env={"PATH": str(Path(sys.executable).parent), "LANGGRAPH_AES_KEY": KEY_A},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    args = ("inspect", str(store), "--thread", "fan", "--limit", "2", "--json")
+    done = run_console_script(*args, env={"LANGGRAPH_AES_KEY": KEY_A})
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert len(document["checkpoints"]) == 2

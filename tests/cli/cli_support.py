@@ -1,0 +1,36 @@
+"""Running the ``secure-serde`` CLI in tests: in-process through ``main`` and as the installed
+console script in a real subprocess."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from secure_serde.cli import main
+
+
+def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``secure-serde ARGV`` in this process: exit code, stdout, stderr."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_console_script(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The ``secure-serde`` script installed beside this interpreter, with only ``env`` set
+    (plus a PATH to the interpreter's directory)."""
+    bindir = str(Path(sys.executable).parent)
+    script = shutil.which("secure-serde", path=bindir)
+    assert script is not None, f"no secure-serde console script in {bindir}"
+    return subprocess.run(
+        [script, *argv],
+        env={"PATH": bindir, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
