@@ -110,8 +110,16 @@ def container_payload(obj: Any) -> tuple[int, tuple[Any, ...]] | None:
     The checks run in ``_msgpack_default``'s order, so an object matching
     several (a model that is also a dataclass) takes the same branch.
     """
-    if _callable_attr(obj, "model_dump"):
-        return lg.EXT_PYDANTIC_V2, (*_names(obj), obj.model_dump(), "model_validate_json")
+    # Messages are pydantic models, by far the most common container: no helper calls.
+    model_dump = getattr(obj, "model_dump", None)
+    if callable(model_dump):
+        cls = obj.__class__
+        return lg.EXT_PYDANTIC_V2, (
+            cls.__module__,
+            cls.__name__,
+            model_dump(),
+            "model_validate_json",
+        )
     if _callable_attr(obj, "get_secret_value"):
         return lg.EXT_CONSTRUCTOR_SINGLE_ARG, (*_names(obj), obj.get_secret_value())
     if _callable_attr(obj, "dict"):
@@ -166,26 +174,26 @@ class _Encoder:
 
     def _default(self, obj: Any) -> Any:
         try:
-            return self._convert(obj)
+            cls = type(obj)
+            if cls in self._policy.direct:
+                return self._pickle(obj)
+            if isinstance(obj, lg.DeltaSnapshot):
+                return ormsgpack.Ext(lg.EXT_DELTA_SNAPSHOT, self.encode(obj.value))
+            shape = container_payload(obj)
+            if shape is not None:
+                code, payload = shape
+                before = self.pickles
+                body = ormsgpack.packb(payload, default=self._default, option=lg.MSGPACK_OPTION)
+                if self.pickles == before:
+                    return ormsgpack.Ext(code, body)
+                return ormsgpack.Ext(EXT_NESTED, bytes((code,)) + body)
+            return self._leaf(obj, cls)
         except BaseException as exc:
             if self.error is None:
                 self.error = exc
             raise
 
-    def _convert(self, obj: Any) -> Any:
-        cls = type(obj)
-        if cls in self._policy.direct:
-            return self._pickle(obj)
-        if isinstance(obj, lg.DeltaSnapshot):
-            return ormsgpack.Ext(lg.EXT_DELTA_SNAPSHOT, self.encode(obj.value))
-        shape = container_payload(obj)
-        if shape is not None:
-            code, payload = shape
-            before = self.pickles
-            body = self.encode(payload)
-            if self.pickles == before:
-                return ormsgpack.Ext(code, body)
-            return ormsgpack.Ext(EXT_NESTED, bytes((code,)) + body)
+    def _leaf(self, obj: Any, cls: type) -> Any:
         try:
             return lg.msgpack_default(obj)
         except TypeError:
