@@ -185,6 +185,7 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             "checkpoints": report.metadata.checkpoints,
             "not_objects": report.metadata.not_objects,
             "keys": report.metadata.counts,
+            "truncated": report.metadata.truncated,
             "flagged": flagged,
             "allowed": sorted(report.allowed_metadata_keys),
         },
@@ -298,3 +299,5 @@ def _print_metadata(report: AuditReport, out: TextIO) -> None:
         else:
             note = "NOT LangGraph's: copied from config"
         print(f"  {key}: {count:,} ({note})", file=out)
+    if meta.truncated:
+        print(f"  ... more keys, not listed (the first {len(meta.counts):,} by name are)", file=out)

@@ -33,6 +33,10 @@ __all__ = ["METADATA_TABLE", "InlineChannel", "JsonColumns", "MetadataKeys", "fi
 # The RowRef table name sealed-metadata cells are reported under.
 METADATA_TABLE: Final = "checkpoints.metadata"
 _CURSOR_NAME: Final = "secure_serde_audit_metadata"
+# Distinct metadata keys and inline channels listed; one more is fetched to
+# tell whether there were more.
+MAX_NAMES: Final = 1000
+_LIMIT: Final = str(MAX_NAMES + 1)
 
 _SQLITE_METADATA_ROWS: Final = """
 SELECT count(*),
@@ -45,7 +49,7 @@ SELECT j.key, count(*)
 FROM (SELECT CAST(metadata AS TEXT) AS m FROM checkpoints
       WHERE json_valid(CAST(metadata AS TEXT)) AND json_type(CAST(metadata AS TEXT)) = 'object'
      ) AS c, json_each(c.m) AS j
-GROUP BY j.key ORDER BY j.key
+GROUP BY j.key ORDER BY j.key LIMIT {limit}
 """
 _PG_METADATA_ROWS: Final = """
 SELECT count(*),
@@ -57,7 +61,7 @@ SELECT k, count(*)
 FROM checkpoints AS c
 CROSS JOIN LATERAL jsonb_object_keys(
     CASE WHEN jsonb_typeof(c.metadata) = 'object' THEN c.metadata ELSE '{}'::jsonb END) AS k
-GROUP BY k ORDER BY k
+GROUP BY k ORDER BY k LIMIT {limit}
 """
 _PG_INLINE: Final = """
 SELECT v.key, array_agg(DISTINCT jsonb_typeof(v.value)), count(*), count(DISTINCT c.thread_id)
@@ -66,7 +70,7 @@ CROSS JOIN LATERAL jsonb_each(
     CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_values') = 'object'
          THEN c.checkpoint -> 'channel_values' ELSE '{}'::jsonb END) AS v
 {backed}
-GROUP BY 1 ORDER BY 1
+GROUP BY 1 ORDER BY 1 LIMIT {limit}
 """
 # A non-empty blob of the same channel (and version, where blobs have one) backs the value.
 _PG_BACKED: Final = """
@@ -89,6 +93,7 @@ class MetadataKeys:
     checkpoints: int
     not_objects: int
     counts: dict[str, int]
+    truncated: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,12 +150,14 @@ class JsonColumns:
     def metadata_keys(self) -> MetadataKeys:
         if not self.has_checkpoints:
             return MetadataKeys(0, 0, {})
-        postgres = self._kind == "postgres"
-        total, not_objects = self._query(_PG_METADATA_ROWS if postgres else _SQLITE_METADATA_ROWS)[
-            0
-        ]
-        rows = self._query(_PG_METADATA_KEYS if postgres else _SQLITE_METADATA_KEYS)
-        return MetadataKeys(int(total), int(not_objects), {str(k): int(n) for k, n in rows})
+        if self._kind == "postgres":
+            count_sql, keys_sql = _PG_METADATA_ROWS, _PG_METADATA_KEYS
+        else:
+            count_sql, keys_sql = _SQLITE_METADATA_ROWS, _SQLITE_METADATA_KEYS
+        total, not_objects = self._query(count_sql)[0]
+        rows = self._query(keys_sql.replace("{limit}", _LIMIT))
+        counts = {str(k): int(n) for k, n in rows[:MAX_NAMES]}
+        return MetadataKeys(int(total), int(not_objects), counts, len(rows) > MAX_NAMES)
 
     def inline_channels(self) -> list[InlineChannel] | None:
         """Channels with unbacked values inline in the checkpoint JSON; ``None`` for SQLite.
@@ -168,10 +175,10 @@ class JsonColumns:
             keyed = "version" in self._blobs.key_columns
             backed = _PG_BACKED.replace("{version}", _PG_BACKED_VERSION if keyed else "")
         # replace(), not format(): the SQL holds JSON braces.
-        sql = _PG_INLINE.replace("{backed}", backed)
+        sql = _PG_INLINE.replace("{backed}", backed).replace("{limit}", _LIMIT)
         return [
             InlineChannel(str(channel), int(checkpoints), int(threads), tuple(sorted(types)))
-            for channel, types, checkpoints, threads in self._query(sql)
+            for channel, types, checkpoints, threads in self._query(sql)[:MAX_NAMES]
         ]
 
     def sealed_metadata(self, batch_size: int) -> Iterator[list[Cell]]:

@@ -43,6 +43,10 @@ LANGGRAPH_METADATA_KEYS: Final = frozenset(
 # Older langgraph versions stored every node's output under "writes": state in plaintext.
 STATE_METADATA_KEYS: Final = frozenset({"writes"})
 _NO_TYPE_TAG: Final = "NoTypeTag"
+# Type tags and cipher names are whatever the rows say: past this many distinct
+# ones, the rest share one bucket, so a store of planted rows cannot grow memory.
+MAX_DISTINCT: Final = 256
+OTHER: Final = "(other)"
 
 
 @dataclass
@@ -182,7 +186,8 @@ class _Auditor:
             return
         _, plus, cipher_name = type_tag.rpartition("+")
         if not plus:
-            report.plaintext[type_tag] += 1
+            known = type_tag in report.plaintext or len(report.plaintext) < MAX_DISTINCT
+            report.plaintext[type_tag if known else OTHER] += 1
             if len(report.plaintext_rows) < MAX_LISTED_FAILURES:
                 report.plaintext_rows.append(cell.ref)
             return
@@ -205,6 +210,9 @@ class _Auditor:
         key_id, version = _header(cipher_name, data)
         groups = self._report.groups
         group = groups.get((cipher_name, key_id, version))
+        if group is None and len(groups) >= MAX_DISTINCT:
+            cipher_name, key_id, version = OTHER, None, None
+            group = groups.get((cipher_name, key_id, version))
         if group is None:
             label = None if self._ciphers is None else self._ciphers.key_label(cipher_name, key_id)
             group = CipherGroup(cipher_name, key_id, version, label)

@@ -530,3 +530,35 @@ def test_metadata_that_is_not_a_json_object_is_counted(
     metadata = document["metadata"]
     assert (metadata["checkpoints"], metadata["not_objects"]) == (total, 2)
     assert metadata["keys"]["step"] == total - 2
+
+
+def test_planted_names_cannot_grow_the_report(
+    keys: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Type tags, cipher names and metadata keys are whatever rows say: their tallies are capped,
+    and every row is still counted."""
+    store = build_clean(tmp_path / "planted.sqlite")
+    planted = 300
+    with sqlite3.connect(store) as conn:
+        rows = [("planted", "", f"c{i}", "t", i, "ch", f"tag{i}", b"x") for i in range(planted)]
+        rows += [
+            ("planted", "", f"c{i}", "t", -1, "ch", f"msgpack+cipher{i}", b"x")
+            for i in range(planted)
+        ]
+        conn.executemany("INSERT INTO writes VALUES (?, ?, ?, ?, '', ?, ?, ?, ?)", rows)
+        many_keys = json.dumps({f"key{i:04d}": i for i in range(1005)}).encode()
+        first = "(SELECT min(rowid) FROM checkpoints)"
+        conn.execute(f"UPDATE checkpoints SET metadata = ? WHERE rowid = {first}", (many_keys,))  # noqa: S608
+    code, document = audit_json(capsys, str(store))
+    assert code == 1
+    by_type = document["plaintext"]["by_type"]
+    assert len(by_type) == 257
+    assert sum(by_type.values()) == document["plaintext"]["count"] == planted
+    assert by_type["(other)"] == planted - 256
+    groups = document["ciphers"]
+    assert len(groups) == 257
+    assert sum(g["count"] for g in groups) == document["cells"]["total"] - planted
+    assert document["undecryptable"]["by_error"] == {"UnknownCipherError": planted}
+    metadata = document["metadata"]
+    assert metadata["truncated"] is True
+    assert len(metadata["keys"]) == 1000
