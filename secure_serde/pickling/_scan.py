@@ -151,6 +151,10 @@ def scan(data: bytes, admission: Admission) -> None:
             name = opcode.name
             if name in _STRINGS:
                 stack.append(("str", arg))
+            elif name == "MEMOIZE":
+                if not stack or stack[-1] is _MARK:
+                    raise _malformed("nothing to memoize")
+                memo[len(memo)] = stack[-1]
             elif name == "MARK":
                 marks.append(len(stack))
                 stack.append(_MARK)
@@ -162,10 +166,6 @@ def scan(data: bytes, admission: Admission) -> None:
                 if not stack or stack[-1] is _MARK:
                     raise _malformed("nothing to memoize")
                 memo[cast(int, arg)] = stack[-1]
-            elif name == "MEMOIZE":
-                if not stack or stack[-1] is _MARK:
-                    raise _malformed("nothing to memoize")
-                memo[len(memo)] = stack[-1]
             elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
                 stack.append(("tuple", tuple(_pop(stack, len(opcode.stack_before)))))
             elif name == "TUPLE":
