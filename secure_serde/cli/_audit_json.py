@@ -80,8 +80,9 @@ WHERE NOT EXISTS (
       AND b.channel = v.key AND b.type <> 'empty' {version})
 """
 _PG_BACKED_VERSION: Final = "AND b.version = c.checkpoint -> 'channel_versions' ->> v.key"
+# checkpoint ->> 'id', not the checkpoint_id column, which the shallow saver's table lacks.
 _PG_SEALED: Final = """
-SELECT thread_id, checkpoint_ns, checkpoint_id, metadata -> %s
+SELECT thread_id, checkpoint_ns, checkpoint ->> 'id', metadata -> %s
 FROM checkpoints WHERE metadata ? %s
 """
 

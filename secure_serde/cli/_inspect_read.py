@@ -37,6 +37,10 @@ _NS_SQL: Final = (
     "SELECT checkpoint_ns, count(*) FROM checkpoints WHERE thread_id = {p}"
     " GROUP BY checkpoint_ns ORDER BY checkpoint_ns"
 )
+_HAS_HISTORY_SQL: Final = """
+SELECT count(*) FROM pg_attribute
+WHERE attrelid = to_regclass('checkpoints') AND attname = 'checkpoint_id' AND NOT attisdropped
+"""
 _DELTA_COUNTERS: Final = "counters_since_delta_snapshot"
 # Errors a stored value can raise while being decrypted or decoded; each is
 # shown in place of that checkpoint.
@@ -117,6 +121,12 @@ class CheckpointReader:
         self.saver = PostgresSaver(self._conn, serde=serde, allow_inline_values=allow_inline_values)
         self._mark = "%s"
         self._driver_error = psycopg.Error
+        if not self._rows(_HAS_HISTORY_SQL, ())[0][0]:
+            self._conn.close()
+            raise StoreError(
+                "this database has ShallowPostgresSaver's schema, which keeps no history;"
+                " inspect reads PostgresSaver stores (secure-serde audit reads both)"
+            )
 
     def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         try:

@@ -12,6 +12,7 @@ import base64
 import json
 import shutil
 import sqlite3
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -410,18 +411,20 @@ def run_canary_postgres(url: str, thread_id: str, *, sealed: bool, **options: An
 
 
 def inline_by_channel(url: str) -> dict[str, int]:
-    """The oracle: channel values in the checkpoint JSON with no non-empty blob behind them."""
+    """The oracle: channel values in the checkpoint JSON with no non-empty blob behind them
+    (of the same version, where blobs have one: the shallow saver's do not)."""
     counts: Counter[str] = Counter()
     with pg_connect(url) as conn:
         blobs = {
-            (r["thread_id"], r["checkpoint_ns"], r["channel"], r["version"])
+            (r["thread_id"], r["checkpoint_ns"], r["channel"], r.get("version"))
             for r in conn.execute("SELECT * FROM checkpoint_blobs WHERE type <> 'empty'")
         }
+        versioned = any(key[3] is not None for key in blobs)
         for row in conn.execute("SELECT thread_id, checkpoint_ns, checkpoint FROM checkpoints"):
             versions = row["checkpoint"]["channel_versions"]
-            for channel in row["checkpoint"]["channel_values"]:
-                key = (row["thread_id"], row["checkpoint_ns"], channel, versions.get(channel))
-                if key not in blobs:
+            for channel in row["checkpoint"].get("channel_values", {}):
+                version = versions.get(channel) if versioned else None
+                if (row["thread_id"], row["checkpoint_ns"], channel, version) not in blobs:
                     counts[channel] += 1
     return dict(counts)
 
@@ -562,3 +565,38 @@ def test_planted_names_cannot_grow_the_report(
     metadata = document["metadata"]
     assert metadata["truncated"] is True
     assert len(metadata["keys"]) == 1000
+
+
+def test_postgres_shallow_saver(
+    keys: Any, postgres_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from langgraph.checkpoint.postgres.shallow import ShallowPostgresSaver
+
+    with pg_connect(postgres_url) as conn, warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # the saver is deprecated, not gone
+        saver = ShallowPostgresSaver(conn, serde=rotation_serde(SERDE_A, "env"))  # type: ignore[arg-type]
+        saver.setup()
+        for thread in GOOD:
+            run_turns(build_graph(saver), thread, 2)
+    # This saver keeps every value in blobs; plant two inline, one of them backed by a blob.
+    with pg_connect(postgres_url) as conn:
+        conn.execute(
+            "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_values}',"
+            """ '{"planted": "x", "messages": true}') WHERE thread_id = %s""",
+            (GOOD[0],),
+        )
+    expected = inline_by_channel(postgres_url)
+    assert expected == {"planted": 1}
+    code, document = audit_json(capsys, postgres_url)
+    assert code == 1
+    assert {
+        c["channel"]: c["checkpoints"] for c in document["inline_values"]["channels"]
+    } == expected
+    cells = pg_count(postgres_url, "SELECT count(*) FROM checkpoint_blobs")
+    cells += pg_count(postgres_url, "SELECT count(*) FROM checkpoint_writes")
+    empty = pg_count(postgres_url, "SELECT count(*) FROM checkpoint_blobs WHERE blob IS NULL")
+    assert document["cells"]["total"] == cells
+    assert group(document, "aesgcm", key_id(KEY_A))["current"] == cells - empty
+    code, _, err = run_main(capsys, "inspect", postgres_url, "--thread", GOOD[0])
+    assert code == 2
+    assert "ShallowPostgresSaver's schema, which keeps no history" in err
