@@ -4,46 +4,63 @@ After every kill, every row still decrypts (under the old key or the new one) to
 plaintext and inner type tag it had; after a final rerun, every row is under the new primary
 and the graphs read their original state and history.
 
-To keep every trial a real mid-run kill, the target key alternates: trial ``n`` moves the
+The rows are checked with plain ``sqlite3`` and the cipher, not through the store layer under
+test. To keep every trial a real mid-run kill, the target key alternates: trial ``n`` moves the
 store towards A when ``n`` is odd and towards B when it is even, so there is always work left
-for the kill to interrupt, whatever the previous trial managed.
+for the kill to interrupt, whatever the previous trial managed. The kill comes at a random
+moment after the first batch is committed (the first progress line).
+
+The first trials run the console command in a fresh interpreter; the others run the same
+``secure_serde.cli.main`` in a process forked from this one, which has the modules loaded
+already, so that the trials cost the rewrap and not Python's start-up. Either way the rewrap
+runs in a separate process with its own SQLite connection, and is killed with SIGKILL.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import random
 import re
 import signal
+import sqlite3
 import subprocess
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from secure_serde import EncryptedSerializer
 from tests.rewrap_support import (
     KEY_A,
     KEY_B,
     TEMPLATES,
     KeyEnv,
+    build_sqlite_store,
     cli_command,
     clone_name,
     decoded,
-    header_key_ids,
     histories,
     key_id,
     resume,
     rotation_serde,
     run_cli,
     sqlite_graph,
-    survey,
 )
 
 MIN_ROWS = 20_000
 COPIES = 90
 MID_RUN_KILLS = 20
 MAX_TRIALS = 40
+EXECED_TRIALS = 3
 BATCH = "64"
 # Full values are decoded for every STRIDE-th row (the digests cover every row).
 STRIDE = 7
+_CELLS = {
+    "checkpoints": ("checkpoint", "thread_id, checkpoint_ns, checkpoint_id"),
+    "writes": ("value", "thread_id, checkpoint_ns, checkpoint_id, task_id, idx"),
+}
 
 
 def _keys(primary: str) -> KeyEnv:
@@ -51,14 +68,67 @@ def _keys(primary: str) -> KeyEnv:
     return KeyEnv(env_key=None, keyring={"primary": primary, "keys": {"a": KEY_A, "b": KEY_B}})
 
 
+def _survey(path: Path, serde: EncryptedSerializer) -> tuple[dict[Any, bytes], dict[str, int]]:
+    """Every row's key -> digest of (inner type tag, plaintext); and rows per header key id."""
+    cipher = serde.cipher
+    digests, counts = {}, {}
+    conn = sqlite3.connect(path)
+    try:
+        for table, (data, key) in _CELLS.items():
+            for row in conn.execute(f"SELECT {key}, type, {data} FROM {table}"):  # noqa: S608
+                tag, blob = row[-2], row[-1]
+                inner, _, name = tag.rpartition("+")
+                plaintext = cipher.decrypt_bound(name, blob, inner)
+                digests[(table, *row[:-2])] = hashlib.sha256(tag.encode() + plaintext).digest()
+                counts[blob[1:5].hex()] = counts.get(blob[1:5].hex(), 0) + 1
+    finally:
+        conn.close()
+    return digests, counts
+
+
+def _start_execed(argv: list[str], env: dict[str, str]) -> tuple[int, int]:
+    """The console command in a fresh interpreter: (pid, read end of its stderr)."""
+    child = subprocess.Popen(
+        cli_command(*argv), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    assert child.stderr is not None
+    # The caller reads the pipe and reaps the child itself (os.read, os.waitpid).
+    stderr = os.dup(child.stderr.fileno())
+    child.stderr.close()
+    return child.pid, stderr
+
+
+def _start_forked(argv: list[str], env: dict[str, str]) -> tuple[int, int]:
+    """secure_serde.cli.main(argv) in a forked process: (pid, read end of its stderr)."""
+    from secure_serde.cli import main
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 70
+        try:
+            os.close(read_end)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+            os.dup2(write_end, 2)
+            sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True)
+            sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True)
+            os.environ.clear()
+            os.environ.update(env)
+            code = main(argv)
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    return pid, read_end
+
+
 def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     seed = int.from_bytes(os.urandom(4), "big")
     rng = random.Random(seed)  # noqa: S311 - timing, not secrets
     path = tmp_path / "big.sqlite"
     both = rotation_serde({"a": KEY_A, "b": KEY_B}, "b")
-    rows = _build(path)
+    rows = build_sqlite_store(path, rotation_serde({"a": KEY_A}, "a"), COPIES)
     assert rows >= MIN_ROWS
-    original, counts = survey(path, both)
+    original, counts = _survey(path, both)
     assert len(original) == rows
     original_values = decoded(path, both, stride=STRIDE)
     sample = [*TEMPLATES, clone_name(TEMPLATES[1], 7), clone_name(TEMPLATES[3], COPIES - 1)]
@@ -70,7 +140,7 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     proc = run_cli(_keys("b"), tmp_path, "rewrap", str(path), "--batch-size", BATCH)
     assert proc.returncode == 0, proc.stderr
     work = float(re.search(r"rows in ([0-9.]+) s", proc.stdout).group(1))  # type: ignore[union-attr]
-    digests, counts = survey(path, both)
+    digests, counts = _survey(path, both)
     assert digests == original
     assert counts == {ids["b"]: rows}
 
@@ -79,36 +149,35 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
         trials += 1
         target = "a" if trials % 2 else "b"
         before = counts.get(ids[target], 0)
-        child = subprocess.Popen(
-            cli_command("rewrap", str(path), "--batch-size", BATCH, "--progress"),
-            env=_keys(target).environ(tmp_path),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
+        start = _start_execed if trials <= EXECED_TRIALS else _start_forked
+        pid, stderr = start(
+            ["rewrap", str(path), "--batch-size", BATCH, "--progress"],
+            _keys(target).environ(tmp_path),
         )
-        # The first progress line is drawn once the first batch is committed: from then on,
-        # kill at a random moment within the work left (Python's start-up is not the point).
-        assert child.stderr is not None
-        first = child.stderr.read(8)
-        assert first.startswith(b"\rrewrap"), first
-        delay = rng.uniform(0, 0.95 * work * (rows - before) / rows)
-        time.sleep(delay)
-        child.send_signal(signal.SIGKILL)
-        code = child.wait(timeout=60)
-        child.stderr.close()
-        digests, counts = survey(path, both)
+        try:
+            first = os.read(stderr, 7)
+            assert first == b"\rrewrap", first  # the first batch is committed
+            delay = rng.uniform(0, 0.95 * work * (rows - before) / rows)
+            time.sleep(delay)
+            os.kill(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+        finally:
+            os.close(stderr)
+        killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        digests, counts = _survey(path, both)
         after = counts.get(ids[target], 0)
-        log.append((trials, target, round(delay, 3), code, before, after))
+        log.append((trials, target, round(delay, 3), killed, before, after))
         # Nothing lost, nothing half-written: every row opens to its original plaintext.
         assert digests == original, f"seed {seed}, trial {trials}"
         assert set(counts) <= set(ids.values())
         assert sum(counts.values()) == rows
-        if code == -signal.SIGKILL and before < after < rows:
+        if killed and before < after < rows:
             mid_run += 1
     assert mid_run >= MID_RUN_KILLS, f"only {mid_run} kills landed mid-run (seed {seed}): {log}"
 
     proc = run_cli(_keys("b"), tmp_path, "rewrap", str(path), "--batch-size", "500")
     assert proc.returncode == 0, proc.stderr
-    assert header_key_ids(path) == {ids["b"]: rows}
+    assert _survey(path, both) == (original, {ids["b"]: rows})
     again = run_cli(_keys("b"), tmp_path, "rewrap", str(path))
     assert f"rewrapped 0, already current {rows:,}" in again.stdout
     only_b = rotation_serde({"b": KEY_B}, "b")
@@ -116,12 +185,5 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     with sqlite_graph(path, only_b) as graph:
         assert histories(graph, sample) == original_history
         resume(graph, sample[-1], "after the crashes")
-        assert graph.get_state({"configurable": {"thread_id": sample[-1]}}).values["approvals"][
-            -1
-        ] == ("after the crashes")
-
-
-def _build(path: Path) -> int:
-    from tests.rewrap_support import build_sqlite_store
-
-    return build_sqlite_store(path, rotation_serde({"a": KEY_A}, "a"), COPIES)
+        state = graph.get_state({"configurable": {"thread_id": sample[-1]}})
+        assert state.values["approvals"][-1] == "after the crashes"
