@@ -29,9 +29,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from secure_serde._errors import ConfigurationError
 from secure_serde._keys import ENV_VAR
 from secure_serde._serializer import EncryptedSerializer
-from secure_serde.ciphers import BoundCipher, KeyRotationCipher, KmsEnvelopeCipher
+from secure_serde.ciphers import (
+    KEYRING_FILE_VAR,
+    BoundCipher,
+    KeyRotationCipher,
+    KmsEnvelopeCipher,
+)
 from secure_serde.ciphers._kms_format import cmk_id
-from secure_serde.ciphers._rotation import KEYRING_FILE_VAR
 
 __all__ = [
     "KMS_CONTEXT_VAR",
@@ -40,6 +44,7 @@ __all__ = [
     "PICKLE_PRESETS",
     "ConfiguredCiphers",
     "ciphers_from_env",
+    "require_ciphers",
     "serializer_from_env",
 ]
 

@@ -43,8 +43,10 @@ WHERE attrelid = to_regclass('checkpoints') AND attname = 'checkpoint_id' AND NO
 """
 _DELTA_COUNTERS: Final = "counters_since_delta_snapshot"
 # Errors a stored value can raise while being decrypted or decoded; each is
-# shown in place of that checkpoint.
-_READ_ERRORS: Final = (SecureSerdeError, ValueError, TypeError)
+# shown in place of that checkpoint. JsonPlus raises NotImplementedError for
+# an inner type tag it does not know.
+_READ_ERRORS: Final = (SecureSerdeError, ValueError, TypeError, NotImplementedError)
+_PICKLE_TAG: Final = "msgpack+pickle"
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,7 @@ class CheckpointReader:
         try:
             saved = self.saver.get_tuple(config)
         except _READ_ERRORS as exc:
-            return CheckpointEntry(checkpoint_id, error=f"{type(exc).__name__}: {exc}")
+            return CheckpointEntry(checkpoint_id, error=_describe(exc))
         except self._driver_error as exc:
             raise StoreError(f"reading the store failed: {type(exc).__name__}") from None
         if saved is None:
@@ -168,7 +170,7 @@ class CheckpointReader:
             deltas = self._deltas(saved)
         except _READ_ERRORS as exc:
             return CheckpointEntry(
-                checkpoint_id, saved, f"{type(exc).__name__}: {exc}", derive_next(saved.checkpoint)
+                checkpoint_id, saved, _describe(exc), derive_next(saved.checkpoint)
             )
         return CheckpointEntry(checkpoint_id, saved, None, derive_next(saved.checkpoint), deltas)
 
@@ -194,3 +196,10 @@ class CheckpointReader:
 
     def close(self) -> None:
         self._conn.close()
+
+
+def _describe(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, NotImplementedError) and _PICKLE_TAG in str(exc):
+        text += " (written through PickleFallbackSerializer: see --pickle)"
+    return text

@@ -430,3 +430,44 @@ def test_postgres_stock_thread_needs_inline_switch(
         )
     finally:
         conn.close()
+
+
+class FrameState(TypedDict, total=False):
+    frame: Any
+
+
+def test_pickle_preset_reads_pandas_values(
+    keys: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pandas as pd
+
+    from secure_serde import EncryptedSerializer, PickleFallbackSerializer
+    from secure_serde.ciphers import KeyRotationCipher
+    from secure_serde.pickling import PANDAS
+
+    frame = pd.DataFrame({"city": ["Oslo", "Lima"], "people": [709_000, 10_092_000]})
+    serde = EncryptedSerializer(
+        KeyRotationCipher(SERDE_A, "env"), PickleFallbackSerializer(allowed=[PANDAS])
+    )
+    path = tmp_path / "frames.sqlite"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn, serde=serde)
+        saver.setup()
+        builder = StateGraph(FrameState)
+        builder.add_node("load", lambda state: {"frame": frame})
+        builder.add_edge(START, "load")
+        builder.add_edge("load", END)
+        builder.compile(checkpointer=saver).invoke({}, {"configurable": {"thread_id": "f"}})
+    finally:
+        conn.close()
+    code, out, _ = inspect(capsys, str(path), "--thread", "f", "--limit", "1")
+    assert code == 1
+    assert "cannot read: NotImplementedError: " in out
+    assert "(written through PickleFallbackSerializer: see --pickle)" in out
+    code, out, err = inspect(
+        capsys, str(path), "--thread", "f", "--limit", "1", "--pickle", "pandas"
+    )
+    assert code == 0, err
+    assert "Lima" in out
+    assert "10092000" in out
