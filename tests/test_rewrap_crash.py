@@ -28,6 +28,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -86,20 +87,22 @@ def _survey(path: Path, serde: EncryptedSerializer) -> tuple[dict[Any, bytes], d
     return digests, counts
 
 
-def _start_execed(argv: list[str], env: dict[str, str]) -> tuple[int, int]:
-    """The console command in a fresh interpreter: (pid, read end of its stderr)."""
+Started = tuple[int, int, Callable[[], bool]]  # pid, stderr read end, wait -> killed by SIGKILL?
+
+
+def _start_execed(argv: list[str], env: dict[str, str]) -> Started:
+    """The console command in a fresh interpreter."""
     child = subprocess.Popen(
         cli_command(*argv), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     assert child.stderr is not None
-    # The caller reads the pipe and reaps the child itself (os.read, os.waitpid).
     stderr = os.dup(child.stderr.fileno())
     child.stderr.close()
-    return child.pid, stderr
+    return child.pid, stderr, lambda: child.wait(timeout=60) == -signal.SIGKILL
 
 
-def _start_forked(argv: list[str], env: dict[str, str]) -> tuple[int, int]:
-    """secure_serde.cli.main(argv) in a forked process: (pid, read end of its stderr)."""
+def _start_forked(argv: list[str], env: dict[str, str]) -> Started:
+    """secure_serde.cli.main(argv) in a process forked from this one."""
     from secure_serde.cli import main
 
     read_end, write_end = os.pipe()
@@ -118,7 +121,12 @@ def _start_forked(argv: list[str], env: dict[str, str]) -> tuple[int, int]:
         finally:
             os._exit(code)
     os.close(write_end)
-    return pid, read_end
+
+    def wait() -> bool:
+        _, status = os.waitpid(pid, 0)
+        return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+
+    return pid, read_end, wait
 
 
 def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
@@ -150,20 +158,20 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
         target = "a" if trials % 2 else "b"
         before = counts.get(ids[target], 0)
         start = _start_execed if trials <= EXECED_TRIALS else _start_forked
-        pid, stderr = start(
+        pid, stderr, wait = start(
             ["rewrap", str(path), "--batch-size", BATCH, "--progress"],
             _keys(target).environ(tmp_path),
         )
         try:
             first = os.read(stderr, 7)
-            assert first == b"\rrewrap", first  # the first batch is committed
             delay = rng.uniform(0, 0.95 * work * (rows - before) / rows)
-            time.sleep(delay)
-            os.kill(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
+            if first == b"\rrewrap":  # the first batch is committed
+                time.sleep(delay)
         finally:
+            os.kill(pid, signal.SIGKILL)  # not reaped yet, so the pid is still this child's
+            killed = wait()
             os.close(stderr)
-        killed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        assert first == b"\rrewrap", first
         digests, counts = _survey(path, both)
         after = counts.get(ids[target], 0)
         log.append((trials, target, round(delay, 3), killed, before, after))
