@@ -9,12 +9,15 @@ through any wrappers in between and never leaks across threads or tasks.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-__all__ = ["is_authenticated", "load_authenticated"]
+__all__ = ["is_authenticated", "load_authenticated", "unvouched"]
+
+T = TypeVar("T")
 
 _AUTHENTICATED: Final[ContextVar[bool]] = ContextVar("secure_serde_authenticated", default=False)
 
@@ -31,3 +34,17 @@ def load_authenticated(serde: SerializerProtocol, data: tuple[str, bytes]) -> An
 def is_authenticated() -> bool:
     """True inside `load_authenticated`, False everywhere else."""
     return _AUTHENTICATED.get()
+
+
+def unvouched(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` outside any authenticated scope.
+
+    A layer that has used the vouching calls this for its own decoding, so
+    code that runs while a value is rebuilt (a pydantic validator, say) cannot
+    hand other, unauthenticated bytes to a serializer under the same vouching.
+    """
+    token = _AUTHENTICATED.set(False)
+    try:
+        return function(*args)
+    finally:
+        _AUTHENTICATED.reset(token)

@@ -47,6 +47,21 @@ class Marked:
 
 
 ALLOW_MARK = (__name__, "mark")
+ALLOW_NESTED = (__name__, "nested_read")
+
+
+def nested_read() -> str:
+    """Runs while an authenticated row is rebuilt, and tries to read an unauthenticated one."""
+    try:
+        inner().loads_typed((TAG, marked_payload()))
+    except PickleRefusedError:
+        return "refused"
+    return "read"
+
+
+class NestedRead:
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return nested_read, ()
 
 
 @pytest.fixture(autouse=True)
@@ -60,7 +75,9 @@ def marked_payload() -> bytes:
 
 
 def inner(**kwargs: Any) -> PickleFallbackSerializer:
-    return PickleFallbackSerializer(JsonPlusSerializer(), allowed=[PANDAS, ALLOW_MARK], **kwargs)
+    return PickleFallbackSerializer(
+        JsonPlusSerializer(), allowed=[PANDAS, ALLOW_MARK, ALLOW_NESTED], **kwargs
+    )
 
 
 def test_the_marker_detects_an_unpickled_row() -> None:
@@ -75,6 +92,15 @@ def test_authenticated_rows_are_read() -> None:
     name, ciphertext = cipher.encrypt_bound(marked_payload(), TAG)
     assert serde.loads_typed((f"{TAG}+{name}", ciphertext)) == {"x": "ran"}
     assert RAN == ["ran"]
+
+
+def test_the_vouching_does_not_reach_code_run_while_rebuilding() -> None:
+    cipher = EnvKeyCipher(KEY)
+    payload = ormsgpack.packb([ormsgpack.Ext(EXT_PICKLE, pickle.dumps(NestedRead(), protocol=5))])
+    name, ciphertext = cipher.encrypt_bound(payload, TAG)
+    serde = EncryptedSerializer(cipher, inner())
+    assert serde.loads_typed((f"{TAG}+{name}", ciphertext)) == ["refused"]
+    assert RAN == []
 
 
 def test_standalone_reads_are_refused_before_anything_runs() -> None:

@@ -11,7 +11,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde import _langgraph as lg
 from secure_serde._errors import ConfigurationError, PickleRefusedError
-from secure_serde._trust import is_authenticated
+from secure_serde._trust import is_authenticated, unvouched
 from secure_serde.pickling import _codec
 from secure_serde.pickling._presets import Preset, Rule, rules_for
 from secure_serde.pickling._scan import Admission
@@ -148,7 +148,9 @@ class PickleFallbackSerializer:
                     " serializer in secure_serde.EncryptedSerializer"
                     " (or pass allow_unauthenticated=True)"
                 )
-            return _codec.decode(payload, self._policy.admission, self._inner_hook, self._allowlist)
+            return unvouched(
+                _codec.decode, payload, self._policy.admission, self._inner_hook, self._allowlist
+            )
         if type_tag == _WHOLE_PICKLE:
             raise PickleRefusedError(
                 "refusing a whole-value pickle row (JsonPlusSerializer(pickle_fallback=True));"
