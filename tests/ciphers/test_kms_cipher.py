@@ -246,6 +246,7 @@ def test_no_region_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> 
     for var in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE", "AWS_PROFILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent-secure-serde-test")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(ConfigurationError, match="KMS client"):
         KmsEnvelopeCipher("arn:aws:kms:us-east-1:123456789012:key/abc")
 
