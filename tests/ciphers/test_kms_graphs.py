@@ -291,6 +291,17 @@ def test_changing_cmk_on_a_graph(sqlite_path: Path, kms_client: Any) -> None:
         assert by_cmk[fmt.cmk_id(old_cmk)] == 2 * 3 * threads
         assert by_cmk[fmt.cmk_id(new_cmk_arn)] == 3 * threads
 
+    # A dry run only reads: it must need neither GenerateDataKey nor its IAM permission.
+    counter = KmsCallCounter(kms_client)
+    planned = rewrap(
+        sqlite_path,
+        KmsEnvelopeCipher(new_cmk_arn, client=kms_client, decrypt_key_ids=[old_cmk]),
+        dry_run=True,
+    )
+    assert planned.rewrapped == old_rows
+    assert counter.calls["GenerateDataKey"] == 0
+    assert counter.calls["Decrypt"] >= 1
+
     report = rewrap(sqlite_path, rotated)
     assert report.ok
     assert report.rewrapped == old_rows
