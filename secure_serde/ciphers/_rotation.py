@@ -28,16 +28,15 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from secure_serde import _format
-from secure_serde._errors import ConfigurationError, RetiredKeyError, UnknownCipherError
+from secure_serde._errors import ConfigurationError, RetiredKeyError
 from secure_serde._keys import ENV_VAR, Key, parse_key
-from secure_serde._primitives import MODE_EAX, MODE_GCM, Backend, Buffer, SecretHolder
+from secure_serde._primitives import MODE_EAX, MODE_GCM, Backend, Buffer
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
+from secure_serde.ciphers._v1cipher import V1Cipher
 
 __all__ = ["ENV_KEY_ID", "KEYRING_FILE_VAR", "KeyRotationCipher"]
 
-_V1: Final = _format.CIPHER_NAME
 KEYRING_FILE_VAR: Final = "SECURE_SERDE_KEYRING_FILE"
 # The id `from_env` gives the key in LANGGRAPH_AES_KEY. Ids are labels for
 # people; the header carries the key's derived id, so renaming is harmless.
@@ -46,7 +45,7 @@ _FILE_FIELDS: Final = frozenset({"primary", "keys", "retired", "legacy_key", "le
 _LEGACY_MODES: Final = {"eax": MODE_EAX, "gcm": MODE_GCM}
 
 
-class KeyRotationCipher(SecretHolder):
+class KeyRotationCipher(V1Cipher):
     """Encrypt under the primary key; decrypt with the key whose id the header names.
 
     Args:
@@ -62,7 +61,7 @@ class KeyRotationCipher(SecretHolder):
             raise `RetiredKeyError` too.
     """
 
-    __slots__ = ("_ids", "_keyring", "_legacy", "_legacy_retired", "_names")
+    __slots__ = ("_ids", "_legacy_retired")
 
     def __init__(
         self,
@@ -95,23 +94,22 @@ class KeyRotationCipher(SecretHolder):
             )
             for key_id, value in keys.items()
         }
-        self._keyring = Keyring(
-            [derived[i] for i in keys if i not in retired],
-            derived[primary],
-            retired=[derived[i] for i in retired],
-        )
-        self._ids = {key.key_id_hex: key_id for key_id, key in derived.items()}
-        self._legacy = (
+        super().__init__(
+            Keyring(
+                [derived[i] for i in keys if i not in retired],
+                derived[primary],
+                retired=[derived[i] for i in retired],
+            ),
             None
             if legacy_key is None
-            else LegacyAesReader(parse_key(keys[legacy_key]), legacy_mode)
+            else LegacyAesReader(parse_key(keys[legacy_key]), legacy_mode),
         )
+        self._ids = {key.key_id_hex: key_id for key_id, key in derived.items()}
         # Kept as a name, not dropped: a legacy row under a retired key then
         # fails with the key's id instead of "unknown cipher 'aes'".
         self._legacy_retired = (
             None if legacy_key is None or legacy_key not in retired else derived[legacy_key]
         )
-        self._names = frozenset([_V1] if self._legacy is None else [_V1, LEGACY_CIPHER_NAME])
 
     @classmethod
     def from_env(cls, *, backend: Backend = "auto") -> KeyRotationCipher:
@@ -158,14 +156,6 @@ class KeyRotationCipher(SecretHolder):
         )
 
     @property
-    def cipher_names(self) -> frozenset[str]:
-        return self._names
-
-    @property
-    def keyring(self) -> Keyring:
-        return self._keyring
-
-    @property
     def primary_key_id(self) -> str:
         """The printable header id of the primary key."""
         return self._keyring.primary.key_id_hex
@@ -174,33 +164,15 @@ class KeyRotationCipher(SecretHolder):
         """The configured id of the key with this header id, if any."""
         return self._ids.get(key_id_hex)
 
-    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
-        return _V1, self._keyring.seal(plaintext, "")
-
-    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
-        return self.decrypt_bound(ciphername, ciphertext, "")
-
-    def encrypt_bound(self, plaintext: Buffer, context: str) -> tuple[str, bytes]:
-        return _V1, self._keyring.seal(plaintext, context)
-
-    def decrypt_bound(self, ciphername: str, ciphertext: Buffer, context: str) -> bytes:
-        if ciphername == _V1:
-            return self._keyring.open(ciphertext, context)
-        if ciphername == LEGACY_CIPHER_NAME and self._legacy is not None:
-            if self._legacy_retired is not None:
-                key = self._legacy_retired
-                raise RetiredKeyError(
-                    f"key {key.key_id_hex} ({key.label}), which reads legacy {ciphername!r}"
-                    " rows, is retired",
-                    key_id=key.key_id_hex,
-                )
-            return self._legacy.open(ciphertext)
-        raise UnknownCipherError(
-            f"KeyRotationCipher cannot decrypt cipher {ciphername!r}", cipher_name=ciphername
-        )
-
-    def binds_context(self, ciphername: str) -> bool:
-        return ciphername == _V1
+    def _open_legacy(self, reader: LegacyAesReader, ciphertext: Buffer) -> bytes:
+        if self._legacy_retired is not None:
+            key = self._legacy_retired
+            raise RetiredKeyError(
+                f"key {key.key_id_hex} ({key.label}), which reads legacy"
+                f" {LEGACY_CIPHER_NAME!r} rows, is retired",
+                key_id=key.key_id_hex,
+            )
+        return reader.open(ciphertext)
 
     def __repr__(self) -> str:
         return (

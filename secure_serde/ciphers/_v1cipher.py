@@ -1,0 +1,64 @@
+"""`V1Cipher`: the surface shared by the ciphers that write format v1 from a `Keyring`.
+
+`EnvKeyCipher` and `KeyRotationCipher` differ only in where their keys come
+from and in how they police legacy rows; encrypting, decrypting and the
+routing between v1 and langgraph's built-in rows live here, once.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from secure_serde import _format
+from secure_serde._errors import UnknownCipherError
+from secure_serde._primitives import Buffer, SecretHolder
+from secure_serde.ciphers._keyring import Keyring
+from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
+
+__all__ = ["V1Cipher"]
+
+_V1: Final = _format.CIPHER_NAME
+
+
+class V1Cipher(SecretHolder):
+    """Writes v1 under the keyring's primary; reads v1 by key id, and legacy rows if given."""
+
+    __slots__ = ("_keyring", "_legacy", "_names")
+
+    def __init__(self, keyring: Keyring, legacy: LegacyAesReader | None) -> None:
+        self._keyring = keyring
+        self._legacy = legacy
+        self._names = frozenset([_V1] if legacy is None else [_V1, LEGACY_CIPHER_NAME])
+
+    @property
+    def cipher_names(self) -> frozenset[str]:
+        return self._names
+
+    @property
+    def keyring(self) -> Keyring:
+        return self._keyring
+
+    def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
+        return _V1, self._keyring.seal(plaintext, "")
+
+    def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
+        return self.decrypt_bound(ciphername, ciphertext, "")
+
+    def encrypt_bound(self, plaintext: Buffer, context: str) -> tuple[str, bytes]:
+        return _V1, self._keyring.seal(plaintext, context)
+
+    def decrypt_bound(self, ciphername: str, ciphertext: Buffer, context: str) -> bytes:
+        if ciphername == _V1:
+            return self._keyring.open(ciphertext, context)
+        if ciphername == LEGACY_CIPHER_NAME and self._legacy is not None:
+            return self._open_legacy(self._legacy, ciphertext)
+        raise UnknownCipherError(
+            f"{type(self).__name__} cannot decrypt cipher {ciphername!r}", cipher_name=ciphername
+        )
+
+    def _open_legacy(self, reader: LegacyAesReader, ciphertext: Buffer) -> bytes:
+        """Hook for subclasses that refuse legacy rows under some conditions."""
+        return reader.open(ciphertext)
+
+    def binds_context(self, ciphername: str) -> bool:
+        return ciphername == _V1
