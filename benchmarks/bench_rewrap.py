@@ -45,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.rewrap_support import (  # noqa: E402
+from tests.rewrap.rewrap_support import (  # noqa: E402
     KEY_A,
     KEY_B,
     TEMPLATES,

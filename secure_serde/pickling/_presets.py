@@ -4,7 +4,7 @@ The global lists were found empirically: pickletools over representative
 values (every index kind, every extension array and nullable dtype, every
 date offset usable as a frequency, tz-aware columns in named zones and fixed
 offsets, categoricals, string dtype, object columns holding pandas and numpy
-scalars, structured and object numpy arrays). tests/test_pickle_fallback_presets.py
+scalars, structured and object numpy arrays). tests/pickling/test_fallback_presets.py
 re-derives them from such a corpus and fails if either side has a name the
 other lacks. They are pinned for pandas 3.x and numpy 2.x; a pickle that
 names a helper of another version is refused with `ForbiddenGlobalError`,

@@ -32,7 +32,7 @@ from secure_serde.savers.postgres import PostgresSaver
 from tests import canary_support as canary
 from tests.ciphers.kms_support import REGION, new_cmk
 from tests.cli.cli_support import run_console_script, run_main
-from tests.rewrap_support import (
+from tests.rewrap.rewrap_support import (
     KEY_A,
     KEY_C,
     SECRET,

@@ -32,8 +32,8 @@ from secure_serde.cli._pretty import to_jsonable
 from secure_serde.savers.postgres import PostgresSaver
 from tests import canary_support as canary
 from tests.cli.cli_support import run_console_script, run_main
-from tests.rewrap_support import KEY_A, SECRET, rotation_serde, run_turns
-from tests.rewrap_support import build_graph as build_chat_graph
+from tests.rewrap.rewrap_support import KEY_A, SECRET, rotation_serde, run_turns
+from tests.rewrap.rewrap_support import build_graph as build_chat_graph
 
 SERDE_A = {"env": KEY_A}
 CHAT_THREADS = ("chat-1", "chat-2")

@@ -24,7 +24,7 @@ from secure_serde.stores import (
     open_store,
 )
 from secure_serde.stores._postgres import display_url
-from tests.rewrap_support import (
+from tests.rewrap.rewrap_support import (
     KEY_A,
     build_graph,
     postgres_graph,

@@ -37,7 +37,7 @@ KEY_A = "rotation-test-key-A-0123456789ab"
 KEY_B = "rotation-test-key-B-0123456789ab"
 KEY_C = "rotation-test-key-C-0123456789ab"
 SECRET = "SSN 078-05-1120"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class ChatState(TypedDict, total=False):

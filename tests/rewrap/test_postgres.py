@@ -15,7 +15,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinS
 
 from secure_serde import EncryptedSerializer, rewrap
 from secure_serde.stores import PostgresStore
-from tests.rewrap_support import (
+from tests.rewrap.rewrap_support import (
     A_AND_B,
     KEY_A,
     KEY_B,

@@ -24,7 +24,7 @@ from secure_serde import (
 )
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from secure_serde.stores import SqliteStore, Swap
-from tests.rewrap_support import (
+from tests.rewrap.rewrap_support import (
     A_AND_B,
     KEY_A,
     KEY_B,

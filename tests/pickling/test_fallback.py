@@ -2,7 +2,7 @@
 
 Values come from tests/strategies.py and tests/strategies_pandas.py. Reads
 go through `EncryptedSerializer`, the only layer allowed to vouch for the
-bytes (tests/test_pickle_fallback_auth.py covers that gate).
+bytes (tests/pickling/test_fallback_auth.py covers that gate).
 """
 
 from __future__ import annotations

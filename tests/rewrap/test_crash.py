@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from secure_serde import EncryptedSerializer
-from tests.rewrap_support import (
+from tests.rewrap.rewrap_support import (
     KEY_A,
     KEY_B,
     TEMPLATES,

@@ -25,7 +25,7 @@ import pytest
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 KEY = b"s" * 32
 
 
@@ -121,7 +121,7 @@ def report() -> dict[str, Any]:
     env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true"}
     script = (
         "import json\n"
-        "from tests.test_pickle_fallback_strict import strict_report\n"
+        "from tests.pickling.test_fallback_strict import strict_report\n"
         "print('REPORT=' + json.dumps(strict_report()))\n"
     )
     proc = subprocess.run(

@@ -132,8 +132,8 @@ def _foreign(tmp: Path) -> list[tuple[bytes, str, str]]:
         (framed(b"cposix\nsystem\n" + text(f"touch {touched}") + b"\x85R"), "posix", "system"),
         (framed(call(glob(HERE, "RAN.append"), text("x"))), HERE, "RAN.append"),
         (
-            framed(call(glob("tests.test_pickle_fallback_auth", "mark"))),
-            "tests.test_pickle_fallback_auth",
+            framed(call(glob("tests.pickling.test_fallback_auth", "mark"))),
+            "tests.pickling.test_fallback_auth",
             "mark",
         ),
     ]
