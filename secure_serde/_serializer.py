@@ -199,8 +199,10 @@ class EncryptedSerializer:
                 " authenticate its type tag (see allow_legacy_pickle)"
             )
         plaintext = cipher.decrypt_bound(cipher_name, payload, inner)
-        if binds_tag:
+        if binds_tag and _PICKLE in inner:
             # Tag and bytes are authenticated: inner layers may read embedded pickles.
+            # Only tags naming pickle need the vouching (a substring test errs
+            # towards vouching), which keeps it off the hot path of plain rows.
             return load_authenticated(self._serde, (inner, plaintext))
         return self._serde.loads_typed((inner, plaintext))
 
