@@ -103,14 +103,17 @@ def split(blob: Buffer) -> tuple[bytes, bytes, Buffer]:
     Checks the length and version before any slicing, so a truncated or
     foreign blob raises `DecryptionError` rather than reaching AES.
     """
-    if len(blob) < OVERHEAD:
+    size = len(blob)
+    if size < OVERHEAD:
         raise DecryptionError("ciphertext is truncated")
     if blob[0] != VERSION:
         raise DecryptionError(f"unsupported ciphertext format version {blob[0]}")
+    if size < _VIEW_THRESHOLD and type(blob) is bytes:
+        return blob[:HEADER_SIZE], blob[HEADER_SIZE:PREFIX_SIZE], blob[PREFIX_SIZE:]
     # Slicing copies; for a large blob that copy (a fresh allocation the
     # size of the checkpoint) costs more than AES itself, so hand AES a view.
-    sealed = blob[PREFIX_SIZE:] if len(blob) < _VIEW_THRESHOLD else memoryview(blob)[PREFIX_SIZE:]
-    return bytes(blob[:HEADER_SIZE]), bytes(blob[HEADER_SIZE:PREFIX_SIZE]), sealed
+    view = memoryview(blob)
+    return bytes(view[:HEADER_SIZE]), bytes(view[HEADER_SIZE:PREFIX_SIZE]), view[PREFIX_SIZE:]
 
 
 def parse_header(blob: Buffer) -> HeaderV1:
