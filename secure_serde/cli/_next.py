@@ -26,8 +26,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
-from langgraph.types import Send
-
 __all__ = ["derive_next", "is_internal_channel"]
 
 _START: Final = "__start__"
@@ -85,6 +83,10 @@ def derive_next(checkpoint: Mapping[str, Any]) -> tuple[str, ...]:
     values: Mapping[str, Any] = checkpoint.get("channel_values") or {}
     versions: Mapping[str, Any] = checkpoint.get("channel_versions") or {}
     seen_by: Mapping[str, Mapping[str, Any]] = checkpoint.get("versions_seen") or {}
+    # Imported here: langgraph.types pulls in langchain-core's tracers, which
+    # every other subcommand would otherwise pay for at start-up.
+    from langgraph.types import Send
+
     packets = values.get(_TASKS)
     pushed = [p.node for p in packets if isinstance(p, Send)] if isinstance(packets, list) else []
     pulled = set()

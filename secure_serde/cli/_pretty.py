@@ -19,7 +19,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from langchain_core.messages import BaseMessage
-from langgraph.types import Send
 from pydantic import BaseModel
 
 __all__ = ["compact", "message_lines", "shorten", "to_jsonable"]
@@ -88,6 +87,8 @@ def to_jsonable(value: Any) -> Any:
         return [to_jsonable(v) for v in items]
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
+    from langgraph.types import Send  # see _next.derive_next: kept off start-up
+
     if isinstance(value, Send):
         return {"__type__": "Send", "node": value.node, "arg": to_jsonable(value.arg)}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
