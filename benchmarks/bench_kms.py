@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -235,7 +235,7 @@ def render(
     ops: int,
 ) -> str:
     lines = [
-        f"Date (UTC): {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M')}",
+        f"Date (UTC): {datetime.now(UTC).strftime('%Y-%m-%d %H:%M')}",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()),
         f"Mode: {mode}; KMS: moto ThreadedMotoServer over HTTP on 127.0.0.1",
         "",

@@ -37,7 +37,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any
 
@@ -265,7 +265,7 @@ def main() -> None:
         f"{name} {version(name)}"
         for name in ("langgraph-checkpoint", "pandas", "numpy", "ormsgpack", "secure-serde")
     )
-    print(f"Date (UTC): {datetime.now(timezone.utc):%Y-%m-%d %H:%M}")
+    print(f"Date (UTC): {datetime.now(UTC):%Y-%m-%d %H:%M}")
     print(f"Versions: python {platform.python_version()}, {versions}")
     mode = "quick" if args.quick else "full"
     print(f"Machine: {platform.system()} {platform.machine()}, mode: {mode}")

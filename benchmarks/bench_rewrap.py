@@ -38,7 +38,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -268,7 +268,7 @@ def main() -> int:
     parser.add_argument("--no-postgres", action="store_true")
     args = parser.parse_args()
 
-    print(f"Date (UTC): {datetime.now(timezone.utc):%Y-%m-%d %H:%M}")
+    print(f"Date (UTC): {datetime.now(UTC):%Y-%m-%d %H:%M}")
     print(f"Versions: python {platform.python_version()}, {_versions()}")
     print(f"Machine: {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs")
     print(f"Load average at start: {os.getloadavg()[0]:.1f}", flush=True)

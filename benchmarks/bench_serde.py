@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Protocol
@@ -399,7 +399,7 @@ def _verdict(ok: bool | None) -> str:
 def render(states: Sequence[StateResult], mode: str, env_note: str) -> str:
     lines: list[str] = []
     ver = versions()
-    lines.append(f"Date (UTC): {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M')}")
+    lines.append(f"Date (UTC): {datetime.now(UTC).strftime('%Y-%m-%d %H:%M')}")
     lines.append("Versions: " + ", ".join(f"{k} {v}" for k, v in ver.items()))
     lines.append(
         f"Machine: {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs; "
@@ -463,7 +463,7 @@ def render(states: Sequence[StateResult], mode: str, env_note: str) -> str:
 
 def to_json(states: Sequence[StateResult], settings: Settings, mode: str) -> dict[str, Any]:
     return {
-        "date_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "versions": versions(),
         "machine": {
             "system": platform.system(),

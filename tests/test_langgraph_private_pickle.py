@@ -131,7 +131,7 @@ LEAVES: list[Any] = [
     re.compile("x+", re.I),
     uuid.UUID(int=5),
     decimal.Decimal("1.5"),
-    dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+    dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
     dt.timedelta(days=1),
     dt.date(2024, 1, 1),
     dt.timezone(dt.timedelta(hours=3), "X"),

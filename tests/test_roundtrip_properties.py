@@ -85,7 +85,7 @@ def test_model_of_jsonplus_changes() -> None:
         color=cs.Color.BLUE,
         uid=uuid.UUID(int=7),
         balance=decimal.Decimal("1.10"),
-        created=dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc),
+        created=dt.datetime(2024, 1, 1, tzinfo=dt.UTC),
     )
     cases = [
         ((1, (2, 3)), [1, [2, 3]]),
@@ -99,7 +99,7 @@ def test_model_of_jsonplus_changes() -> None:
         (Command(), Command(goto=[])),
         (deque([1], maxlen=3), deque([1])),
         (_DeltaSnapshot((1,)), _DeltaSnapshot([1])),
-        ([tiny_offset], [tiny_offset.replace(tzinfo=dt.timezone.utc)]),
+        ([tiny_offset], [tiny_offset.replace(tzinfo=dt.UTC)]),
         (
             ToolMessage("", tool_call_id="c", artifact=[_DeltaSnapshot(1), cs.Point(1, 2.0)]),
             ToolMessage("", tool_call_id="c", artifact=[[1], {"x": 1, "y": 2.0}]),

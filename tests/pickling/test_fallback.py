@@ -426,7 +426,7 @@ def test_single_preset_and_repr() -> None:
 
 
 @settings(max_examples=30, **SETTINGS)
-@given(stamp=st.datetimes(timezones=st.sampled_from([None, dt.timezone.utc])))
+@given(stamp=st.datetimes(timezones=st.sampled_from([None, dt.UTC])))
 def test_pandas_timestamps_keep_type_and_zone(stamp: dt.datetime) -> None:
     value = pd.Timestamp(stamp)
     cs.assert_same(roundtrip({"at": value}), {"at": value})
