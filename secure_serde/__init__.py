@@ -1,8 +1,14 @@
 """secure_serde: authenticated, versioned encryption for LangGraph checkpoints.
 
-Layers, top to bottom: the serializer (`EncryptedSerializer`), the ciphers
-(`secure_serde.ciphers`), the byte format (``_format``) and the primitives
-(``_primitives``: AES-GCM and HKDF from ``cryptography`` or pycryptodome).
+Layers, top to bottom:
+
+* tools and savers: the ``secure-serde`` CLI (``cli``), `rewrap` over the
+  store layer (``stores``), and the sealed PostgreSQL savers (``savers``);
+* serializers: `EncryptedSerializer`, `PickleFallbackSerializer` (``pickling``);
+* ciphers (``ciphers``): env key, key rotation, AWS KMS envelope, legacy reader;
+* byte formats: ``_format`` (v1) and ``ciphers/_kms_format``;
+* primitives (``_primitives``): AES-GCM and HKDF from ``cryptography`` or
+  pycryptodome, never hand-rolled.
 """
 
 from secure_serde._errors import (
