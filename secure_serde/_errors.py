@@ -9,6 +9,8 @@ plaintext.
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ConfigurationError",
     "DecryptionError",
@@ -31,6 +33,19 @@ __all__ = [
 
 class SecureSerdeError(Exception):
     """Root of every error raised by secure_serde."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Several subclasses take keyword-only fields (key_id, cipher_name);
+        # rebuilding from args and __dict__ lets every error cross a process
+        # boundary (multiprocessing, concurrent.futures) intact.
+        return (_restore, (type(self), self.args, dict(self.__dict__)))
+
+
+def _restore(cls: type[SecureSerdeError], args: tuple[Any, ...], state: dict[str, Any]) -> Any:
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ConfigurationError(SecureSerdeError, ValueError):

@@ -65,16 +65,23 @@ def parse_key(value: str | bytes, *, source: str = "key") -> bytes:
         return value
     if not isinstance(value, str):
         raise ConfigurationError(f"{source} must be str or bytes, not {type(value).__name__}")
-    raw = value.encode("utf-8")
+    try:
+        raw: bytes | None = value.encode("utf-8")
+    except UnicodeEncodeError:
+        # os.environ turns undecodable bytes into surrogates; the codec error
+        # would quote them and hold the whole key, so raise outside the handler.
+        raw = None
+    if raw is None:
+        raise ConfigurationError(f"{source} is not valid UTF-8 text")
     if len(raw) in AES_KEY_SIZES:
         return raw
     if value.startswith(ENCODED_PREFIX):
         try:
-            decoded = base64.b64decode(value[len(ENCODED_PREFIX) :], validate=True)
+            decoded: bytes | None = base64.b64decode(value[len(ENCODED_PREFIX) :], validate=True)
         except (binascii.Error, ValueError):
-            raise ConfigurationError(
-                f"{source} is not valid base64 after {ENCODED_PREFIX!r}"
-            ) from None
+            decoded = None
+        if decoded is None:
+            raise ConfigurationError(f"{source} is not valid base64 after {ENCODED_PREFIX!r}")
         if len(decoded) != FULL_ENTROPY_SIZE:
             raise ConfigurationError(
                 f"{source} must encode {FULL_ENTROPY_SIZE} bytes after {ENCODED_PREFIX!r},"

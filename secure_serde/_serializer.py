@@ -21,6 +21,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde._errors import (
     ConfigurationError,
+    DecryptionError,
     PickleRefusedError,
     PlaintextRefusedError,
     UnknownCipherError,
@@ -37,6 +38,7 @@ __all__ = ["EncryptedSerializer"]
 logger = logging.getLogger("secure_serde")
 
 _PICKLE: Final = "pickle"
+_UNREADABLE: Final = object()
 _PLAINTEXT_LOG_INTERVAL: Final = 60.0
 
 
@@ -204,7 +206,28 @@ class EncryptedSerializer:
             # Only tags naming pickle need the vouching (a substring test errs
             # towards vouching), which keeps it off the hot path of plain rows.
             return load_authenticated(self._serde, (inner, plaintext))
-        return self._serde.loads_typed((inner, plaintext))
+        if binds_tag:
+            return self._serde.loads_typed((inner, plaintext))
+        return self._load_unbound(cipher_name, inner, plaintext)
+
+    def _load_unbound(self, cipher_name: str, inner: str, plaintext: bytes) -> Any:
+        """Deserialize a row whose format does not authenticate its type tag.
+
+        Such a row may have been relabelled, so the inner serializer may be
+        handed bytes of another type; its error would be untyped and could
+        quote the plaintext. Raised outside the handler so that no
+        ``__context__`` keeps the original.
+        """
+        try:
+            value = self._serde.loads_typed((inner, plaintext))
+        except Exception:
+            value = _UNREADABLE
+        if value is _UNREADABLE:
+            raise DecryptionError(
+                f"a {cipher_name!r} row did not deserialize as {inner!r}; that format does not"
+                " authenticate its type tag, so the row may have been relabelled"
+            )
+        return value
 
     def _load_plaintext(self, type_tag: str, payload: bytes) -> Any:
         if not self._allow_plaintext:

@@ -43,7 +43,7 @@ def _ids(vector: dict[str, Any]) -> str:
 def test_frozen_vectors_are_reproduced(vector: dict[str, Any], backend: str) -> None:
     cipher = EnvKeyCipher(key=vector["key"], backend=backend)  # type: ignore[arg-type]
     assert cipher.key_id == vector["key_id"]
-    blob = cipher.keyring.seal_with_nonce(
+    blob = cipher.keyring._seal_with_nonce(
         bytes.fromhex(vector["plaintext"]), vector["context"], bytes.fromhex(vector["nonce"])
     )
     assert blob.hex() == vector["ciphertext"]

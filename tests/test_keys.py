@@ -62,3 +62,36 @@ def test_env_key_is_read_once_at_construction(monkeypatch: pytest.MonkeyPatch) -
 
 def test_same_text_key_in_raw_and_bytes_form_is_one_key() -> None:
     assert EnvKeyCipher(key="k" * 16).key_id == EnvKeyCipher(key=b"k" * 16).key_id
+
+
+def test_undecodable_env_keys_are_refused_without_echoing_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # os.environ maps an undecodable byte to a lone surrogate.
+    secret = "S3cretKeyByte\udca7AAAAAAAAAAAAAAAAAA"
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", secret)
+    with pytest.raises(ConfigurationError, match="not valid UTF-8") as info:
+        EnvKeyCipher()
+    assert info.value.__context__ is None
+    assert "S3cret" not in str(info.value)
+
+
+def test_bad_base64_keys_keep_no_decoder_error_behind() -> None:
+    with pytest.raises(ConfigurationError) as info:
+        parse_key("base64:" + "!" * 44)
+    assert info.value.__context__ is None
+
+
+def test_errors_survive_pickling_across_processes() -> None:
+    import pickle
+
+    from secure_serde import UnknownCipherError, UnknownKeyError
+
+    for error in (
+        UnknownKeyError("no configured key has id 0a0b0c0d", key_id="0a0b0c0d"),
+        UnknownCipherError("no cipher reads 'x'", cipher_name="x"),
+    ):
+        copy = pickle.loads(pickle.dumps(error))
+        assert type(copy) is type(error)
+        assert copy.args == error.args
+        assert vars(copy) == vars(error)

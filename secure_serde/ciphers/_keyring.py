@@ -36,6 +36,9 @@ class Keyring(SecretHolder):
         retired: Iterable[Key] = (),
         cipher_name: str = _format.CIPHER_NAME,
     ) -> None:
+        # Read each iterable once: a generator passed as ``retired`` must not
+        # be used up by the loop below and then mark nothing as retired.
+        keys, retired = tuple(keys), tuple(retired)
         by_id: dict[bytes, Key] = {}
         for key in (primary, *keys, *retired):
             other = by_id.get(key.key_id)
@@ -78,7 +81,7 @@ class Keyring(SecretHolder):
         aad = self._aad_cache.get(context) or self._primary_aad(context)
         return self._primary_header + nonce + self._primary.aead.seal(nonce, plaintext, aad)
 
-    def seal_with_nonce(self, plaintext: Buffer, context: str, nonce: bytes) -> bytes:
+    def _seal_with_nonce(self, plaintext: Buffer, context: str, nonce: bytes) -> bytes:
         """`seal` with a caller-chosen nonce: for frozen test vectors only.
 
         Reusing a nonce under one key breaks GCM's confidentiality and

@@ -22,6 +22,7 @@ import asyncio
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -145,6 +146,7 @@ class KmsEnvelopeCipher(SecretHolder):
     """
 
     __slots__ = (
+        "__weakref__",
         "_aads",
         "_backend",
         "_calls",
@@ -219,6 +221,20 @@ class KmsEnvelopeCipher(SecretHolder):
         ids = (key_id, *self._decrypt_ids)
         if all(is_key_arn(k) for k in ids):
             self._resolved = _resolve_arns(key_id, {k: k for k in ids})
+        _forget_keys_on_fork(self)
+
+    def _after_fork(self) -> None:
+        # A forked child (gunicorn --preload, rewrap workers) would otherwise
+        # share the parent's data key with its own copy of the message and
+        # byte counters, so the limits would hold per process, not per key.
+        # Fresh caches and locks: a lock held by another thread at fork time
+        # would never be released in the child.
+        self._enc = EncryptionKeyCache(self._limits, self._clock)
+        self._take = self._enc.take
+        self._dec = DecryptionKeyCache(self._limits, self._clock)
+        self._refill_lock = threading.Lock()
+        self._unwrap_lock = threading.Lock()
+        self._resolve_lock = threading.Lock()
 
     # -- langgraph CipherProtocol and BoundCipher ---------------------------------------------
 
@@ -451,3 +467,15 @@ def _resolve_arns(primary: str, arns: Mapping[str, str]) -> _Resolved:
     return _Resolved(
         primary_arn=primary_arn, primary_cmk=_kms_format.cmk_id(primary_arn), arns=by_cmk
     )
+
+
+def _forget_keys_on_fork(cipher: KmsEnvelopeCipher) -> None:
+    """Give ``cipher`` empty caches in every child forked after this point."""
+    ref = weakref.ref(cipher)
+
+    def forget() -> None:
+        alive = ref()
+        if alive is not None:
+            alive._after_fork()
+
+    os.register_at_fork(after_in_child=forget)

@@ -106,6 +106,8 @@ def cmk_id(key_arn: str) -> bytes:
 def encode_encryption_context(context: Mapping[str, str]) -> bytes:
     """The canonical bytes of a KMS encryption context (see the module docstring)."""
     entries = sorted((k.encode("utf-8"), v.encode("utf-8")) for k, v in context.items())
+    if len(entries) > 0xFFFF:
+        raise ValueError("an encryption context has at most 65535 entries")
     parts = [struct.pack(">H", len(entries))]
     for key, value in entries:
         if len(key) > 0xFFFF or len(value) > 0xFFFF:

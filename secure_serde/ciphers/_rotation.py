@@ -73,13 +73,15 @@ class KeyRotationCipher(V1Cipher):
         legacy_mode: int = MODE_EAX,
         backend: Backend = "auto",
     ) -> None:
+        if isinstance(retired, str):
+            raise ConfigurationError("retired must be a collection of ids, not one string")
+        # Read once: an iterator would be used up by the first membership test.
+        retired = tuple(retired)
         if not keys:
             raise ConfigurationError("the keyring is empty")
         for key_id in keys:
             if not isinstance(key_id, str) or not key_id:
                 raise ConfigurationError(f"key ids must be non-empty strings, got {key_id!r}")
-        if isinstance(retired, str):
-            raise ConfigurationError("retired must be a collection of ids, not one string")
         for name, label in ((primary, "primary"), (legacy_key, "legacy_key")):
             if name is not None and name not in keys:
                 raise ConfigurationError(f"{label} {name!r} is not in keys")
@@ -182,13 +184,18 @@ class KeyRotationCipher(V1Cipher):
 
 
 def _read_keyring_file(path: Path) -> dict[str, Any]:
+    # Errors are raised after the ``except`` blocks, not inside them: even with
+    # ``from None`` the decoder's exception would stay reachable as
+    # ``__context__``, and its ``doc``/``object`` is the file's text, keys included.
+    problem = None
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ConfigurationError(f"cannot read keyring file {path}: {exc.strerror}") from None
+        problem = f"cannot read keyring file {path}: {exc.strerror}"
     except ValueError:
-        # The parser's message may quote the file's text, which holds keys.
-        raise ConfigurationError(f"keyring file {path} is not valid JSON") from None
+        problem = f"keyring file {path} is not valid JSON (or not UTF-8)"
+    if problem is not None:
+        raise ConfigurationError(problem)
     if not isinstance(config, dict):
         raise ConfigurationError(f"keyring file {path} must hold a JSON object")
     unknown = sorted(set(config) - _FILE_FIELDS)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError
+from secure_serde.pickling._refuse import refuse_dangerous
 
 __all__ = ["FRAME_GLOBALS", "NUMPY", "PANDAS", "PANDAS_GLOBALS", "Preset", "Rule", "rules_for"]
 
@@ -299,7 +300,7 @@ def rules_for(entry: object) -> tuple[Rule, ...]:
         if known is not None:
             return (known,)
         own = (entry.__module__, entry.__qualname__)
-        _refuse_dangerous(own)
+        refuse_dangerous(own, entry)
         return (Rule(frozenset({entry}), frozenset({own}), direct=False),)
     if (
         isinstance(entry, tuple)
@@ -307,67 +308,9 @@ def rules_for(entry: object) -> tuple[Rule, ...]:
         and all(isinstance(part, str) and part for part in entry)
     ):
         pair = (entry[0], entry[1])
-        _refuse_dangerous(pair)
+        refuse_dangerous(pair)
         return (Rule(frozenset(), frozenset({pair}), direct=False),)
     raise ConfigurationError(
         f"allowed= takes types, presets (secure_serde.pickling.PANDAS, NUMPY) and"
         f" ('module', 'name') pairs, not {type(entry).__name__}"
     )
-
-
-# Globals that run code, reach arbitrary attributes or touch the system. Admitting
-# any of them would turn the allowlist back into plain pickle, so they are refused
-# even when asked for.
-_DANGEROUS_BUILTINS: Final = frozenset(
-    {
-        "__import__",
-        "breakpoint",
-        "compile",
-        "delattr",
-        "eval",
-        "exec",
-        "getattr",
-        "globals",
-        "input",
-        "locals",
-        "open",
-        "setattr",
-        "vars",
-    }
-)
-_DANGEROUS_MODULES: Final = frozenset(
-    {
-        "builtins",
-        "code",
-        "codeop",
-        "ctypes",
-        "functools",
-        "importlib",
-        "marshal",
-        "nt",
-        "operator",
-        "os",
-        "pickle",
-        "posix",
-        "pty",
-        "runpy",
-        "shutil",
-        "socket",
-        "subprocess",
-        "sys",
-        "types",
-        "_pickle",
-        "_posixsubprocess",
-    }
-)
-
-
-def _refuse_dangerous(pair: tuple[str, str]) -> None:
-    module, name = pair
-    root = module.partition(".")[0]
-    if (root == "builtins" and name in _DANGEROUS_BUILTINS) or (
-        root in _DANGEROUS_MODULES and root != "builtins"
-    ):
-        raise ConfigurationError(
-            f"{module}.{name} is never admitted: a pickle naming it can run arbitrary code"
-        )

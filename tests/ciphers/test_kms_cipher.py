@@ -323,3 +323,40 @@ def test_every_buffer_type_reads_on_the_cached_and_the_parsing_path(
             cipher.decrypt_bound("kms", tampered, "msgpack")
         with pytest.raises(DecryptionError):
             cipher.decrypt_bound("kms", blob, "json")
+
+
+def test_a_forked_child_starts_with_empty_caches(
+    kms_client: Any, cmk: str, counter: KmsCallCounter
+) -> None:
+    """Limits hold per data key, not per process: a child never reuses the parent's key."""
+    import os
+
+    cipher = KmsEnvelopeCipher(cmk, client=kms_client, max_messages=4)
+    cipher.warm()
+    name, blob = cipher.encrypt(b"from the parent")
+    assert cipher.cache_info().encryption_keys == 1
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            info = cipher.cache_info()
+            os.write(write_end, f"{info.encryption_keys},{info.decryption_keys}".encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    reported = os.read(read_end, 64).decode()
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert reported == "0,0"
+    # The parent keeps its own key and reads its own value without KMS.
+    counter.reset()
+    assert cipher.decrypt(name, blob) == b"from the parent"
+    assert counter.total == 0
+
+
+def test_an_encryption_context_of_too_many_entries_is_a_configuration_error(
+    kms_client: Any, cmk: str
+) -> None:
+    context = {f"k{i}": "v" for i in range(0x10000)}
+    with pytest.raises(ConfigurationError, match="65535 entries"):
+        KmsEnvelopeCipher(cmk, client=kms_client, encryption_context=context)

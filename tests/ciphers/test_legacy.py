@@ -129,3 +129,13 @@ def test_builtin_can_not_read_our_rows_and_says_so(env_key: str) -> None:
     row = EncryptedSerializer.from_pycryptodome_aes().dumps_typed({"a": 1})
     with pytest.raises(AssertionError):
         BuiltinSerializer.from_pycryptodome_aes().loads_typed(row)
+
+
+def test_relabelled_legacy_rows_fail_as_decryption_errors_without_plaintext(env_key: str) -> None:
+    """The built-in format cannot notice a relabel; the inner serializer's error must not leak."""
+    tag, blob = BuiltinSerializer.from_pycryptodome_aes().dumps_typed({"ssn": "123-45-6789"})
+    assert tag == "msgpack+aes"
+    with pytest.raises(DecryptionError) as info:
+        EncryptedSerializer.from_pycryptodome_aes().loads_typed(("json+aes", blob))
+    assert info.value.__context__ is None
+    assert "123-45-6789" not in str(info.value)

@@ -206,6 +206,7 @@ def test_file_only_keyring_with_legacy_settings(keyring_file: Any) -> None:
     ("content", "message"),
     [
         ('{"keys": {"b": "', "not valid JSON"),
+        ('{"keys": {"b": "' + KEY_B + '",}, "primary": "b"}', "not valid JSON"),
         ("[1, 2]", "JSON object"),
         ({"keys": {"b": KEY_B}, "primary": "b", "extra": 1}, "unknown fields"),
         ({"keys": {"b": 5}, "primary": "b"}, "map ids to key strings"),
@@ -224,6 +225,12 @@ def test_bad_keyring_files_are_named_never_quoted(
     with pytest.raises(ConfigurationError, match=message) as info:
         KeyRotationCipher.from_env()
     assert KEY_B not in str(info.value)
+    # Nor anywhere in the chain: a JSONDecodeError kept as __context__ holds the file.
+    error: BaseException | None = info.value
+    while error is not None:
+        for held in (error.args, getattr(error, "doc", None), getattr(error, "object", None)):
+            assert KEY_B not in repr(held)
+        error = error.__cause__ or error.__context__
 
 
 def test_env_id_is_reserved(monkeypatch: pytest.MonkeyPatch, keyring_file: Any) -> None:
@@ -239,3 +246,19 @@ def test_missing_keyring_file_is_a_configuration_error(
     monkeypatch.setenv(KEYRING_FILE_VAR, str(tmp_path / "nope.json"))
     with pytest.raises(ConfigurationError, match="cannot read keyring file"):
         KeyRotationCipher.from_env()
+
+
+def test_retired_ids_given_as_an_iterator_are_still_retired() -> None:
+    """An iterator must not be used up by validation and then retire nothing."""
+    from secure_serde._keys import Key
+    from secure_serde.ciphers import Keyring
+
+    old, new = Key.derive(b"o" * 32, label="old"), Key.derive(b"n" * 32, label="new")
+    blob = Keyring([old], old)._seal_with_nonce(b"secret", "bytes", b"\x00" * 12)
+    with pytest.raises(RetiredKeyError):
+        Keyring([new], new, retired=(k for k in [old])).open(blob, "bytes")
+    cipher = KeyRotationCipher(
+        {"old": b"o" * 32, "new": b"n" * 32}, primary="new", retired=iter(["old"])
+    )
+    with pytest.raises(RetiredKeyError):
+        cipher.decrypt_bound("aesgcm", blob, "bytes")

@@ -10,7 +10,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import decimal
+import io
 import pickle
+import subprocess
 from collections import deque
 from typing import Any, NamedTuple
 
@@ -409,6 +411,22 @@ def test_refused_write_keeps_the_previous_checkpoint() -> None:
         ({"allowed": [("builtins", "eval")]}, "never admitted"),
         ({"allowed": [("builtins", "getattr")]}, "never admitted"),
         ({"allowed": [("subprocess", "Popen")]}, "never admitted"),
+        # Aliases and relatives of the above, found in review: refused by what they resolve to.
+        ({"allowed": [("io", "open")]}, "never admitted"),
+        ({"allowed": [("_io", "FileIO")]}, "never admitted"),
+        ({"allowed": [("_operator", "attrgetter")]}, "never admitted"),
+        ({"allowed": [("_functools", "partial")]}, "never admitted"),
+        ({"allowed": [("timeit", "timeit")]}, "never admitted"),
+        ({"allowed": [("pdb", "run")]}, "never admitted"),
+        ({"allowed": [("builtins", "type")]}, "never admitted"),
+        ({"allowed": [("copyreg", "_reconstructor")]}, "never admitted"),
+        ({"allowed": [("pandas", "io.pickle.pickle.loads")]}, "dotted names"),
+        ({"allowed": [("numpy", "load")]}, "never admitted"),
+        ({"allowed": [("pandas", "read_pickle")]}, "never admitted"),
+        ({"allowed": [("pandas", "read_csv")]}, "never admitted"),
+        ({"allowed": [("pandas", "eval")]}, "never admitted"),
+        ({"allowed": [subprocess.Popen]}, "never admitted"),
+        ({"allowed": [io.FileIO]}, "never admitted"),
     ],
 )
 def test_bad_configuration_is_refused(kwargs: dict[str, Any], match: str) -> None:

@@ -1,0 +1,222 @@
+"""What ``allowed=`` may never admit, whatever the developer asks for.
+
+Every admitted global can be called by a pickle, with arguments of the
+pickle's choosing (REDUCE), so admitting one that runs code, opens files or
+reaches arbitrary attributes turns the allowlist back into plain pickle. A
+list of module names alone is not enough: the same object answers to
+several names (``io.open`` is ``builtins.open``, ``_operator.attrgetter`` is
+``operator.attrgetter``), so a requested name is also resolved, and the
+object it names is refused by identity and by the module that defines it.
+This is a backstop against mistakes, not a proof of safety: admit only the
+classes whose pickles you need.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import types
+from typing import Final
+
+from secure_serde._errors import ConfigurationError
+
+__all__ = ["refuse_dangerous"]
+
+# Of builtins, only plain data types may be named; every function and every
+# other class there (type, open, eval, getattr, __import__, ...) is refused.
+_SAFE_BUILTINS: Final = frozenset(
+    {
+        "bool",
+        "bytearray",
+        "bytes",
+        "complex",
+        "dict",
+        "float",
+        "frozenset",
+        "int",
+        "list",
+        "range",
+        "set",
+        "slice",
+        "str",
+        "tuple",
+    }
+)
+
+# Top-level modules whose globals run code, import, introspect, or touch
+# files, processes, the network or the interpreter. Matched against both the
+# requested module and the defining module of the object it resolves to.
+_DANGEROUS_MODULES: Final = frozenset(
+    {
+        "_ctypes",
+        "_functools",
+        "_imp",
+        "_io",
+        "_operator",
+        "_pickle",
+        "_posixsubprocess",
+        "_thread",
+        "asyncio",
+        "ast",
+        "atexit",
+        "bdb",
+        "builtins",
+        "cProfile",
+        "code",
+        "codecs",
+        "codeop",
+        "compileall",
+        "concurrent",
+        "copyreg",
+        "ctypes",
+        "dbm",
+        "dis",
+        "doctest",
+        "fcntl",
+        "fileinput",
+        "ftplib",
+        "functools",
+        "gc",
+        "glob",
+        "http",
+        "imp",
+        "importlib",
+        "inspect",
+        "io",
+        "logging",
+        "marshal",
+        "mmap",
+        "multiprocessing",
+        "nt",
+        "operator",
+        "os",
+        "pathlib",
+        "pdb",
+        "pickle",
+        "pkgutil",
+        "platform",
+        "posix",
+        "profile",
+        "pty",
+        "py_compile",
+        "pydoc",
+        "runpy",
+        "select",
+        "shelve",
+        "shutil",
+        "signal",
+        "site",
+        "smtplib",
+        "socket",
+        "sqlite3",
+        "subprocess",
+        "sys",
+        "tarfile",
+        "tempfile",
+        "threading",
+        "timeit",
+        "trace",
+        "types",
+        "unittest",
+        "urllib",
+        "webbrowser",
+        "xmlrpc",
+        "zipfile",
+        "zipimport",
+    }
+)
+
+# Builtins that are not data types, by identity: an alias elsewhere (io.open
+# is builtins.open) is refused even if its module were not listed above.
+_DANGEROUS_OBJECTS: Final = frozenset(
+    id(value)
+    for name, value in vars(builtins).items()
+    if name not in _SAFE_BUILTINS and (callable(value) or isinstance(value, types.ModuleType))
+)
+
+
+# Parts of numpy and pandas that read or write files, load pickles or
+# evaluate expressions: the presets never need them, and their names are
+# what a developer hunting for a "missing helper" might paste in.
+_DANGEROUS_PREFIXES: Final = (
+    "numpy.distutils",
+    "numpy.f2py",
+    "numpy.lib._npyio_impl",
+    "numpy.lib.format",
+    "numpy.lib.npyio",
+    "numpy.testing",
+    "pandas.core.computation",
+    "pandas.io",
+    "pandas.plotting",
+)
+_DANGEROUS_NAMES: Final = (
+    ("numpy", "fromfile"),
+    ("numpy", "load"),
+    ("numpy", "loadtxt"),
+    ("numpy", "memmap"),
+    ("numpy", "save"),
+    ("numpy", "savetxt"),
+    ("numpy", "savez"),
+    ("pandas", "eval"),
+    ("pandas", "read_pickle"),
+    ("pandas", "HDFStore"),
+)
+
+
+_IO_VERBS: Final = ("read_", "to_", "load", "save", "dump", "open")
+
+
+def _dangerous_third_party() -> frozenset[int]:
+    found = set()
+    for module, name in _DANGEROUS_NAMES:
+        try:
+            found.add(id(getattr(importlib.import_module(module), name)))
+        except (ImportError, AttributeError):
+            continue
+    return frozenset(found)
+
+
+def _in_dangerous_package(module: str) -> bool:
+    return module.partition(".")[0] in _DANGEROUS_MODULES or any(
+        module == prefix or module.startswith(prefix + ".") for prefix in _DANGEROUS_PREFIXES
+    )
+
+
+def _refuse(module: str, name: str, why: str) -> ConfigurationError:
+    return ConfigurationError(f"{module}.{name} is never admitted: {why}")
+
+
+def refuse_dangerous(pair: tuple[str, str], target: object = None) -> None:
+    """Raise `ConfigurationError` if ``(module, name)`` must never be admitted.
+
+    ``target`` is the object itself when the developer passed a class rather
+    than a name; a name is resolved here.
+    """
+    module, name = pair
+    if target is None and "." in name:
+        # Protocol 4 resolves dotted names attribute by attribute, which can
+        # walk from a harmless module into any object it imports.
+        raise _refuse(module, name, "dotted names reach attributes of other objects")
+    if module.partition(".")[0] == "builtins":
+        if name not in _SAFE_BUILTINS:
+            raise _refuse(module, name, "only plain data types of builtins may be admitted")
+        return
+    if _in_dangerous_package(module):
+        raise _refuse(module, name, "a pickle naming it can run arbitrary code")
+    if target is None and name.startswith(_IO_VERBS):
+        # pandas re-exports its readers with __module__ == "pandas", so the
+        # defining-module test below cannot see where read_csv really lives.
+        raise _refuse(module, name, "its name says it reads, writes or loads data")
+    if target is None:
+        try:
+            target = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError):
+            # Not resolvable here, so not loadable here either; the names passed.
+            return
+    if isinstance(target, types.ModuleType) or id(target) in _DANGEROUS_OBJECTS:
+        raise _refuse(module, name, "it is a module or an alias of a dangerous builtin")
+    if id(target) in _dangerous_third_party():
+        raise _refuse(module, name, "it reads or writes files, loads pickles or evaluates code")
+    defining = getattr(target, "__module__", None)
+    if isinstance(defining, str) and _in_dangerous_package(defining):
+        raise _refuse(module, name, f"it is {defining}.{getattr(target, '__qualname__', name)}")
