@@ -5,9 +5,9 @@ sees them): ``checkpoints.metadata`` in both stores, and, in PostgreSQL,
 ``checkpoints.checkpoint``, the JSONB where the stock saver inlines
 ``None``/``str``/``int``/``float``/``bool`` channel values. Key names and
 channel names are counted by the database itself (``GROUP BY``), so memory
-does not grow with the store and no value ever reaches this process. The
-one thing read row by row is our sealed-metadata envelope (ciphertext), in
-batches, through a server-side cursor.
+does not grow with the store and no value ever reaches this process. Our
+sealed-metadata envelope (ciphertext) is a store cell
+(``checkpoints.metadata``), audited with the others.
 
 A value inline in ``channel_values`` is a leak unless a non-empty blob of
 the same channel and version backs it: that is the ``true`` marker the stock
@@ -17,22 +17,15 @@ langgraph's own prune SQL uses to recognise such snapshots.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import sqlite3
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from secure_serde.savers import SEALED_METADATA_KEY
-from secure_serde.stores import Cell, RowRef, Store, StoreError
+from secure_serde.stores import Store, StoreError
 
-__all__ = ["METADATA_TABLE", "InlineChannel", "JsonColumns", "MetadataKeys", "first_line"]
+__all__ = ["InlineChannel", "JsonColumns", "MetadataKeys", "first_line"]
 
-# The RowRef table name sealed-metadata cells are reported under.
-METADATA_TABLE: Final = "checkpoints.metadata"
-_CURSOR_NAME: Final = "secure_serde_audit_metadata"
 # Distinct metadata keys and inline channels listed; one more is fetched to
 # tell whether there were more.
 MAX_NAMES: Final = 1000
@@ -80,11 +73,6 @@ WHERE NOT EXISTS (
       AND b.channel = v.key AND b.type <> 'empty' {version})
 """
 _PG_BACKED_VERSION: Final = "AND b.version = c.checkpoint -> 'channel_versions' ->> v.key"
-# checkpoint ->> 'id', not the checkpoint_id column, which the shallow saver's table lacks.
-_PG_SEALED: Final = """
-SELECT thread_id, checkpoint_ns, checkpoint ->> 'id', metadata -> %s
-FROM checkpoints WHERE metadata ? %s
-"""
 
 
 @dataclass(frozen=True)
@@ -182,47 +170,8 @@ class JsonColumns:
             for channel, types, checkpoints, threads in self._query(sql)[:MAX_NAMES]
         ]
 
-    def sealed_metadata(self, batch_size: int) -> Iterator[list[Cell]]:
-        """Our sealed-metadata envelopes (PostgreSQL), as cells to authenticate like any other.
-
-        A malformed envelope becomes a cell whose type tag is ``None``, so
-        it is reported as unreadable.
-        """
-        if self._kind != "postgres" or not self.has_checkpoints:
-            return
-        try:
-            with self._conn.transaction(), self._conn.cursor(name=_CURSOR_NAME) as cur:
-                cur.itersize = batch_size
-                cur.execute(_PG_SEALED, (SEALED_METADATA_KEY, SEALED_METADATA_KEY))
-                while rows := cur.fetchmany(batch_size):
-                    yield [_sealed_cell(row) for row in rows]
-        except self._error as exc:
-            raise StoreError(f"reading {self._display} failed: {first_line(exc)}") from None
-
     def close(self) -> None:
         self._conn.close()
-
-
-def _sealed_cell(row: Any) -> Cell:
-    thread_id, checkpoint_ns, checkpoint_id, envelope = row
-    ref = RowRef(
-        METADATA_TABLE,
-        (
-            ("thread_id", thread_id),
-            ("checkpoint_ns", checkpoint_ns),
-            ("checkpoint_id", checkpoint_id),
-        ),
-    )
-    if not isinstance(envelope, dict):
-        return Cell(ref, None, b"")
-    type_tag, encoded = envelope.get("type"), envelope.get("data")
-    if not isinstance(type_tag, str) or not isinstance(encoded, str):
-        return Cell(ref, None, b"")
-    try:
-        data = base64.b64decode(encoded.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError):
-        return Cell(ref, None, b"")
-    return Cell(ref, type_tag, data)
 
 
 def first_line(exc: BaseException) -> str:

@@ -266,9 +266,6 @@ def audit_store(
                 auditor.add(cell)
     json_columns = JsonColumns(store)
     try:
-        for batch in json_columns.sealed_metadata(batch_size):
-            for cell in batch:
-                auditor.add(cell)
         report.metadata = json_columns.metadata_keys()
         report.inline = json_columns.inline_channels()
     finally:

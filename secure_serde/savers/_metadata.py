@@ -18,7 +18,6 @@ envelope, not the sealed values.
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, cast
@@ -28,6 +27,7 @@ from langgraph.checkpoint.base import CheckpointMetadata, get_serializable_check
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde._errors import ConfigurationError, DecryptionError, EncryptionError
+from secure_serde.stores import SEALED_METADATA_KEY, parse_envelope
 
 __all__ = [
     "SEALED_METADATA_KEY",
@@ -36,8 +36,6 @@ __all__ = [
     "refuse_reserved_key",
     "unseal_metadata",
 ]
-
-SEALED_METADATA_KEY: Final = "__secure_serde_sealed__"
 
 # source/step/parents: what every langgraph checkpoint carries and what
 # history filters use. The last two are queried by the stock saver's prune SQL
@@ -143,16 +141,10 @@ def unseal_metadata(serde: SerializerProtocol, metadata: CheckpointMetadata) -> 
     envelope = metadata.get(SEALED_METADATA_KEY)
     if envelope is None:
         return metadata
-    if not isinstance(envelope, dict) or set(envelope) != {_TYPE, _DATA}:
+    parsed = parse_envelope(envelope)
+    if parsed is None:
         raise DecryptionError("malformed sealed metadata entry")
-    type_tag, encoded = envelope[_TYPE], envelope[_DATA]
-    if not isinstance(type_tag, str) or not isinstance(encoded, str):
-        raise DecryptionError("malformed sealed metadata entry")
-    try:
-        data = base64.b64decode(encoded.encode("ascii"), validate=True)
-    except (binascii.Error, UnicodeEncodeError) as exc:
-        raise DecryptionError("malformed sealed metadata entry") from exc
-    sealed = serde.loads_typed((type_tag, data))
+    sealed = serde.loads_typed(parsed)
     if not isinstance(sealed, dict):
         raise DecryptionError("sealed metadata entry does not hold a mapping")
     plain = {k: v for k, v in metadata.items() if k != SEALED_METADATA_KEY}

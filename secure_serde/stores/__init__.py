@@ -30,11 +30,20 @@ PostgreSQL             checkpoint_blobs (type,     thread_id, checkpoint_ns, cha
                        blob)                       (shallow saver: no version)
 PostgreSQL             checkpoint_writes (type,    thread_id, checkpoint_ns, checkpoint_id,
                        blob)                       task_id, idx
+PostgreSQL             checkpoints.metadata        thread_id, checkpoint_ns, checkpoint_id
+                       (sealed-metadata envelope)  (shallow saver: no checkpoint_id)
 =====================  =========================  ==============================================
 
-Not cells, because the serializer never sees them: checkpoint metadata
-(JSON in both stores) and PostgreSQL's ``checkpoints.checkpoint`` JSONB,
-where the saver inlines None/str/int/float/bool channel values itself.
+``checkpoints.metadata`` cells are the sealed-metadata envelope our sealed
+savers write (``plaintext_metadata=[...]``): the JSON entry
+``SEALED_METADATA_KEY`` = ``{"type": <type tag>, "data": <base64>}``, a
+serialized value like any other, so rewrap re-encrypts it and audit
+authenticates it. Only rows holding one are cells (`TableSpec.envelope_key`).
+
+Not cells, because the serializer never sees them: the rest of the
+checkpoint metadata (JSON in both stores) and PostgreSQL's
+``checkpoints.checkpoint`` JSONB, where the saver inlines
+None/str/int/float/bool channel values itself.
 
 The API, all of it synchronous (sqlite3, psycopg 3):
 
@@ -56,8 +65,9 @@ The API, all of it synchronous (sqlite3, psycopg 3):
 * `Store.compare_and_swap(swaps)` - apply `Swap` (cell, new type, new
   data) objects in one transaction; each updates its row only if the row
   still holds exactly the cell's type tag and bytes
-  (``UPDATE ... WHERE pk = ... AND type IS old AND data IS old``), and the
-  returned list says which were applied. A row that changed since it was
+  (``UPDATE ... WHERE pk = ... AND type IS old AND data IS old``; for an
+  envelope, ``jsonb_set`` on the row whose entry is still the one read),
+  and the returned list says which were applied. A row that changed since it was
   read is never overwritten.
 * `Store.reload(ref)` - the row's cell as it is now, or ``None``.
 * `Store.count(table, thread_range)` / `Store.count_all` - for progress bars.
@@ -83,6 +93,12 @@ from secure_serde.stores._base import (
     TableSpec,
     ThreadRange,
 )
+from secure_serde.stores._envelope import (
+    METADATA_TABLE,
+    SEALED_METADATA_KEY,
+    envelope_cell,
+    parse_envelope,
+)
 from secure_serde.stores._open import open_store
 from secure_serde.stores._postgres import PostgresStore
 from secure_serde.stores._sqlite import SqliteStore
@@ -90,6 +106,8 @@ from secure_serde.stores._sqlite import SqliteStore
 __all__ = [
     "ALL_THREADS",
     "DEFAULT_BATCH_SIZE",
+    "METADATA_TABLE",
+    "SEALED_METADATA_KEY",
     "Cell",
     "PostgresStore",
     "RowRef",
@@ -99,5 +117,7 @@ __all__ = [
     "Swap",
     "TableSpec",
     "ThreadRange",
+    "envelope_cell",
     "open_store",
+    "parse_envelope",
 ]

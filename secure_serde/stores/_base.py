@@ -40,12 +40,24 @@ class TableSpec:
 
     ``key_columns`` is the table's primary key, in index order, as read from
     the database catalog; it starts with ``thread_id`` in every stock schema.
+
+    With ``envelope_key`` set, the cell is not two columns but one entry of
+    a JSON column (``data_column``): ``{"type": <type tag>, "data":
+    <base64>}`` under that key, as our sealed-metadata savers write it.
+    ``name`` is then ``"<table>.<column>"`` and rows without the entry are
+    not cells.
     """
 
     name: str
     type_column: str
     data_column: str
     key_columns: tuple[str, ...]
+    envelope_key: str | None = None
+
+    @property
+    def relation(self) -> str:
+        """The SQL table the cells live in."""
+        return self.name if self.envelope_key is None else self.name.partition(".")[0]
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,12 @@
 """`PostgresStore`: the schema of langgraph-checkpoint-postgres (``PostgresSaver``, async, shallow).
 
 Serialized values live in ``checkpoint_blobs(type, blob)`` and
-``checkpoint_writes(type, blob)``. ``checkpoints.checkpoint`` is JSONB
-built by the saver itself (the primitives it inlines there never pass
-through the serializer) and ``checkpoints.metadata`` is plain JSONB, so
-neither is a cell. Primary keys are read from the catalog, which is how
+``checkpoint_writes(type, blob)``, and, for our sealed savers, in the
+sealed-metadata envelope inside ``checkpoints.metadata`` (table
+``checkpoints.metadata``; only rows holding one). ``checkpoints.checkpoint``
+is JSONB built by the saver itself (the primitives it inlines there never
+pass through the serializer), and the rest of the metadata is plain JSONB,
+so neither is a cell. Primary keys are read from the catalog, which is how
 the shallow saver's ``checkpoint_blobs`` (no ``version`` column) is handled
 by the same code.
 """
@@ -26,6 +28,12 @@ from secure_serde.stores._base import (
     TableSpec,
     ThreadRange,
     check_batch_size,
+)
+from secure_serde.stores._envelope import (
+    METADATA_TABLE,
+    SEALED_METADATA_KEY,
+    envelope_cell,
+    envelope_json,
 )
 
 try:
@@ -125,6 +133,11 @@ class PostgresStore(Store):
             if not key or key[0] != "thread_id":
                 raise StoreError(f"table {name} in {self._display} is not keyed by thread_id first")
             found.append(TableSpec(name, type_col, data_col, key))
+        relation, _, column = METADATA_TABLE.partition(".")
+        columns = {r[0] for r in self._conn.execute(_COLUMNS_SQL, (relation,)).fetchall()}
+        key = tuple(r[0] for r in self._conn.execute(_PK_SQL, (relation,)).fetchall())
+        if found and {column, "thread_id"} <= columns and key[:1] == ("thread_id",):
+            found.append(TableSpec(METADATA_TABLE, column, column, key, SEALED_METADATA_KEY))
         return tuple(found)
 
     @property
@@ -137,8 +150,8 @@ class PostgresStore(Store):
 
     def count(self, table: TableSpec, thread_range: ThreadRange = ALL_THREADS) -> int:
         where, params = _range_sql(thread_range)
-        query = sql.SQL("SELECT count(*) FROM {} WHERE {}").format(
-            sql.Identifier(table.name), where
+        query = sql.SQL("SELECT count(*) FROM {} WHERE {} AND {}").format(
+            sql.Identifier(table.relation), self._sql[table.name].only, where
         )
         row = self._fetch(query, params, one=True)
         return int(row[0][0]) if row else 0
@@ -183,18 +196,10 @@ class PostgresStore(Store):
         with self._conn.transaction(), self._conn.cursor() as cur:
             cur.execute(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(_LOCK_TIMEOUT)))
             for table_name, group in _group_by_table(swaps):
+                statements = self._sql[table_name]
                 cur.executemany(
-                    self._sql[table_name].swap,
-                    [
-                        (
-                            s.new_type,
-                            s.new_data,
-                            *s.cell.ref.key_values,
-                            s.cell.type_tag,
-                            s.cell.data,
-                        )
-                        for _, s in group
-                    ],
+                    statements.swap,
+                    [statements.swap_params(s) for _, s in group],
                     returning=True,
                 )
                 results = iter(group)
@@ -209,7 +214,10 @@ class PostgresStore(Store):
         if parts <= 1:
             return [ALL_THREADS]
         union = sql.SQL(" UNION ALL ").join(
-            sql.SQL("SELECT thread_id FROM {}").format(sql.Identifier(t.name)) for t in self.tables
+            sql.SQL("SELECT thread_id FROM {} WHERE {}").format(
+                sql.Identifier(t.relation), self._sql[t.name].only
+            )
+            for t in self.tables
         )
         # Percentiles over rows, not distinct threads, so a few huge threads
         # do not leave one worker with most of the work.
@@ -235,28 +243,55 @@ class PostgresStore(Store):
 
 
 class _Statements:
+    """The SQL for one `TableSpec`: two columns, or one JSON envelope (``envelope_key``)."""
+
     def __init__(self, spec: TableSpec) -> None:
-        table = sql.Identifier(spec.name)
+        table = sql.Identifier(spec.relation)
         keys = [sql.Identifier(c) for c in spec.key_columns]
         cols = sql.SQL(", ").join(keys)
         marks = sql.SQL(", ").join(sql.Placeholder() for _ in keys)
         where_key = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(k) for k in keys)
         type_col, data_col = sql.Identifier(spec.type_column), sql.Identifier(spec.data_column)
-        self._select = sql.SQL("SELECT {}, {}, {} FROM {}").format(cols, type_col, data_col, table)
+        self._envelope = spec.envelope_key is not None
+        if spec.envelope_key is None:
+            self.only: sql.Composable = sql.SQL("TRUE")
+            values = sql.SQL("{}, {}").format(type_col, data_col)
+            self.swap = sql.SQL(
+                "UPDATE {} SET {} = %s, {} = %s WHERE {}"
+                " AND {} IS NOT DISTINCT FROM %s AND {} IS NOT DISTINCT FROM %s RETURNING 1"
+            ).format(table, type_col, data_col, where_key, type_col, data_col)
+        else:
+            entry = sql.Literal(spec.envelope_key)
+            self.only = sql.SQL("{} ? {}").format(data_col, entry)
+            values = sql.SQL("{} -> {}").format(data_col, entry)
+            # jsonb equality ignores key order and spacing; envelope_cell
+            # makes sure the envelope rebuilt from a cell equals what was read.
+            self.swap = sql.SQL(
+                "UPDATE {} SET {} = jsonb_set({}, ARRAY[{}], %s::jsonb) WHERE {}"
+                " AND {} -> {} = %s::jsonb RETURNING 1"
+            ).format(table, data_col, data_col, entry, where_key, data_col, entry)
+        self._select = sql.SQL("SELECT {}, {} FROM {}").format(cols, values, table)
         self._cols = cols
         self._marks = marks
-        self.reload = sql.SQL("{} WHERE {}").format(self._select, where_key)
-        self.swap = sql.SQL(
-            "UPDATE {} SET {} = %s, {} = %s WHERE {}"
-            " AND {} IS NOT DISTINCT FROM %s AND {} IS NOT DISTINCT FROM %s RETURNING 1"
-        ).format(table, type_col, data_col, where_key, type_col, data_col)
+        self.reload = sql.SQL("{} WHERE {} AND {}").format(self._select, where_key, self.only)
+
+    def swap_params(self, swap: Swap) -> tuple[Any, ...]:
+        cell = swap.cell
+        if not self._envelope:
+            return (swap.new_type, swap.new_data, *cell.ref.key_values, cell.type_tag, cell.data)
+        if cell.type_tag is None or cell.data is None:
+            raise StoreError(f"{cell.ref} holds no sealed envelope to replace")
+        old = envelope_json(cell.type_tag, cell.data)
+        return (envelope_json(swap.new_type, swap.new_data), *cell.ref.key_values, old)
 
     def first(self, where: sql.Composable) -> sql.Composed:
-        return sql.SQL("{} WHERE {} ORDER BY {} LIMIT %s").format(self._select, where, self._cols)
+        return sql.SQL("{} WHERE {} AND {} ORDER BY {} LIMIT %s").format(
+            self._select, self.only, where, self._cols
+        )
 
     def page(self, where: sql.Composable) -> sql.Composed:
-        return sql.SQL("{} WHERE ({}) > ({}) AND {} ORDER BY {} LIMIT %s").format(
-            self._select, self._cols, self._marks, where, self._cols
+        return sql.SQL("{} WHERE ({}) > ({}) AND {} AND {} ORDER BY {} LIMIT %s").format(
+            self._select, self._cols, self._marks, self.only, where, self._cols
         )
 
 
@@ -273,12 +308,11 @@ def _range_sql(thread_range: ThreadRange) -> tuple[sql.Composable, list[Any]]:
 
 
 def _cell(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
+    ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
+    if table.envelope_key is not None:
+        return envelope_cell(ref, row[nkey])
     data = row[nkey + 1]
-    return Cell(
-        RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True))),
-        row[nkey],
-        None if data is None else bytes(data),
-    )
+    return Cell(ref, row[nkey], None if data is None else bytes(data))
 
 
 def _group_by_table(swaps: Sequence[Swap]) -> list[tuple[str, list[tuple[int, Swap]]]]:

@@ -14,12 +14,13 @@ import pytest
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinSerializer
 
 from secure_serde import EncryptedSerializer, rewrap
-from secure_serde.stores import PostgresStore
+from secure_serde.stores import METADATA_TABLE, SEALED_METADATA_KEY, PostgresStore
 from tests.rewrap.rewrap_support import (
     A_AND_B,
     KEY_A,
     KEY_B,
     KeyEnv,
+    build_graph,
     cli_command,
     clone_postgres_threads,
     config,
@@ -185,3 +186,108 @@ def test_legacy_rows_on_postgres_become_v1(postgres_url: str) -> None:
     assert set(header_key_ids(postgres_url)) == {key_id(KEY_A)}
     with postgres_graph(postgres_url, rotation_serde({"a": KEY_A}, "a")) as graph:
         assert histories(graph, ["old"]) == before
+
+
+# ---------------------------------------------------------------------------------------------
+# Sealed metadata: the envelope our savers keep in checkpoints.metadata is a cell too
+
+API_KEY = "sk-sealed-api-key-0123456789"
+
+
+def _sealed_checkpoints(url: str, serde: EncryptedSerializer) -> dict[tuple[str, str], Any]:
+    """Every checkpoint's (values, full metadata), read through the sealed saver."""
+    from secure_serde.savers.postgres import PostgresSaver as SealedSaver
+
+    seen: dict[tuple[str, str], Any] = {}
+    with SealedSaver.from_conn_string(url, serde=serde, plaintext_metadata=[]) as saver:
+        for tup in saver.list(None):
+            key = (tup.config["configurable"]["thread_id"], tup.checkpoint["id"])
+            values = tup.checkpoint["channel_values"]
+            seen[key] = (repr(values.get("messages")), dict(tup.metadata))
+    return seen
+
+
+def _envelope_key_ids(url: str) -> list[str]:
+    with PostgresStore(url) as store:
+        table = store.table(METADATA_TABLE)
+        return [c.data[1:5].hex() if c.data else "" for b in store.iter_batches(table) for c in b]
+
+
+def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres_url: str) -> None:
+    from secure_serde.savers.postgres import PostgresSaver as SealedSaver
+
+    threads = ["m1", "m2", "m3"]
+    with SealedSaver.from_conn_string(
+        postgres_url, serde=rotation_serde({"a": KEY_A}, "a"), plaintext_metadata=[]
+    ) as saver:
+        saver.setup()
+        graph = build_graph(saver)
+        for thread in threads:
+            cfg = {"configurable": {"thread_id": thread, "api_key": API_KEY}}
+            graph.invoke({"messages": [("human", f"{thread} hello")]}, cfg)
+    before = _sealed_checkpoints(postgres_url, rotation_serde({"a": KEY_A}, "a"))
+    assert len(before) >= 6
+    assert all(meta["api_key"] == API_KEY for _, meta in before.values())
+    assert _envelope_key_ids(postgres_url) == [key_id(KEY_A)] * len(before)
+
+    report = rewrap(
+        postgres_url, rotation_serde(A_AND_B, "b"), verify=True, batch_size=3, workers=2
+    )
+    assert report.ok, [str(f) for f in report.failures]
+    assert _envelope_key_ids(postgres_url) == [key_id(KEY_B)] * len(before)
+    with PostgresStore(postgres_url) as store:
+        table = store.table(METADATA_TABLE)
+        assert store.count(table) == len(before)
+        assert sum(store.count(table, r) for r in store.thread_ranges(2)) == len(before)
+    with psycopg.connect(postgres_url) as conn:
+        dump = conn.execute("SELECT string_agg(metadata::text, ' ') FROM checkpoints").fetchone()
+    assert dump is not None
+    assert API_KEY not in dump[0]
+
+    retired = rotation_serde(A_AND_B, "b", retired=["a"])
+    assert _sealed_checkpoints(postgres_url, retired) == before
+    again = rewrap(postgres_url, retired, verify=True)
+    assert again.ok
+    assert again.rewrapped == 0
+    assert again.current == again.scanned
+
+
+def test_envelope_changed_between_read_and_swap_is_not_clobbered(postgres_url: str) -> None:
+    from secure_serde.savers.postgres import PostgresSaver as SealedSaver
+    from secure_serde.stores import Swap
+
+    old, new = rotation_serde({"a": KEY_A}, "a"), rotation_serde(A_AND_B, "b")
+    with SealedSaver.from_conn_string(postgres_url, serde=old, plaintext_metadata=[]) as saver:
+        saver.setup()
+        cfg = {"configurable": {"thread_id": "c", "api_key": API_KEY}}
+        build_graph(saver).invoke({"messages": [("human", "hi")]}, cfg)
+    with PostgresStore(postgres_url) as store:
+        stale = next(store.iter_batches(store.table(METADATA_TABLE), 1))[0]
+        assert stale.type_tag is not None
+        assert stale.data is not None
+        inner, _, cipher_name = stale.type_tag.rpartition("+")
+        # The application re-seals the same row meanwhile (same plaintext, fresh nonce).
+        plain = old.cipher.decrypt_bound(cipher_name, stale.data, inner)
+        _, fresh = old.cipher.encrypt_bound(plain, inner)
+        assert store.compare_and_swap([Swap(stale, stale.type_tag, bytes(fresh))]) == [True]
+        now = store.reload(stale.ref)
+        assert now is not None
+        assert now.data == bytes(fresh)
+        assert now.type_tag == stale.type_tag
+
+        name, sealed = new.cipher.encrypt_bound(plain, inner)
+        assert store.compare_and_swap([Swap(stale, f"{inner}+{name}", bytes(sealed))]) == [False]
+        assert store.reload(stale.ref) == now
+        assert store.compare_and_swap([Swap(now, f"{inner}+{name}", bytes(sealed))]) == [True]
+        swapped = store.reload(stale.ref)
+        assert swapped is not None
+        assert swapped.data == bytes(sealed)
+    with psycopg.connect(postgres_url) as conn:
+        row = conn.execute(
+            "SELECT metadata - %s FROM checkpoints WHERE checkpoint_id = %s",
+            (SEALED_METADATA_KEY, stale.ref.checkpoint_id),
+        ).fetchone()
+    assert row is not None
+    assert set(row[0]) == {"source", "step", "parents"}
+    loaded = _sealed_checkpoints(postgres_url, new)
+    assert [meta["api_key"] for _, meta in loaded.values()] == [API_KEY] * len(loaded)

@@ -1,0 +1,61 @@
+"""Sealed-metadata envelopes: a cell kept as one entry of a JSON column.
+
+Our sealed savers move metadata into ``checkpoints.metadata`` under
+``SEALED_METADATA_KEY`` as ``{"type": <type tag>, "data": <base64>}``. The
+savers, audit, inspect and rewrap all read that entry through
+`parse_envelope`, so they agree on what is well formed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any, Final
+
+from secure_serde.stores._base import Cell, RowRef
+
+__all__ = [
+    "METADATA_TABLE",
+    "SEALED_METADATA_KEY",
+    "envelope_cell",
+    "envelope_json",
+    "parse_envelope",
+]
+
+SEALED_METADATA_KEY: Final = "__secure_serde_sealed__"
+# The TableSpec/RowRef name of sealed-metadata cells: table and JSON column.
+METADATA_TABLE: Final = "checkpoints.metadata"
+_TYPE: Final = "type"
+_DATA: Final = "data"
+
+
+def parse_envelope(envelope: Any) -> tuple[str, bytes] | None:
+    """The ``(type tag, ciphertext)`` an envelope holds, or ``None`` if it is malformed."""
+    if not isinstance(envelope, dict) or set(envelope) != {_TYPE, _DATA}:
+        return None
+    type_tag, encoded = envelope[_TYPE], envelope[_DATA]
+    if not isinstance(type_tag, str) or not isinstance(encoded, str):
+        return None
+    try:
+        return type_tag, base64.b64decode(encoded.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        return None
+
+
+def envelope_json(type_tag: str, data: bytes) -> str:
+    """The envelope for ``(type_tag, data)``, as JSON text, exactly as the savers write it."""
+    return json.dumps({_TYPE: type_tag, _DATA: base64.b64encode(data).decode("ascii")})
+
+
+def envelope_cell(ref: RowRef, envelope: Any) -> Cell:
+    """The cell an envelope holds; a malformed one has no type tag, so it reads as unreadable.
+
+    So does one whose base64 is not the canonical encoding of its bytes
+    (our savers never write such): the compare-and-swap matches the
+    envelope rebuilt from the cell, which it would never equal.
+    """
+    parsed = parse_envelope(envelope)
+    if parsed is None or json.loads(envelope_json(*parsed)) != envelope:
+        return Cell(ref, None, b"")
+    return Cell(ref, *parsed)
