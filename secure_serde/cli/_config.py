@@ -1,4 +1,4 @@
-"""The ciphers and serializer the read-only subcommands (audit, inspect) build from the environment.
+"""The ciphers and serializer every subcommand (rewrap, audit, inspect) builds from the environment.
 
 The AES keys come from exactly where an application using
 ``KeyRotationCipher.from_env()`` (and ``secure-serde rewrap``) finds them:

@@ -1,8 +1,11 @@
 """``secure-serde rewrap STORE``: re-encrypt a checkpoint store under the current primary key.
 
-Keys come from the environment, exactly as an application using
-``KeyRotationCipher.from_env()`` gets them: ``LANGGRAPH_AES_KEY`` (key id
-``env``) and the JSON keyring file named by ``SECURE_SERDE_KEYRING_FILE``.
+Keys come from the environment, as `secure_serde.cli._config` reads it for
+every subcommand: ``LANGGRAPH_AES_KEY`` (key id ``env``) and the JSON
+keyring file named by ``SECURE_SERDE_KEYRING_FILE``, as an application using
+``KeyRotationCipher.from_env()`` gets them, and, when
+``SECURE_SERDE_KMS_KEY_ID`` is set, a KMS key that becomes the primary (the
+AES keys then only read: that is how a store moves from an env key to KMS).
 Run it with the configuration of step 4 of the README's rotation runbook:
 the new key primary, the old keys still present and not retired.
 
@@ -20,8 +23,9 @@ import sys
 import time
 from typing import Any, Final, TextIO
 
+from secure_serde._errors import ConfigurationError
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
-from secure_serde.ciphers import KeyRotationCipher
+from secure_serde.cli._config import ConfiguredCiphers, require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE
 
 __all__ = ["ProgressLine", "register"]
@@ -139,13 +143,18 @@ class ProgressLine:
 
 
 def run(args: argparse.Namespace) -> int:
-    cipher = KeyRotationCipher.from_env()
+    configured = require_ciphers()
+    if configured.kms is not None and args.workers > 1:
+        # Workers are forked: a boto3 client's pooled connections must not be
+        # shared between processes, so KMS stores are rewrapped by one process.
+        raise ConfigurationError("--workers > 1 is not supported with a KMS key; use one worker")
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = ProgressLine(sys.stderr) if show else None
     try:
         report = rewrap(
             args.store,
-            cipher,
+            configured.primary,
+            decrypt_only=configured.decrypt_only,
             batch_size=args.batch_size,
             dry_run=args.dry_run,
             allow_plaintext=args.allow_plaintext,
@@ -163,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.finish()
-    _print_report(report, cipher, sys.stdout)
+    _print_report(report, configured, sys.stdout)
     if report.ok:
         return EXIT_OK
     print(
@@ -173,17 +182,21 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FAILED_ROWS
 
 
-def _named(source: str, cipher: KeyRotationCipher) -> str:
-    _, _, key_id = source.partition("/")
-    label = cipher.label_for(key_id) if key_id else None
+def _named(source: str, configured: ConfiguredCiphers) -> str:
+    cipher_name, _, key_id = source.partition("/")
+    label = configured.key_label(cipher_name, key_id or None)
+    kms = configured.kms
+    if label is None and not key_id and kms is not None and cipher_name in kms.cipher_names:
+        # The KMS primary is known by its CMK, not by a per-key header id.
+        label = kms.key_arn or kms.key_id
     return f"{source} ({label})" if label else source
 
 
-def _print_report(report: RewrapReport, cipher: KeyRotationCipher, out: TextIO) -> None:
+def _print_report(report: RewrapReport, configured: ConfiguredCiphers, out: TextIO) -> None:
     verb = "would rewrap" if report.dry_run else "rewrapped"
     workers = f" with {report.workers} workers" if report.workers > 1 else ""
     print(f"store: {report.store}", file=out)
-    print(f"primary: {_named(report.primary, cipher)}", file=out)
+    print(f"primary: {_named(report.primary, configured)}", file=out)
     print(
         f"scanned {report.scanned:,} rows in {report.elapsed:.2f} s"
         f" ({report.rate:,.0f} rows/s){workers}: {verb} {report.rewrapped:,},"
@@ -198,7 +211,7 @@ def _print_report(report: RewrapReport, cipher: KeyRotationCipher, out: TextIO) 
             file=out,
         )
     for source, count in report.sources.items():
-        print(f"  {verb} from {_named(source, cipher)}: {count:,}", file=out)
+        print(f"  {verb} from {_named(source, configured)}: {count:,}", file=out)
     if report.failures:
         print("rows that could not be rewrapped:", file=out)
         for failure in report.failures:

@@ -94,7 +94,7 @@ def test_dry_run_writes_nothing(store: Path, keys: Any, capsys: pytest.CaptureFi
     [
         (["rewrap", "{missing}"], (KEY_A, None), "no SQLite file"),
         (["rewrap", "{notastore}"], (KEY_A, None), "no langgraph checkpoint tables"),
-        (["rewrap", "{store}"], (None, None), "no primary key"),
+        (["rewrap", "{store}"], (None, None), "no keys configured"),
         (["rewrap", "{store}", "--workers", "2"], (KEY_A, STAGE3), "PostgreSQL stores only"),
         (["rewrap", "{store}"], (KEY_A, {"primary": "zz"}), "primary 'zz' is not in keys"),
         (["rewrap", "{store}"], ("too short", None), "LANGGRAPH_AES_KEY must be"),
@@ -228,3 +228,39 @@ def test_retire_check_lists_rows_left_under_the_retired_key(
     capsys.readouterr()
     assert main(["rewrap", str(store), "--dry-run", "--verify"]) == 0
     assert "failed 0" in capsys.readouterr().out
+
+
+def test_a_kms_key_in_the_environment_moves_an_env_key_store_to_kms(
+    store: Path,
+    keys: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    kms_endpoint: str,
+    kms_client: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    cmk = kms_client.create_key(Description="rewrap target")["KeyMetadata"]["Arn"]
+    keys(env_key=KEY_A)
+    for name, value in {
+        "AWS_ENDPOINT_URL_KMS": kms_endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "SECURE_SERDE_KMS_KEY_ID": cmk,
+    }.items():
+        monkeypatch.setenv(name, value)
+    with sqlite3.connect(store) as conn:
+        before = conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0]
+    assert main(["rewrap", str(store), "--workers", "2"]) == 2
+    assert "KMS" in capsys.readouterr().err
+    assert main(["rewrap", str(store), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert cmk in out
+    with sqlite3.connect(store) as conn:
+        tags = {row[0] for row in conn.execute("SELECT type FROM checkpoints")}
+        tags |= {row[0] for row in conn.execute("SELECT type FROM writes")}
+        assert conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0] == before
+    assert tags
+    assert all(tag.endswith("+kms") for tag in tags)
+    # A second run finds everything current, and the store still reads through KMS alone.
+    assert main(["rewrap", str(store), "--no-progress"]) == 0
+    assert "rewrapped 0," in capsys.readouterr().out
