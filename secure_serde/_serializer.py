@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import threading
-import time
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -29,6 +27,7 @@ from secure_serde._errors import (
 from secure_serde._keys import ENV_VAR
 from secure_serde._langgraph import register_allowlist_wrapper
 from secure_serde._primitives import MODE_EAX, Backend
+from secure_serde._ratelog import RateLimitedWarning
 from secure_serde._trust import load_authenticated
 from secure_serde.ciphers._env import EnvKeyCipher
 from secure_serde.ciphers._protocol import BoundCipher
@@ -39,31 +38,6 @@ logger = logging.getLogger("secure_serde")
 
 _PICKLE: Final = "pickle"
 _UNREADABLE: Final = object()
-_PLAINTEXT_LOG_INTERVAL: Final = 60.0
-
-
-class _PlaintextReadLog:
-    """Logs plaintext reads at most once per interval, with a count, per serializer."""
-
-    def __init__(self, interval: float) -> None:
-        self._interval = interval
-        self._lock = threading.Lock()
-        self._last = float("-inf")
-        self._unlogged = 0
-
-    def record(self, type_tag: str) -> None:
-        with self._lock:
-            self._unlogged += 1
-            now = time.monotonic()
-            if now - self._last < self._interval:
-                return
-            count, self._unlogged, self._last = self._unlogged, 0, now
-        logger.warning(
-            "secure_serde read %d plaintext row(s) (latest type %r) because"
-            " allow_plaintext=True; rewrap the store and turn it off",
-            count,
-            type_tag,
-        )
 
 
 def _has_pickle(type_tag: str) -> bool:
@@ -127,7 +101,10 @@ class EncryptedSerializer:
         self._decryptors = decryptors
         self._allow_plaintext = allow_plaintext
         self._allow_legacy_pickle = allow_legacy_pickle
-        self._plaintext_log = _PlaintextReadLog(_PLAINTEXT_LOG_INTERVAL)
+        self._plaintext_log = RateLimitedWarning(
+            "secure_serde read %d plaintext row(s) (latest type %r) because"
+            " allow_plaintext=True; rewrap the store and turn it off"
+        )
 
     @property
     def cipher(self) -> BoundCipher:

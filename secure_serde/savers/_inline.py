@@ -13,19 +13,14 @@ snapshot is not a value: the snapshot blob, loaded with it, wins over it.
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from secure_serde._errors import PlaintextRefusedError
+from secure_serde._ratelog import RateLimitedWarning
 
 __all__ = ["InlineValueGuard", "blob_channels"]
 
-logger = logging.getLogger("secure_serde")
-
-_LOG_INTERVAL: Final = 60.0
 _EMPTY: Final = b"empty"
 
 
@@ -37,13 +32,14 @@ def blob_channels(blob_rows: Iterable[Sequence[bytes]] | None) -> set[str]:
 class InlineValueGuard:
     """Refuses, or logs, channel values that come from the checkpoint JSON."""
 
-    __slots__ = ("_allow", "_last", "_lock", "_unlogged")
+    __slots__ = ("_allow", "_log")
 
     def __init__(self, allow: bool) -> None:
         self._allow = allow
-        self._lock = threading.Lock()
-        self._last = float("-inf")
-        self._unlogged = 0
+        self._log = RateLimitedWarning(
+            "secure_serde read plaintext inline channel values %d time(s) (latest channels %s)"
+            " because allow_inline_values=True; finish migrating and turn it off"
+        )
 
     @property
     def allow(self) -> bool:
@@ -67,15 +63,4 @@ class InlineValueGuard:
                 " checkpoint JSON (allow_inline_values=False); a stock saver wrote them, or"
                 " someone planted them"
             )
-        with self._lock:
-            self._unlogged += 1
-            now = time.monotonic()
-            if now - self._last < _LOG_INTERVAL:
-                return
-            count, self._unlogged, self._last = self._unlogged, 0, now
-        logger.warning(
-            "secure_serde read plaintext inline channel values %d time(s) (latest channels %s)"
-            " because allow_inline_values=True; finish migrating and turn it off",
-            count,
-            channels,
-        )
+        self._log.record(channels)
