@@ -469,13 +469,19 @@ def _resolve_arns(primary: str, arns: Mapping[str, str]) -> _Resolved:
     )
 
 
+# Every live cipher, so that one at-fork hook (registered once, below) can
+# reset them all; a hook per cipher would pile up for the life of the process.
+_LIVE_CIPHERS: Final[weakref.WeakSet[KmsEnvelopeCipher]] = weakref.WeakSet()
+
+
 def _forget_keys_on_fork(cipher: KmsEnvelopeCipher) -> None:
     """Give ``cipher`` empty caches in every child forked after this point."""
-    ref = weakref.ref(cipher)
+    _LIVE_CIPHERS.add(cipher)
 
-    def forget() -> None:
-        alive = ref()
-        if alive is not None:
-            alive._after_fork()
 
-    os.register_at_fork(after_in_child=forget)
+def _after_fork_in_child() -> None:
+    for cipher in list(_LIVE_CIPHERS):
+        cipher._after_fork()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
