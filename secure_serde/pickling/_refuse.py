@@ -4,16 +4,16 @@ Every admitted global can be called by a pickle, with arguments of the
 pickle's choosing (REDUCE), so admitting one that runs code, opens files or
 reaches arbitrary attributes turns the allowlist back into plain pickle. A
 list of module names alone is not enough: the same object answers to
-several names (``io.open`` is ``builtins.open``, ``_operator.attrgetter`` is
-``operator.attrgetter``), so a requested name is also resolved, and the
-object it names is refused by identity and by the module that defines it.
+several names (``bz2._builtin_open`` is ``builtins.open``,
+``collections._itemgetter`` is ``operator.itemgetter``), so a requested name
+is also resolved, and the object it names is refused by the module that
+defines it.
 This is a backstop against mistakes, not a proof of safety: admit only the
 classes whose pickles you need.
 """
 
 from __future__ import annotations
 
-import builtins
 import importlib
 import types
 from typing import Final
@@ -126,15 +126,6 @@ _DANGEROUS_MODULES: Final = frozenset(
     }
 )
 
-# Builtins that are not data types, by identity: an alias elsewhere (io.open
-# is builtins.open) is refused even if its module were not listed above.
-_DANGEROUS_OBJECTS: Final = frozenset(
-    id(value)
-    for name, value in vars(builtins).items()
-    if name not in _SAFE_BUILTINS and (callable(value) or isinstance(value, types.ModuleType))
-)
-
-
 # Parts of numpy and pandas that read or write files, load pickles or
 # evaluate expressions: the presets never need them, and their names are
 # what a developer hunting for a "missing helper" might paste in.
@@ -213,8 +204,8 @@ def refuse_dangerous(pair: tuple[str, str], target: object = None) -> None:
         except (ImportError, AttributeError):
             # Not resolvable here, so not loadable here either; the names passed.
             return
-    if isinstance(target, types.ModuleType) or id(target) in _DANGEROUS_OBJECTS:
-        raise _refuse(module, name, "it is a module or an alias of a dangerous builtin")
+    if isinstance(target, types.ModuleType):
+        raise _refuse(module, name, "it is a module")
     if id(target) in _dangerous_third_party():
         raise _refuse(module, name, "it reads or writes files, loads pickles or evaluates code")
     defining = getattr(target, "__module__", None)
