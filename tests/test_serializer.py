@@ -27,27 +27,15 @@ from secure_serde import (
 from secure_serde._keys import Key
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.ciphers._keyring import Keyring
+from tests.planted import PlantedPickle
 
 KEY = b"0123456789abcdef0123456789abcdef"
 OTHER_KEY = b"fedcba9876543210fedcba9876543210"
 
 
-class _Marker:
-    """Unpickling this sets a flag: proof that planted code would have run."""
-
-    ran = False
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_run_marker, ())
-
-
-def _run_marker() -> None:
-    _Marker.ran = True
-
-
 @pytest.fixture(autouse=True)
 def _reset_marker() -> None:
-    _Marker.ran = False
+    PlantedPickle.reset()
 
 
 def _serde(**kwargs: Any) -> EncryptedSerializer:
@@ -98,18 +86,18 @@ def test_every_truncation_is_refused(value: Any) -> None:
 def test_relabelled_rows_fail_to_authenticate(new_inner: str) -> None:
     inner = JsonPlusSerializer(pickle_fallback=True)
     serde = EncryptedSerializer(EnvKeyCipher(key=KEY), inner)
-    rows = [serde.dumps_typed({"a": 1}), serde.dumps_typed(pickle.dumps(_Marker()))]
+    rows = [serde.dumps_typed({"a": 1}), serde.dumps_typed(pickle.dumps(PlantedPickle()))]
     for tag, blob in rows:
         if tag.startswith(new_inner + "+"):
             continue
         with pytest.raises(DecryptionError):
             serde.loads_typed((f"{new_inner}+aesgcm", blob))
-    assert not _Marker.ran
+    assert not PlantedPickle.ran
 
 
 def test_planted_plaintext_pickle_never_runs() -> None:
     inner = JsonPlusSerializer(pickle_fallback=True)
-    planted = ("pickle", pickle.dumps(_Marker()))
+    planted = ("pickle", pickle.dumps(PlantedPickle()))
     with pytest.raises(PlaintextRefusedError):
         EncryptedSerializer(EnvKeyCipher(key=KEY), inner).loads_typed(planted)
     with pytest.raises(PickleRefusedError):
@@ -118,10 +106,10 @@ def test_planted_plaintext_pickle_never_runs() -> None:
         EncryptedSerializer(EnvKeyCipher(key=KEY), inner, allow_plaintext=True).loads_typed(
             ("pickle+zlib", zlib.compress(planted[1]))
         )
-    assert not _Marker.ran
+    assert not PlantedPickle.ran
     # The control: the inner serializer alone would have run it.
     inner.loads_typed(planted)
-    assert _Marker.ran
+    assert PlantedPickle.ran
 
 
 @pytest.mark.parametrize("tag", ["msgpack", "bytes", "null", "json"])

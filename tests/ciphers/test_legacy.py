@@ -18,6 +18,7 @@ from secure_serde import (
     UnknownCipherError,
 )
 from secure_serde.ciphers import EnvKeyCipher
+from tests.planted import PlantedPickle
 
 VALUES: list[Any] = [
     None,
@@ -82,38 +83,27 @@ def test_legacy_rows_under_another_key_are_refused(env_key: str) -> None:
         EncryptedSerializer.from_pycryptodome_aes().loads_typed(row)
 
 
-class _Marker:
-    ran = False
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_set_marker, ())
-
-
-def _set_marker() -> None:
-    _Marker.ran = True
-
-
 def test_legacy_pickle_rows_are_refused_unless_opted_in() -> None:
     inner = JsonPlusSerializer(pickle_fallback=True)
     builtin = BuiltinSerializer.from_pycryptodome_aes(serde=inner, key=b"k" * 32)
     # A bytes row relabelled as pickle: the built-in format cannot notice.
     import pickle
 
-    _, blob = builtin.dumps_typed(pickle.dumps(_Marker()))
+    _, blob = builtin.dumps_typed(pickle.dumps(PlantedPickle()))
     relabelled = ("pickle+aes", blob)
-    _Marker.ran = False
+    PlantedPickle.reset()
     with pytest.raises(PickleRefusedError):
         EncryptedSerializer.from_pycryptodome_aes(serde=inner, key=b"k" * 32).loads_typed(
             relabelled
         )
-    assert not _Marker.ran
+    assert not PlantedPickle.ran
     # The built-in runs it, which is the hole being closed.
     builtin.loads_typed(relabelled)
-    assert _Marker.ran
-    _Marker.ran = False
+    assert PlantedPickle.ran
+    PlantedPickle.reset()
     opted_in = EncryptedSerializer(EnvKeyCipher(key=b"k" * 32), inner, allow_legacy_pickle=True)
     opted_in.loads_typed(relabelled)
-    assert _Marker.ran
+    assert PlantedPickle.ran
 
 
 def test_legacy_reading_can_be_turned_off(env_key: str) -> None:

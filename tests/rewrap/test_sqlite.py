@@ -24,6 +24,7 @@ from secure_serde import (
 )
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from secure_serde.stores import SqliteStore, Swap
+from tests.planted import PlantedPickle
 from tests.rewrap.rewrap_support import (
     A_AND_B,
     KEY_A,
@@ -259,17 +260,6 @@ def test_legacy_and_plaintext_rows_become_v1(store_path: Path, tmp_path: Path) -
         assert histories(graph, ["plain-0"]) == plain
 
 
-class _Marker:
-    ran = False
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_Marker._run, ())
-
-    @staticmethod
-    def _run() -> None:
-        _Marker.ran = True
-
-
 def _plant(path: Path, rows: Sequence[tuple[str, str, bytes]]) -> None:
     with sqlite3.connect(path) as conn:
         conn.executemany(
@@ -281,7 +271,8 @@ def _plant(path: Path, rows: Sequence[tuple[str, str, bytes]]) -> None:
 
 def test_pickle_rows_with_unauthenticated_tags_are_refused(store_path: Path) -> None:
     _fill(store_path, rotation_serde({"a": KEY_A}, "a"), ["x"], turns=1)
-    payload = pickle.dumps(_Marker())
+    PlantedPickle.reset()
+    payload = pickle.dumps(PlantedPickle())
     legacy_cipher = BuiltinSerializer.from_pycryptodome_aes(key=KEY_A.encode()).cipher
     _, legacy_blob = legacy_cipher.encrypt(payload)
     _plant(
@@ -300,7 +291,7 @@ def test_pickle_rows_with_unauthenticated_tags_are_refused(store_path: Path) -> 
     report = rewrap(store_path, target, allow_plaintext=True, allow_legacy_pickle=True)
     assert [f.ref.thread_id for f in report.failures] == ["plain-pickle"]
     assert report.sources == {"aes": 1}
-    assert not _Marker.ran, "rewrap must never unpickle anything"
+    assert not PlantedPickle.ran, "rewrap must never unpickle anything"
     with SqliteStore(store_path) as store:
         tags = {c.ref.thread_id: c.type_tag for c in store.iter_cells()}
     assert tags["legacy-pickle"] == "pickle+aesgcm"
