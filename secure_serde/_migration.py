@@ -1,0 +1,62 @@
+"""`Migration`: the one setting that widens what secure_serde will read.
+
+Every switch that lets a store's unauthenticated content through lives
+here, so that a reviewer reads one object to know what a deployment
+accepts, and so that turning migration off is one argument, not five.
+Each field names a kind of row whose type tag or location nothing
+authenticates; reading one is logged, rate-limited, by whoever reads it.
+Rows read under any switch are still decoded strictly (data types only,
+never an import by name), so widening what is *read* never widens what
+can *run*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+__all__ = ["Migration"]
+
+
+@dataclass(frozen=True)
+class Migration:
+    """What a store being migrated may still contain.
+
+    Attributes:
+        plaintext: blobs with no cipher suffix (a store that was never
+            encrypted). Plaintext ``pickle`` rows are refused even so.
+        inline_values: channel values the stock PostgreSQL saver keeps
+            inline in the plaintext ``checkpoint`` JSON.
+        legacy_pickle: ``pickle+aes`` rows of langgraph's built-in format,
+            whose type tag is not authenticated.
+        unbound: in the sealed savers, values written without a binding to
+            their row (by the stock saver or an older secure_serde).
+        plaintext_metadata: in the sealed savers, metadata keys that should
+            be sealed but are found in plaintext.
+    """
+
+    plaintext: bool = False
+    inline_values: bool = False
+    legacy_pickle: bool = False
+    unbound: bool = False
+    plaintext_metadata: bool = False
+
+    NONE: ClassVar[Migration]
+    EVERYTHING: ClassVar[Migration]
+
+    @property
+    def active(self) -> bool:
+        """True when any switch is on."""
+        return any(getattr(self, f.name) for f in fields(self))
+
+    def enabled(self) -> tuple[str, ...]:
+        """The names of the switches that are on, for logs and reprs."""
+        return tuple(f.name for f in fields(self) if getattr(self, f.name))
+
+
+Migration.NONE = Migration()
+# Every read switch except legacy pickles, whose tags no one ever authenticated:
+# what `secure-serde rewrap` needs to bring a stock or 0.1 store up to date.
+Migration.EVERYTHING = Migration(
+    plaintext=True, inline_values=True, unbound=True, plaintext_metadata=True
+)
