@@ -9,7 +9,13 @@ Layers, top to bottom:
 * byte formats: ``_format`` (v1) and ``ciphers/_kms_format``;
 * primitives (``_primitives``): AES-GCM and HKDF from ``cryptography`` or
   pycryptodome, never hand-rolled.
+
+Only the error classes are imported with the package; every other name below
+is imported on first use (PEP 562), so that ``import secure_serde`` does not
+load the rewrap engine, the stores or a database driver.
 """
+
+from typing import TYPE_CHECKING
 
 from secure_serde._errors import (
     ConfigurationError,
@@ -29,10 +35,27 @@ from secure_serde._errors import (
     UnknownKeyError,
     UnsafePickleError,
 )
-from secure_serde._keys import generate_encoded_key
-from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
-from secure_serde._serializer import EncryptedSerializer
-from secure_serde.pickling import PickleFallbackSerializer
+
+if TYPE_CHECKING:
+    from secure_serde._keys import generate_encoded_key
+    from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
+    from secure_serde._serializer import EncryptedSerializer
+    from secure_serde.pickling import PickleFallbackSerializer
+else:
+    from secure_serde._lazy import lazy_attributes
+
+    __getattr__, __dir__ = lazy_attributes(
+        __name__,
+        {
+            "EncryptedSerializer": "secure_serde._serializer",
+            "PickleFallbackSerializer": "secure_serde.pickling._serializer",
+            "RewrapProgress": "secure_serde._rewrap._report",
+            "RewrapReport": "secure_serde._rewrap._report",
+            "RowFailure": "secure_serde._rewrap._report",
+            "generate_encoded_key": "secure_serde._keys",
+            "rewrap": "secure_serde._rewrap._api",
+        },
+    )
 
 __all__ = [
     "ConfigurationError",

@@ -63,14 +63,27 @@ try:
 except ImportError:  # pragma: no cover - exercised only where the wheel is missing
     _HAVE_CRYPTOGRAPHY = False
 
-try:
-    from Crypto.Cipher import AES as _PyAES
-    from Crypto.Hash import SHA256 as _PySHA256
-    from Crypto.Protocol.KDF import HKDF as _PyHKDF
+# pycryptodome is imported on first need (its backend, or a legacy row):
+# it costs tens of milliseconds of import time that most processes never use.
+_PyAES: Any = None
+_PySHA256: Any = None
+_PyHKDF: Any = None
+_HAVE_PYCRYPTODOME: bool | None = None  # None: not looked for yet
 
-    _HAVE_PYCRYPTODOME = True
-except ImportError:  # pragma: no cover - exercised only where the extra is missing
-    _HAVE_PYCRYPTODOME = False
+
+def _have_pycryptodome() -> bool:
+    global _HAVE_PYCRYPTODOME, _PyAES, _PySHA256, _PyHKDF
+    if _HAVE_PYCRYPTODOME is None:
+        try:
+            from Crypto.Cipher import AES
+            from Crypto.Hash import SHA256
+            from Crypto.Protocol.KDF import HKDF
+        except ImportError:  # pragma: no cover - exercised only where the extra is missing
+            _HAVE_PYCRYPTODOME = False
+        else:
+            _PyAES, _PySHA256, _PyHKDF = AES, SHA256, HKDF
+            _HAVE_PYCRYPTODOME = True
+    return _HAVE_PYCRYPTODOME
 
 
 class SecretHolder:
@@ -97,12 +110,14 @@ def available_backends() -> tuple[str, ...]:
     names = []
     if _HAVE_CRYPTOGRAPHY:
         names.append("cryptography")
-    if _HAVE_PYCRYPTODOME:
+    if _have_pycryptodome():
         names.append("pycryptodome")
     return tuple(names)
 
 
 def _resolve(backend: Backend) -> str:
+    if backend == "auto" and _HAVE_CRYPTOGRAPHY:
+        return "cryptography"  # without importing pycryptodome
     have = available_backends()
     if backend == "auto":
         if not have:
@@ -205,7 +220,7 @@ def hkdf_sha256(ikm: bytes, info: bytes, length: int, backend: Backend = "auto")
 
 def legacy_supported() -> bool:
     """True when pycryptodome, needed to read langgraph's built-in rows, is installed."""
-    return _HAVE_PYCRYPTODOME
+    return _have_pycryptodome()
 
 
 def legacy_open(
@@ -216,7 +231,7 @@ def legacy_open(
     The built-in never passed associated data; ``aad`` exists so the
     Wycheproof vectors can exercise the same code path.
     """
-    if not _HAVE_PYCRYPTODOME:
+    if not _have_pycryptodome():
         raise DecryptionError("reading langgraph built-in rows needs pycryptodome")
     if mode not in LEGACY_MODES:
         raise ConfigurationError(f"AES mode {mode} never produced readable langgraph rows")

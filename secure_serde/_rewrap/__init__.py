@@ -1,11 +1,27 @@
 """Rewrap: move every stored value under the current primary key, without deserializing it."""
 
-from secure_serde._rewrap._api import rewrap
-from secure_serde._rewrap._report import (
-    MAX_LISTED_FAILURES,
-    RewrapProgress,
-    RewrapReport,
-    RowFailure,
-)
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from secure_serde._rewrap._api import rewrap
+    from secure_serde._rewrap._report import (
+        MAX_LISTED_FAILURES,
+        RewrapProgress,
+        RewrapReport,
+        RowFailure,
+    )
+else:
+    from secure_serde._lazy import lazy_attributes
+
+    __getattr__, __dir__ = lazy_attributes(
+        __name__,
+        {
+            "MAX_LISTED_FAILURES": "secure_serde._rewrap._report",
+            "RewrapProgress": "secure_serde._rewrap._report",
+            "RewrapReport": "secure_serde._rewrap._report",
+            "RowFailure": "secure_serde._rewrap._report",
+            "rewrap": "secure_serde._rewrap._api",
+        },
+    )
 
 __all__ = ["MAX_LISTED_FAILURES", "RewrapProgress", "RewrapReport", "RowFailure", "rewrap"]

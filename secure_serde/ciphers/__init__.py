@@ -1,11 +1,31 @@
 """Ciphers: each satisfies langgraph's ``CipherProtocol`` and secure_serde's `BoundCipher`."""
 
-from secure_serde.ciphers._env import EnvKeyCipher
-from secure_serde.ciphers._keyring import Keyring
-from secure_serde.ciphers._kms import KmsCacheInfo, KmsEnvelopeCipher
-from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
-from secure_serde.ciphers._protocol import BoundCipher
-from secure_serde.ciphers._rotation import KEYRING_FILE_VAR, KeyRotationCipher
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from secure_serde.ciphers._env import EnvKeyCipher
+    from secure_serde.ciphers._keyring import Keyring
+    from secure_serde.ciphers._kms import KmsCacheInfo, KmsEnvelopeCipher
+    from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
+    from secure_serde.ciphers._protocol import BoundCipher
+    from secure_serde.ciphers._rotation import KEYRING_FILE_VAR, KeyRotationCipher
+else:
+    from secure_serde._lazy import lazy_attributes
+
+    __getattr__, __dir__ = lazy_attributes(
+        __name__,
+        {
+            "BoundCipher": "secure_serde.ciphers._protocol",
+            "EnvKeyCipher": "secure_serde.ciphers._env",
+            "KEYRING_FILE_VAR": "secure_serde.ciphers._rotation",
+            "KeyRotationCipher": "secure_serde.ciphers._rotation",
+            "Keyring": "secure_serde.ciphers._keyring",
+            "KmsCacheInfo": "secure_serde.ciphers._kms",
+            "KmsEnvelopeCipher": "secure_serde.ciphers._kms",
+            "LEGACY_CIPHER_NAME": "secure_serde.ciphers._legacy",
+            "LegacyAesReader": "secure_serde.ciphers._legacy",
+        },
+    )
 
 __all__ = [
     "KEYRING_FILE_VAR",

@@ -3,35 +3,70 @@
 Each subcommand module exposes ``register(subparsers)``, which adds its
 parser and sets ``func`` to a callable taking the parsed arguments and
 returning the exit code.
+
+A subcommand's module, and what it imports (the rewrap engine, the stores, a
+database driver, KMS), is loaded only when that subcommand runs: the others
+appear in ``--help`` by name and summary alone, from `_SUBCOMMANDS`.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
+from typing import Final
 
-from secure_serde import SecureSerdeError
-from secure_serde.cli import _audit, _inspect, _keygen, _rewrap
+from secure_serde._errors import SecureSerdeError
 
 __all__ = ["build_parser", "main"]
 
-_SUBCOMMANDS = (_keygen, _rewrap, _audit, _inspect)
+# name -> (module, one-line help); each help must equal the one its module's
+# register() gives, which tests/test_import_light.py checks.
+_SUBCOMMANDS: Final = {
+    "keygen": ("secure_serde.cli._keygen", "print a new 256-bit key in the base64: form"),
+    "rewrap": (
+        "secure_serde.cli._rewrap",
+        "re-encrypt every stored value under the current primary key",
+    ),
+    "audit": (
+        "secure_serde.cli._audit",
+        "report what a store holds unencrypted, under which keys, and what cannot be read",
+    ),
+    "inspect": (
+        "secure_serde.cli._inspect",
+        "decrypt and show a checkpoint, or a thread's history, for time-travel debugging",
+    ),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command's parser.
+
+    With ``only`` naming a subcommand, only that subcommand's module is
+    imported and given its full parser; the others are listed by name and
+    help. Without it, every subcommand is registered in full.
+    """
     parser = argparse.ArgumentParser(
         prog="secure-serde",
         description="Keys and stores for secure_serde-encrypted LangGraph checkpoints.",
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in _SUBCOMMANDS:
-        module.register(subparsers)
+    for name, (module, summary) in _SUBCOMMANDS.items():
+        if only is None or only == name:
+            importlib.import_module(module).register(subparsers)
+        else:
+            subparsers.add_parser(name, help=summary)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    # The subcommand is the first argument (the command has no options of its
+    # own but -h); anything else is help or a usage error, which needs no module.
+    first = args_list[0] if args_list else ""
+    only = first if first in _SUBCOMMANDS else ""
+    args = build_parser(only).parse_args(args_list)
     try:
         code: int = args.func(args)
     except SecureSerdeError as exc:

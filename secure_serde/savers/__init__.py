@@ -4,6 +4,19 @@
 ``postgres`` extra). The metadata names below need no database driver.
 """
 
-from secure_serde.savers._metadata import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from secure_serde.savers._metadata import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
+else:
+    from secure_serde._lazy import lazy_attributes
+
+    __getattr__, __dir__ = lazy_attributes(
+        __name__,
+        {
+            "SEALED_METADATA_KEY": "secure_serde.savers._metadata",
+            "STRUCTURAL_METADATA_KEYS": "secure_serde.savers._metadata",
+        },
+    )
 
 __all__ = ["SEALED_METADATA_KEY", "STRUCTURAL_METADATA_KEYS"]

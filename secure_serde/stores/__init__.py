@@ -82,26 +82,53 @@ Errors opening, reading or writing a store raise `StoreError`, under
 `SecureSerdeError`.
 """
 
-from secure_serde.stores._base import (
-    ALL_THREADS,
-    DEFAULT_BATCH_SIZE,
-    Cell,
-    RowRef,
-    Store,
-    StoreError,
-    Swap,
-    TableSpec,
-    ThreadRange,
-)
-from secure_serde.stores._envelope import (
-    METADATA_TABLE,
-    SEALED_METADATA_KEY,
-    envelope_cell,
-    parse_envelope,
-)
-from secure_serde.stores._open import open_store
-from secure_serde.stores._postgres import PostgresStore
-from secure_serde.stores._sqlite import SqliteStore
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from secure_serde.stores._base import (
+        ALL_THREADS,
+        DEFAULT_BATCH_SIZE,
+        Cell,
+        RowRef,
+        Store,
+        StoreError,
+        Swap,
+        TableSpec,
+        ThreadRange,
+    )
+    from secure_serde.stores._envelope import (
+        METADATA_TABLE,
+        SEALED_METADATA_KEY,
+        envelope_cell,
+        parse_envelope,
+    )
+    from secure_serde.stores._open import open_store
+    from secure_serde.stores._postgres import PostgresStore
+    from secure_serde.stores._sqlite import SqliteStore
+else:
+    from secure_serde._lazy import lazy_attributes
+
+    __getattr__, __dir__ = lazy_attributes(
+        __name__,
+        {
+            "ALL_THREADS": "secure_serde.stores._base",
+            "Cell": "secure_serde.stores._base",
+            "DEFAULT_BATCH_SIZE": "secure_serde.stores._base",
+            "METADATA_TABLE": "secure_serde.stores._envelope",
+            "PostgresStore": "secure_serde.stores._postgres",
+            "RowRef": "secure_serde.stores._base",
+            "SEALED_METADATA_KEY": "secure_serde.stores._envelope",
+            "SqliteStore": "secure_serde.stores._sqlite",
+            "Store": "secure_serde.stores._base",
+            "StoreError": "secure_serde.stores._base",
+            "Swap": "secure_serde.stores._base",
+            "TableSpec": "secure_serde.stores._base",
+            "ThreadRange": "secure_serde.stores._base",
+            "envelope_cell": "secure_serde.stores._envelope",
+            "open_store": "secure_serde.stores._open",
+            "parse_envelope": "secure_serde.stores._envelope",
+        },
+    )
 
 __all__ = [
     "ALL_THREADS",
