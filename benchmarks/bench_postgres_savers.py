@@ -1,48 +1,80 @@
-"""What the sealed PostgreSQL saver costs per checkpoint, against the stock one, in one run.
+"""What the sealed PostgreSQL savers cost per call, against the stock ones, in one run.
 
-Run from the repository root against a PostgreSQL you can create tables in (a local, idle one
-gives the steadiest numbers)::
+Run from the repository root, against a PostgreSQL you can create tables in, or with no DSN to
+let the script start (and remove) its own throwaway cluster on 127.0.0.1, the way the tests
+do::
 
-    .venv/bin/python benchmarks/bench_postgres_savers.py "postgresql://postgres@127.0.0.1:5432/bench"
-    .venv/bin/python benchmarks/bench_postgres_savers.py DSN --quick
+    .venv/bin/python benchmarks/bench_postgres_savers.py                 # about 5 minutes
+    .venv/bin/python benchmarks/bench_postgres_savers.py --quick         # smoke run
+    .venv/bin/python benchmarks/bench_postgres_savers.py "postgresql://postgres@127.0.0.1:5432/b"
 
 Workload: a checkpoint like a chat agent's, with a ``messages`` channel of 20 messages, eight
 primitive channels (str, int, float, bool, None) and two ``branch:to:`` markers. Each put
 changes ``messages`` and two primitives and leaves the rest unchanged, which is where the
-sealed saver does extra work: it writes every primitive as an encrypted blob, unchanged ones
-included (an ``ON CONFLICT DO NOTHING`` insert; see secure_serde/savers/_values.py).
+sealed saver does extra work: it stores every primitive as an encrypted blob, where the stock
+saver keeps it inline in plaintext JSON.
+
+Operations, each on the sync and on the async saver:
+
+* ``put``: a chain of checkpoints on a fresh thread;
+* ``put_writes``: two writes (a message and a primitive) per checkpoint of that chain;
+* ``get_tuple``: each checkpoint of the chain, by id;
+* ``list``: the whole thread, newest first;
+* ``graph step``: one ``invoke`` of a compiled LangGraph graph (sync savers only): a chat node
+  that appends a reply and updates three primitive channels, four checkpoints and their
+  writes per invoke, on a thread that grows through the batch.
 
 Savers, side by side: the stock ``PostgresSaver`` with plain JsonPlus, the stock saver with
 secure_serde's ``EncryptedSerializer`` (primitives then stay inline in plaintext JSON), and
-secure_serde's sealed saver with the same serializer, with and without sealed metadata. Each
-repetition runs one batch per saver (``put`` of a chain of checkpoints on a fresh thread, then
-``get_tuple`` of each), in an order that rotates between repetitions; the tables report medians
-of the per-batch means and same-run ratios. Storage is ``pg_column_size`` summed over each
-saver's rows. Absolute times depend on the machine and the database; compare ratios only.
+secure_serde's sealed saver with the same serializer, with and without sealed metadata.
+
+Method: every repetition runs one batch of every operation for every saver, savers in an order
+that rotates between repetitions, with the garbage collector paused during a batch. A batch
+gives the mean wall time per call. The tables report, per operation, the median of those means
+and two ratios to the stock saver with the same serializer: the ratio of the medians, and the
+median of the per-repetition ratios (each batch against the stock batch of the same
+repetition, which cancels load that drifts during the run). Absolute times depend on the
+machine and the database; compare the same-run ratios only.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import gc
+import operator
+import os
+import platform
 import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
 
-import psycopg
-from langchain_core.messages import AIMessage, HumanMessage
-from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
-from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from psycopg.rows import dict_row
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 
-from secure_serde import EncryptedSerializer
-from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers.postgres import PostgresSaver
+import psycopg  # noqa: E402
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage  # noqa: E402
+from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
+from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver  # noqa: E402
+from langgraph.checkpoint.postgres.aio import (  # noqa: E402
+    AsyncPostgresSaver as StockAsyncPostgresSaver,
+)
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer  # noqa: E402
+from langgraph.graph import END, START, StateGraph  # noqa: E402
+from langgraph.graph.message import add_messages  # noqa: E402
+from psycopg.rows import dict_row  # noqa: E402
+
+from secure_serde import EncryptedSerializer  # noqa: E402
+from secure_serde.ciphers import EnvKeyCipher  # noqa: E402
+from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver  # noqa: E402
 
 KEY = b"bench-key-not-a-secret-012345678"
 PRIMITIVES = {
@@ -56,14 +88,16 @@ PRIMITIVES = {
     "pending": None,
 }
 CHANGING = ("turns", "score")
+SYNC_OPS = ("put", "put_writes", "get_tuple", "list", "graph step")
+ASYNC_OPS = ("aput", "aput_writes", "aget_tuple", "alist")
+BASE = "stock + secure_serde"
 
 
 @dataclass
 class Subject:
     name: str
-    make: Callable[[psycopg.Connection[Any]], Any]
-    put_us: list[float] = field(default_factory=list)
-    get_us: list[float] = field(default_factory=list)
+    make: Callable[[Any], Any]
+    samples: dict[str, list[float]] = field(default_factory=dict)
 
 
 def messages(n: int, step: int) -> list[Any]:
@@ -74,15 +108,10 @@ def messages(n: int, step: int) -> list[Any]:
     return out
 
 
-def run_batch(saver: Any, chain: int, prefix: str) -> tuple[float, float]:
-    """``chain`` puts on a fresh thread, then a get_tuple of each; mean µs per put and get."""
-    thread_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
-    config: dict[str, Any] = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+def chain_args(saver: Any, chain: int, thread_id: str) -> Iterator[tuple[Any, ...]]:
+    """The (checkpoint, metadata, new_versions) of each put of a chain, built outside timing."""
     versions: dict[str, Any] = {}
     values: dict[str, Any] = {**PRIMITIVES, "branch:to:agent": None, "branch:to:tools": None}
-    stored = []
-    gc.disable()
-    start = time.perf_counter()
     for step in range(chain):
         values["messages"] = messages(20, step)
         values["turns"] = step
@@ -94,79 +123,295 @@ def run_batch(saver: Any, chain: int, prefix: str) -> tuple[float, float]:
         checkpoint["channel_values"] = dict(values)
         checkpoint["channel_versions"] = dict(versions)
         metadata: Any = {"source": "loop", "step": step, "parents": {}}
-        config = saver.put(config, checkpoint, metadata, new_versions)
-        stored.append(config)
-    put_s = time.perf_counter() - start
-    start = time.perf_counter()
-    for cfg in stored:
-        if saver.get_tuple(cfg) is None:
-            raise RuntimeError("checkpoint not found")
-    get_s = time.perf_counter() - start
-    gc.enable()
-    return put_s / chain * 1e6, get_s / chain * 1e6
+        yield checkpoint, metadata, new_versions
 
 
-def storage(conn: psycopg.Connection[Any], prefix: str) -> int:
-    total = 0
-    for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes"):
-        row = conn.execute(
-            f"SELECT coalesce(sum(pg_column_size(t.*)), 0) AS n FROM {table} t"  # noqa: S608
-            " WHERE thread_id LIKE %s",
-            (prefix + "-%",),
-        ).fetchone()
-        total += int(row["n"]) if row else 0
-    return total
+def writes_for(step: int) -> list[tuple[str, Any]]:
+    reply = AIMessage(content=f"reply at step {step}: " + "lorem ipsum " * 12, id=f"r{step}")
+    return [("messages", [reply]), ("turns", step)]
+
+
+class _Timer:
+    """Wall and process CPU time of a block, with the garbage collector paused."""
+
+    def __enter__(self) -> _Timer:
+        gc.disable()
+        self.cpu_start = time.process_time()
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.seconds = time.perf_counter() - self.start
+        self.cpu = time.process_time() - self.cpu_start
+        gc.enable()
+
+
+def per_call(timers: dict[str, tuple[_Timer, int]]) -> dict[str, float]:
+    """Mean µs per call, wall and (as ``<op> cpu``) this process's CPU, of each operation."""
+    out: dict[str, float] = {}
+    for op, (timer, calls) in timers.items():
+        out[op] = timer.seconds / calls * 1e6
+        out[f"{op} cpu"] = timer.cpu / calls * 1e6
+    return out
+
+
+def run_sync(saver: Any, graph: Any, chain: int, prefix: str) -> dict[str, float]:
+    """One batch of every sync operation; mean µs per call of each."""
+    thread_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    root: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    args = list(chain_args(saver, chain, thread_id))
+    stored: list[Any] = []
+    config = root
+    with _Timer() as t_put:
+        for checkpoint, meta, new_versions in args:
+            config = saver.put(config, checkpoint, meta, new_versions)
+            stored.append(config)
+    tasks = [str(uuid.uuid4()) for _ in stored]
+    with _Timer() as t_writes:
+        for step, (cfg, task) in enumerate(zip(stored, tasks, strict=True)):
+            saver.put_writes(cfg, writes_for(step), task)
+    with _Timer() as t_get:
+        for cfg in stored:
+            if saver.get_tuple(cfg) is None:
+                raise RuntimeError("checkpoint not found")
+    with _Timer() as t_list:
+        found = sum(1 for _ in saver.list(root))
+    if found != chain:
+        raise RuntimeError(f"list found {found} checkpoints, not {chain}")
+    graph_config: Any = {"configurable": {"thread_id": f"{thread_id}-g"}}
+    steps = max(chain // 4, 1)
+    with _Timer() as t_graph:
+        for step in range(steps):
+            graph.invoke({"messages": [HumanMessage(content=f"question {step}")]}, graph_config)
+    return per_call(
+        {
+            "put": (t_put, chain),
+            "put_writes": (t_writes, chain),
+            "get_tuple": (t_get, chain),
+            "list": (t_list, 1),
+            "graph step": (t_graph, steps),
+        }
+    )
+
+
+async def run_async(saver: Any, chain: int, prefix: str) -> dict[str, float]:
+    """One batch of every async operation; mean µs per call of each."""
+    thread_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    root: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+    args = list(chain_args(saver, chain, thread_id))
+    stored: list[Any] = []
+    config = root
+
+    async def timed(body: Callable[[], Awaitable[None]]) -> _Timer:
+        with _Timer() as timer:
+            await body()
+        return timer
+
+    async def puts() -> None:
+        nonlocal config
+        for checkpoint, meta, new_versions in args:
+            config = await saver.aput(config, checkpoint, meta, new_versions)
+            stored.append(config)
+
+    tasks = [str(uuid.uuid4()) for _ in range(chain)]
+
+    async def writes() -> None:
+        for step, (cfg, task) in enumerate(zip(stored, tasks, strict=True)):
+            await saver.aput_writes(cfg, writes_for(step), task)
+
+    async def gets() -> None:
+        for cfg in stored:
+            if await saver.aget_tuple(cfg) is None:
+                raise RuntimeError("checkpoint not found")
+
+    found = 0
+
+    async def lists() -> None:
+        nonlocal found
+        found = len([t async for t in saver.alist(root)])
+
+    put_s = await timed(puts)
+    writes_s = await timed(writes)
+    get_s = await timed(gets)
+    list_s = await timed(lists)
+    if found != chain:
+        raise RuntimeError(f"alist found {found} checkpoints, not {chain}")
+    return per_call(
+        {
+            "aput": (put_s, chain),
+            "aput_writes": (writes_s, chain),
+            "aget_tuple": (get_s, chain),
+            "alist": (list_s, 1),
+        }
+    )
+
+
+class ChatState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    topic: str
+    turns: int
+    score: float
+    escalated: bool
+
+
+def build_graph(saver: Any) -> Any:
+    def agent(state: ChatState) -> dict[str, Any]:
+        turns = state.get("turns", 0) + 1
+        reply = AIMessage(content=f"answer {turns}: " + "lorem ipsum " * 12)
+        return {"messages": [reply], "turns": turns, "score": turns / 10, "escalated": False}
+
+    def classify(state: ChatState) -> dict[str, Any]:
+        return {"topic": f"billing question about invoice {state.get('turns', 0)}"}
+
+    builder = StateGraph(ChatState)
+    builder.add_node("classify", classify)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "classify")
+    builder.add_edge("classify", "agent")
+    builder.add_edge("agent", END)
+    return builder.compile(checkpointer=saver)
+
+
+@contextlib.contextmanager
+def database(dsn: str | None) -> Iterator[str]:
+    if dsn:
+        yield dsn
+        return
+    from bench_rewrap import throwaway_postgres
+
+    with throwaway_postgres() as url:
+        yield url
+
+
+def versions() -> str:
+    names = (
+        "langgraph",
+        "langgraph-checkpoint",
+        "langgraph-checkpoint-postgres",
+        "psycopg",
+        "cryptography",
+    )
+    parts = [f"python {platform.python_version()}"]
+    for name in names:
+        try:
+            parts.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            parts.append(f"{name} missing")
+    return ", ".join(parts)
+
+
+def subjects_for(serde: EncryptedSerializer, sync: bool) -> list[Subject]:
+    stock, sealed = (
+        (StockPostgresSaver, PostgresSaver)
+        if sync
+        else (StockAsyncPostgresSaver, AsyncPostgresSaver)
+    )
+    return [
+        Subject("stock + JsonPlus", lambda c: stock(c, serde=JsonPlusSerializer())),
+        Subject(BASE, lambda c: stock(c, serde=serde)),
+        Subject("sealed + secure_serde", lambda c: sealed(c, serde=serde)),
+        Subject(
+            "sealed + sealed metadata",
+            lambda c: sealed(c, serde=serde, plaintext_metadata=()),
+        ),
+    ]
+
+
+def rotate(items: list[int], rep: int) -> list[int]:
+    shift = rep % len(items)
+    return items[shift:] + items[:shift]
+
+
+async def measure(url: str, reps: int, chain: int) -> tuple[list[Subject], list[Subject]]:
+    serde = EncryptedSerializer(EnvKeyCipher(KEY))
+    sync_subjects, async_subjects = subjects_for(serde, True), subjects_for(serde, False)
+    run = uuid.uuid4().hex[:8]  # this run's threads, apart from earlier runs' rows
+    opts: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
+    with psycopg.connect(url, **opts) as conn:
+        StockPostgresSaver(conn).setup()
+        aconn = await psycopg.AsyncConnection.connect(url, **opts)
+        async with aconn:
+            sync_savers = [s.make(conn) for s in sync_subjects]
+            graphs = [build_graph(saver) for saver in sync_savers]
+            async_savers = [s.make(aconn) for s in async_subjects]
+            order = list(range(len(sync_subjects)))
+            for rep in range(-1, reps):  # repetition -1 warms up and is not kept
+                for i in rotate(order, rep):
+                    for name, value in run_sync(
+                        sync_savers[i], graphs[i], chain, f"{run}-s{i}"
+                    ).items():
+                        if rep >= 0:
+                            sync_subjects[i].samples.setdefault(name, []).append(value)
+                    result = await run_async(async_savers[i], chain, f"{run}-a{i}")
+                    for name, value in result.items():
+                        if rep >= 0:
+                            async_subjects[i].samples.setdefault(name, []).append(value)
+                print(f"repetition {rep + 1}/{reps}", file=sys.stderr)
+    return sync_subjects, async_subjects
+
+
+def ratios(subject: Subject, base: Subject, op: str) -> tuple[float, float, float]:
+    """Median, ratio of medians and median paired ratio of ``subject`` against ``base``."""
+    med = statistics.median(subject.samples[op])
+    paired = statistics.median(map(operator.truediv, subject.samples[op], base.samples[op]))
+    return med, med / statistics.median(base.samples[op]), paired
+
+
+def table(subjects: list[Subject], ops: tuple[str, ...]) -> None:
+    base, plain = next(s for s in subjects if s.name == BASE), subjects[0]
+    print(
+        "| operation | saver | wall µs | wall ratio | wall paired ratio | client CPU µs"
+        " | CPU ratio | CPU paired ratio | wall to stock + JsonPlus |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for op in ops:
+        for s in subjects:
+            med, ratio, paired = ratios(s, base, op)
+            cpu, cpu_ratio, cpu_paired = ratios(s, base, f"{op} cpu")
+            _, to_plain, _ = ratios(s, plain, op)
+            print(
+                f"| {op} | {s.name} | {med:,.0f} | {ratio:.3f}x | {paired:.3f}x | {cpu:,.0f}"
+                f" | {cpu_ratio:.3f}x | {cpu_paired:.3f}x | {to_plain:.3f}x |"
+            )
+
+
+def summary(sync_subjects: list[Subject], async_subjects: list[Subject]) -> None:
+    print("\nSealed + secure_serde against stock + secure_serde (target ≤1.05x, wall):\n")
+    print("| operation | wall ratio | wall paired ratio | CPU ratio | verdict (wall) |")
+    print("|---|---:|---:|---:|---|")
+    for subjects, ops in ((sync_subjects, SYNC_OPS), (async_subjects, ASYNC_OPS)):
+        base = next(s for s in subjects if s.name == BASE)
+        sealed = next(s for s in subjects if s.name == "sealed + secure_serde")
+        for op in ops:
+            _, ratio, paired = ratios(sealed, base, op)
+            _, cpu_ratio, _ = ratios(sealed, base, f"{op} cpu")
+            verdict = "meets" if max(ratio, paired) <= 1.05 else "MISSES"
+            print(f"| {op} | {ratio:.3f}x | {paired:.3f}x | {cpu_ratio:.3f}x | {verdict} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("dsn")
+    parser.add_argument("dsn", nargs="?", help="default: a throwaway local cluster")
     parser.add_argument("--quick", action="store_true", help="a smoke run: few repetitions")
+    parser.add_argument("--reps", type=int, help="repetitions (default 21, quick 3)")
+    parser.add_argument("--chain", type=int, help="checkpoints per batch (default 20, quick 4)")
     args = parser.parse_args()
-    reps, chain = (3, 5) if args.quick else (31, 20)
-    serde = EncryptedSerializer(EnvKeyCipher(KEY))
-    subjects = [
-        Subject("stock + JsonPlus", lambda c: StockPostgresSaver(c, serde=JsonPlusSerializer())),
-        Subject("stock + secure_serde", lambda c: StockPostgresSaver(c, serde=serde)),
-        Subject("sealed + secure_serde", lambda c: PostgresSaver(c, serde=serde)),
-        Subject(
-            "sealed + sealed metadata",
-            lambda c: PostgresSaver(c, serde=serde, plaintext_metadata=()),
-        ),
-    ]
-    with psycopg.connect(
-        args.dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
-        StockPostgresSaver(conn).setup()
-        savers = [s.make(conn) for s in subjects]
-        run = uuid.uuid4().hex[:8]  # this run's threads, apart from earlier runs' rows
-        for saver, subject in zip(savers, subjects, strict=True):
-            run_batch(saver, 2, f"warm{subject.name[:4]}")
-        for rep in range(reps):
-            order = list(range(len(subjects)))
-            order = order[rep % len(order) :] + order[: rep % len(order)]
-            for i in order:
-                put_us, get_us = run_batch(savers[i], chain, f"{run}-s{i}")
-                subjects[i].put_us.append(put_us)
-                subjects[i].get_us.append(get_us)
-            print(f"repetition {rep + 1}/{reps}", file=sys.stderr)
-        sizes = [storage(conn, f"{run}-s{i}") / (reps * chain) for i in range(len(subjects))]
-
-    base = subjects[1]
-    base_put, base_get = statistics.median(base.put_us), statistics.median(base.get_us)
-    print(f"{reps} repetitions x {chain} checkpoints per saver\n")
-    print(
-        "| saver | put µs (median) | get_tuple µs (median) | put ratio | get ratio"
-        " | bytes/checkpoint |"
-    )
-    print("|---|---:|---:|---:|---:|---:|")
-    for subject, size in zip(subjects, sizes, strict=True):
-        put, get = statistics.median(subject.put_us), statistics.median(subject.get_us)
-        print(
-            f"| {subject.name} | {put:,.0f} | {get:,.0f} | {put / base_put:.3f}x"
-            f" | {get / base_get:.3f}x | {size:,.0f} |"
-        )
-    print("\nRatios are to 'stock + secure_serde' in the same run.")
+    reps = args.reps or (3 if args.quick else 21)
+    chain = args.chain or (4 if args.quick else 20)
+    with database(args.dsn) as url:
+        sync_subjects, async_subjects = asyncio.run(measure(url, reps, chain))
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"Date (UTC): {datetime.now(UTC):%Y-%m-%d %H:%M}")
+    print(f"Versions: {versions()}")
+    print(f"Machine: {platform.system()} {platform.machine()}, {os.cpu_count()} CPUs,", end=" ")
+    print(f"load average {load:.1f} at the end")
+    print(f"{reps} repetitions x {chain} checkpoints per batch\n")
+    print("Sync savers:\n")
+    table(sync_subjects, SYNC_OPS)
+    print("\nAsync savers:\n")
+    table(async_subjects, ASYNC_OPS)
+    summary(sync_subjects, async_subjects)
+    print(f"\nRatios are to '{BASE}' in the same run, except the last column.")
 
 
 if __name__ == "__main__":
