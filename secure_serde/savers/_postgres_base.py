@@ -27,11 +27,13 @@ from langgraph.checkpoint.postgres.base import BasePostgresSaver
 
 from secure_serde.savers._inline import InlineValueGuard, blob_channels
 from secure_serde.savers._metadata import MetadataSealer, refuse_reserved_key, unseal_metadata
-from secure_serde.savers._values import route_primitives_to_blobs, unbox
+from secure_serde.savers._values import StoredPrimitives, route_primitives_to_blobs, unbox
 
 __all__ = ["SealedPostgresBase"]
 
 _PutArgs = tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]
+# What a successful put lets `StoredPrimitives` record: thread, namespace, versions.
+_Stored = tuple[str, str, ChannelVersions]
 
 
 class SealedPostgresBase(BasePostgresSaver):
@@ -39,10 +41,12 @@ class SealedPostgresBase(BasePostgresSaver):
 
     _metadata_sealer: MetadataSealer | None = None
     _inline_guard: InlineValueGuard
+    _stored_primitives: StoredPrimitives
 
     def _configure(self, sealer: MetadataSealer | None, allow_inline: bool) -> None:
         self._metadata_sealer = sealer
         self._inline_guard = InlineValueGuard(allow_inline)
+        self._stored_primitives = StoredPrimitives()
 
     @property
     def metadata_sealer(self) -> MetadataSealer | None:
@@ -55,12 +59,22 @@ class SealedPostgresBase(BasePostgresSaver):
         checkpoint: Checkpoint,
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> _PutArgs:
+    ) -> tuple[_PutArgs, _Stored]:
+        """The stock ``put``'s arguments, and what to record once it has succeeded."""
         refuse_reserved_key(metadata)
-        checkpoint, new_versions = route_primitives_to_blobs(checkpoint, new_versions)
+        configurable = config["configurable"]
+        thread_id, checkpoint_ns = configurable["thread_id"], configurable["checkpoint_ns"]
+        stored = self._stored_primitives
+
+        def already_stored(channel: str, version: Any) -> bool:
+            return stored.has(thread_id, checkpoint_ns, channel, version)
+
+        checkpoint, new_versions, primitives = route_primitives_to_blobs(
+            checkpoint, new_versions, already_stored
+        )
         if self._metadata_sealer is not None:
             config, metadata = self._metadata_sealer.seal(self.serde, config, metadata)
-        return config, checkpoint, metadata, new_versions
+        return (config, checkpoint, metadata, new_versions), (thread_id, checkpoint_ns, primitives)
 
     def _check_row(self, value: Mapping[str, Any]) -> None:
         """Refuse a ``SELECT_SQL`` row with state values in its checkpoint JSON."""
@@ -81,7 +95,7 @@ class SealedPostgresBase(BasePostgresSaver):
         values: dict[str, Any],
         versions: ChannelVersions,
     ) -> list[tuple[str, str, str, str, str, bytes | None]]:
-        return super()._dump_blobs(thread_id, checkpoint_ns, unbox(values), versions)
+        return super()._dump_blobs(thread_id, checkpoint_ns, unbox(values, versions), versions)
 
     def _build_delta_channels_writes_history(
         self,

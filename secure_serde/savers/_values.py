@@ -11,21 +11,32 @@ The box only lives between our ``put`` and our ``_dump_blobs``; nothing boxed
 is ever stored, so the rows are exactly those the stock saver writes for a
 non-primitive value, and the stock reader's support for blob-stored
 primitives (its migration path for pre-delta threads) reads them back.
+
+An unchanged primitive is written again (see `route_primitives_to_blobs`)
+unless `StoredPrimitives` shows that this saver already stored that very
+version, which in a running thread is nearly always: then it costs what an
+unchanged non-primitive channel costs the stock saver, no encryption and no
+row.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint
 
 from secure_serde._errors import EncryptionError
 
-__all__ = ["route_primitives_to_blobs", "unbox"]
+__all__ = ["StoredPrimitives", "route_primitives_to_blobs", "unbox"]
 
 # The types langgraph-checkpoint-postgres 3.2 inlines (``None`` aside).
 _INLINE_TYPES: Final = (str, int, float, bool)
+
+# (thread_id, checkpoint_ns, channel) entries remembered per saver; about
+# 200 bytes each. Past it the memory starts again, which costs one rewrite
+# of each thread's unchanged primitives, nothing more.
+_STORED_LIMIT: Final = 16_384
 
 
 class _BlobBound:
@@ -41,18 +52,59 @@ class _BlobBound:
         return f"_BlobBound({type(self.value).__name__})"
 
 
-def route_primitives_to_blobs(
-    checkpoint: Checkpoint, new_versions: ChannelVersions
-) -> tuple[Checkpoint, ChannelVersions]:
-    """The checkpoint and versions to give the stock ``put``.
+class StoredPrimitives:
+    """The primitive blob versions this saver has stored, per thread, namespace and channel.
 
-    Primitive values come back boxed. Every boxed channel gets a blob
-    version, even one that did not change in this step: the stock reader
-    joins blobs on the checkpoint's ``channel_versions``, and a thread the
-    stock saver wrote before the switch keeps its unchanged primitives only
-    inline, in older rows, so no blob for that version exists yet. The
-    insert is ``ON CONFLICT DO NOTHING``, so rewriting an existing one is a
-    no-op.
+    Holds ids and version strings only, never a value. An entry is added
+    only after the ``put`` that wrote the blob returned, so it names a row
+    that was inserted (or already existed). Rows deleted later, by
+    ``delete_thread`` or ``prune`` here or elsewhere, are not tracked: a
+    checkpoint put afterwards that still refers to a deleted version loses
+    that primitive's blob exactly as the stock saver loses the blob of any
+    unchanged non-primitive channel. New runs get new versions (langgraph's
+    carry a random part), so they always write their blobs.
+    """
+
+    __slots__ = ("_limit", "_versions")
+
+    def __init__(self, limit: int = _STORED_LIMIT) -> None:
+        self._limit = limit
+        self._versions: dict[tuple[str, str, str], Any] = {}
+
+    def has(self, thread_id: str, checkpoint_ns: str, channel: str, version: Any) -> bool:
+        return bool(self._versions.get((thread_id, checkpoint_ns, channel), _MISSING) == version)
+
+    def record(self, thread_id: str, checkpoint_ns: str, versions: Mapping[str, Any]) -> None:
+        """Remember that the blobs of ``versions`` (channel to version) are stored."""
+        if len(self._versions) + len(versions) > self._limit:
+            self._versions.clear()  # plain dict operations: safe across threads under the GIL
+        for channel, version in versions.items():
+            self._versions[(thread_id, checkpoint_ns, channel)] = version
+
+
+_MISSING: Final = object()
+
+
+def route_primitives_to_blobs(
+    checkpoint: Checkpoint,
+    new_versions: ChannelVersions,
+    stored: Callable[[str, Any], bool] | None = None,
+) -> tuple[Checkpoint, ChannelVersions, ChannelVersions]:
+    """The checkpoint and versions to give the stock ``put``, and the primitives' versions.
+
+    Primitive values come back boxed, so none stays in the checkpoint JSON.
+    Every boxed channel gets a blob version, even one that did not change in
+    this step: the stock reader joins blobs on the checkpoint's
+    ``channel_versions``, and a thread the stock saver wrote before the
+    switch keeps its unchanged primitives only inline, in older rows, so no
+    blob for that version exists yet. The insert is ``ON CONFLICT DO
+    NOTHING``, so rewriting an existing one is a no-op, but it still costs
+    an encryption and a row: an unchanged channel for which
+    ``stored(channel, version)`` is true is left out of the versions
+    instead, as the stock saver leaves out an unchanged non-primitive one.
+    The third result maps each primitive channel the stock ``put`` will
+    write to the version it writes, for `StoredPrimitives.record` once that
+    put has succeeded.
 
     Raises:
         EncryptionError: a primitive value has no entry in
@@ -63,7 +115,7 @@ def route_primitives_to_blobs(
     values = checkpoint["channel_values"]
     versions = checkpoint["channel_versions"]
     boxed: dict[str, Any] = {}
-    blob_versions: ChannelVersions = {}
+    rewrite: ChannelVersions = {}
     for channel, value in values.items():
         if value is None or isinstance(value, _INLINE_TYPES):
             if channel not in versions:
@@ -72,16 +124,25 @@ def route_primitives_to_blobs(
                     " it cannot be stored as a blob, and will not be stored inline"
                 )
             boxed[channel] = _BlobBound(value)
-            blob_versions[channel] = versions[channel]
+            version = versions[channel]
+            if channel not in new_versions and (stored is None or not stored(channel, version)):
+                rewrite[channel] = version
     if not boxed:
-        return checkpoint, new_versions
+        return checkpoint, new_versions, {}
     routed = checkpoint.copy()
     routed["channel_values"] = {**values, **boxed}
     # The caller's versions win where both exist: they are what the stock
     # saver would have written for a non-primitive value.
-    return routed, {**blob_versions, **new_versions}
+    blob_versions = {**rewrite, **new_versions} if rewrite else new_versions
+    written = {ch: v for ch, v in blob_versions.items() if ch in boxed}
+    return routed, blob_versions, written
 
 
-def unbox(values: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` with every `_BlobBound` replaced by the value it holds."""
-    return {k: v.value if type(v) is _BlobBound else v for k, v in values.items()}
+def unbox(values: Mapping[str, Any], channels: Iterable[str]) -> dict[str, Any]:
+    """The values of ``channels`` present in ``values``, each `_BlobBound` opened."""
+    out: dict[str, Any] = {}
+    for channel in channels:
+        if channel in values:
+            value = values[channel]
+            out[channel] = value.value if type(value) is _BlobBound else value
+    return out

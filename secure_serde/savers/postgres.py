@@ -148,7 +148,10 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return super().put(*self._prepare_put(config, checkpoint, metadata, new_versions))
+        args, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
+        next_config = super().put(*args)
+        self._stored_primitives.record(*stored)
+        return next_config
 
     def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         self._check_row(value)
@@ -230,14 +233,16 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         if self._metadata_sealer is None:
-            args = self._prepare_put(config, checkpoint, metadata, new_versions)
+            args, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
         else:
             # Sealing runs the cipher (a KMS call, maybe): keep it off the loop,
             # as the stock saver does for its blobs.
-            args = await asyncio.to_thread(
+            args, stored = await asyncio.to_thread(
                 self._prepare_put, config, checkpoint, metadata, new_versions
             )
-        return await super().aput(*args)
+        next_config = await super().aput(*args)
+        self._stored_primitives.record(*stored)
+        return next_config
 
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         self._check_row(value)
