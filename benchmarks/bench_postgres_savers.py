@@ -28,13 +28,16 @@ Savers, side by side: the stock ``PostgresSaver`` with plain JsonPlus, the stock
 secure_serde's ``EncryptedSerializer`` (primitives then stay inline in plaintext JSON), and
 secure_serde's sealed saver with the same serializer, with and without sealed metadata.
 
-Method: every repetition runs one batch of every operation for every saver, savers in an order
-that rotates between repetitions, with the garbage collector paused during a batch. A batch
-gives the mean wall time per call. The tables report, per operation, the median of those means
-and two ratios to the stock saver with the same serializer: the ratio of the medians, and the
-median of the per-repetition ratios (each batch against the stock batch of the same
-repetition, which cancels load that drifts during the run). Absolute times depend on the
-machine and the database; compare the same-run ratios only.
+Method: in every repetition each saver gets a new thread, and the savers' calls are interleaved
+one by one (put number i of every saver, then put number i+1 of every saver, ...), in an order
+that rotates between repetitions, so that load on a shared machine hits every saver alike. The
+garbage collector is paused during a repetition and run between them. Each repetition gives,
+per saver and operation, the mean wall time per call and the mean CPU time of this process
+per call (``time.process_time``: the client's own work, encryption included, without the
+time spent waiting for the server). The tables report medians over repetitions and two
+ratios to the stock saver with the same serializer: the ratio of the medians, and the median
+of the per-repetition ratios (paired). Absolute times depend on the machine and the database;
+compare the same-run ratios only.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections import defaultdict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from importlib import metadata
@@ -131,119 +135,117 @@ def writes_for(step: int) -> list[tuple[str, Any]]:
     return [("messages", [reply]), ("turns", step)]
 
 
-class _Timer:
-    """Wall and process CPU time of a block, with the garbage collector paused."""
+class Clock:
+    """Wall and process CPU time per (saver, operation), summed over calls."""
 
-    def __enter__(self) -> _Timer:
-        gc.disable()
-        self.cpu_start = time.process_time()
-        self.start = time.perf_counter()
-        return self
+    def __init__(self) -> None:
+        self.wall: dict[tuple[int, str], float] = defaultdict(float)
+        self.cpu: dict[tuple[int, str], float] = defaultdict(float)
+        self.calls: dict[tuple[int, str], int] = defaultdict(int)
 
-    def __exit__(self, *exc: object) -> None:
-        self.seconds = time.perf_counter() - self.start
-        self.cpu = time.process_time() - self.cpu_start
-        gc.enable()
+    @contextlib.contextmanager
+    def __call__(self, saver: int, op: str) -> Iterator[None]:
+        cpu, wall = time.process_time(), time.perf_counter()
+        yield
+        self.wall[saver, op] += time.perf_counter() - wall
+        self.cpu[saver, op] += time.process_time() - cpu
+        self.calls[saver, op] += 1
+
+    def per_call(self, saver: int) -> dict[str, float]:
+        """Mean µs per call, wall and (as ``<op> cpu``) this process's CPU, of each operation."""
+        out: dict[str, float] = {}
+        for (i, op), calls in self.calls.items():
+            if i == saver:
+                out[op] = self.wall[i, op] / calls * 1e6
+                out[f"{op} cpu"] = self.cpu[i, op] / calls * 1e6
+        return out
 
 
-def per_call(timers: dict[str, tuple[_Timer, int]]) -> dict[str, float]:
-    """Mean µs per call, wall and (as ``<op> cpu``) this process's CPU, of each operation."""
-    out: dict[str, float] = {}
-    for op, (timer, calls) in timers.items():
-        out[op] = timer.seconds / calls * 1e6
-        out[f"{op} cpu"] = timer.cpu / calls * 1e6
-    return out
+@dataclass
+class Thread:
+    """One saver's thread in a repetition: the puts' arguments, and the configs they return."""
+
+    saver: Any
+    root: Any
+    args: list[tuple[Any, ...]]
+    stored: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def new(cls, saver: Any, chain: int, prefix: str) -> Thread:
+        thread_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        root: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
+        return cls(saver, root, list(chain_args(saver, chain, thread_id)))
+
+    @property
+    def config(self) -> Any:
+        return self.stored[-1] if self.stored else self.root
 
 
-def run_sync(saver: Any, graph: Any, chain: int, prefix: str) -> dict[str, float]:
-    """One batch of every sync operation; mean µs per call of each."""
-    thread_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
-    root: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    args = list(chain_args(saver, chain, thread_id))
-    stored: list[Any] = []
-    config = root
-    with _Timer() as t_put:
-        for checkpoint, meta, new_versions in args:
-            config = saver.put(config, checkpoint, meta, new_versions)
-            stored.append(config)
-    tasks = [str(uuid.uuid4()) for _ in stored]
-    with _Timer() as t_writes:
-        for step, (cfg, task) in enumerate(zip(stored, tasks, strict=True)):
-            saver.put_writes(cfg, writes_for(step), task)
-    with _Timer() as t_get:
-        for cfg in stored:
-            if saver.get_tuple(cfg) is None:
+def run_sync(
+    savers: list[Any], graphs: list[Any], chain: int, prefix: str, order: list[int]
+) -> Clock:
+    """One repetition of every sync operation, the savers' calls interleaved one by one."""
+    clock = Clock()
+    threads = [Thread.new(saver, chain, f"{prefix}-s{i}") for i, saver in enumerate(savers)]
+    for step in range(chain):
+        for i in order:
+            t = threads[i]
+            with clock(i, "put"):
+                t.stored.append(t.saver.put(t.config, *t.args[step]))
+    for step in range(chain):
+        for i in order:
+            t = threads[i]
+            with clock(i, "put_writes"):
+                t.saver.put_writes(t.stored[step], writes_for(step), f"task-{step}")
+    for step in range(chain):
+        for i in order:
+            t = threads[i]
+            with clock(i, "get_tuple"):
+                found = t.saver.get_tuple(t.stored[step])
+            if found is None:
                 raise RuntimeError("checkpoint not found")
-    with _Timer() as t_list:
-        found = sum(1 for _ in saver.list(root))
-    if found != chain:
-        raise RuntimeError(f"list found {found} checkpoints, not {chain}")
-    graph_config: Any = {"configurable": {"thread_id": f"{thread_id}-g"}}
-    steps = max(chain // 4, 1)
-    with _Timer() as t_graph:
-        for step in range(steps):
-            graph.invoke({"messages": [HumanMessage(content=f"question {step}")]}, graph_config)
-    return per_call(
-        {
-            "put": (t_put, chain),
-            "put_writes": (t_writes, chain),
-            "get_tuple": (t_get, chain),
-            "list": (t_list, 1),
-            "graph step": (t_graph, steps),
-        }
-    )
+    for i in order:
+        t = threads[i]
+        with clock(i, "list"):
+            listed = sum(1 for _ in t.saver.list(t.root))
+        if listed != chain:
+            raise RuntimeError(f"list found {listed} checkpoints, not {chain}")
+    for step in range(max(chain // 4, 1)):
+        for i in order:
+            config: Any = {"configurable": {"thread_id": f"{prefix}-g{i}"}}
+            with clock(i, "graph step"):
+                graphs[i].invoke({"messages": [HumanMessage(content=f"question {step}")]}, config)
+    return clock
 
 
-async def run_async(saver: Any, chain: int, prefix: str) -> dict[str, float]:
-    """One batch of every async operation; mean µs per call of each."""
-    thread_id = f"{prefix}-{uuid.uuid4().hex[:12]}"
-    root: Any = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    args = list(chain_args(saver, chain, thread_id))
-    stored: list[Any] = []
-    config = root
-
-    async def timed(body: Callable[[], Awaitable[None]]) -> _Timer:
-        with _Timer() as timer:
-            await body()
-        return timer
-
-    async def puts() -> None:
-        nonlocal config
-        for checkpoint, meta, new_versions in args:
-            config = await saver.aput(config, checkpoint, meta, new_versions)
-            stored.append(config)
-
-    tasks = [str(uuid.uuid4()) for _ in range(chain)]
-
-    async def writes() -> None:
-        for step, (cfg, task) in enumerate(zip(stored, tasks, strict=True)):
-            await saver.aput_writes(cfg, writes_for(step), task)
-
-    async def gets() -> None:
-        for cfg in stored:
-            if await saver.aget_tuple(cfg) is None:
+async def run_async(savers: list[Any], chain: int, prefix: str, order: list[int]) -> Clock:
+    """One repetition of every async operation, the savers' calls interleaved one by one."""
+    clock = Clock()
+    threads = [Thread.new(saver, chain, f"{prefix}-a{i}") for i, saver in enumerate(savers)]
+    for step in range(chain):
+        for i in order:
+            t = threads[i]
+            with clock(i, "aput"):
+                t.stored.append(await t.saver.aput(t.config, *t.args[step]))
+    for step in range(chain):
+        for i in order:
+            t = threads[i]
+            with clock(i, "aput_writes"):
+                await t.saver.aput_writes(t.stored[step], writes_for(step), f"task-{step}")
+    for step in range(chain):
+        for i in order:
+            t = threads[i]
+            with clock(i, "aget_tuple"):
+                found = await t.saver.aget_tuple(t.stored[step])
+            if found is None:
                 raise RuntimeError("checkpoint not found")
-
-    found = 0
-
-    async def lists() -> None:
-        nonlocal found
-        found = len([t async for t in saver.alist(root)])
-
-    put_s = await timed(puts)
-    writes_s = await timed(writes)
-    get_s = await timed(gets)
-    list_s = await timed(lists)
-    if found != chain:
-        raise RuntimeError(f"alist found {found} checkpoints, not {chain}")
-    return per_call(
-        {
-            "aput": (put_s, chain),
-            "aput_writes": (writes_s, chain),
-            "aget_tuple": (get_s, chain),
-            "alist": (list_s, 1),
-        }
-    )
+    for i in order:
+        t = threads[i]
+        with clock(i, "alist"):
+            listed = len([c async for c in t.saver.alist(t.root)])
+        if listed != chain:
+            raise RuntimeError(f"alist found {listed} checkpoints, not {chain}")
+    return clock
 
 
 class ChatState(TypedDict):
@@ -336,16 +338,22 @@ async def measure(url: str, reps: int, chain: int) -> tuple[list[Subject], list[
             async_savers = [s.make(aconn) for s in async_subjects]
             order = list(range(len(sync_subjects)))
             for rep in range(-1, reps):  # repetition -1 warms up and is not kept
-                for i in rotate(order, rep):
-                    for name, value in run_sync(
-                        sync_savers[i], graphs[i], chain, f"{run}-s{i}"
-                    ).items():
-                        if rep >= 0:
-                            sync_subjects[i].samples.setdefault(name, []).append(value)
-                    result = await run_async(async_savers[i], chain, f"{run}-a{i}")
-                    for name, value in result.items():
-                        if rep >= 0:
-                            async_subjects[i].samples.setdefault(name, []).append(value)
+                gc.collect()
+                gc.disable()  # as timeit does; collected between repetitions
+                try:
+                    ordered = rotate(order, rep)
+                    sync_clock = run_sync(sync_savers, graphs, chain, f"{run}-{rep}", ordered)
+                    async_clock = await run_async(async_savers, chain, f"{run}-{rep}", ordered)
+                finally:
+                    gc.enable()
+                if rep >= 0:
+                    for subjects, clock in (
+                        (sync_subjects, sync_clock),
+                        (async_subjects, async_clock),
+                    ):
+                        for i, subject in enumerate(subjects):
+                            for name, value in clock.per_call(i).items():
+                                subject.samples.setdefault(name, []).append(value)
                 print(f"repetition {rep + 1}/{reps}", file=sys.stderr)
     return sync_subjects, async_subjects
 
