@@ -179,3 +179,21 @@ def test_cli_help_lists_what_the_full_parser_lists() -> None:
         """
     )
     assert out.strip() == "True"
+
+
+def test_rewrap_on_sqlite_loads_no_postgres_driver(tmp_path: Path) -> None:
+    path = tmp_path / "checkpoints.sqlite"
+    loaded = loaded_after(
+        f"""
+        import sqlite3
+        from langgraph.checkpoint.sqlite import SqliteSaver
+        from secure_serde import rewrap
+        from secure_serde.stores import open_store
+        SqliteSaver(sqlite3.connect({str(path)!r})).setup()
+        with open_store({str(path)!r}) as store:
+            assert [t.name for t in store.tables] == ["checkpoints", "writes"], store.tables
+        """
+    )
+    assert "secure_serde._rewrap._api" in loaded
+    assert "secure_serde.stores._sqlite" in loaded
+    assert top_level(loaded) & set(HEAVY) == set()
