@@ -64,13 +64,8 @@ class SealedPostgresBase(BasePostgresSaver):
         refuse_reserved_key(metadata)
         configurable = config["configurable"]
         thread_id, checkpoint_ns = configurable["thread_id"], configurable["checkpoint_ns"]
-        stored = self._stored_primitives
-
-        def already_stored(channel: str, version: Any) -> bool:
-            return stored.has(thread_id, checkpoint_ns, channel, version)
-
         checkpoint, new_versions, primitives = route_primitives_to_blobs(
-            checkpoint, new_versions, already_stored
+            checkpoint, new_versions, self._stored_primitives.versions(thread_id, checkpoint_ns)
         )
         if self._metadata_sealer is not None:
             config, metadata = self._metadata_sealer.seal(self.serde, config, metadata)

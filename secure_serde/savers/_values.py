@@ -21,7 +21,8 @@ row.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 from langgraph.checkpoint.base import ChannelVersions, Checkpoint
@@ -65,30 +66,39 @@ class StoredPrimitives:
     carry a random part), so they always write their blobs.
     """
 
-    __slots__ = ("_limit", "_versions")
+    __slots__ = ("_limit", "_size", "_threads")
 
     def __init__(self, limit: int = _STORED_LIMIT) -> None:
         self._limit = limit
-        self._versions: dict[tuple[str, str, str], Any] = {}
+        self._size = 0  # approximate under concurrent puts; it only bounds memory
+        self._threads: dict[tuple[str, str], dict[str, Any]] = {}
 
-    def has(self, thread_id: str, checkpoint_ns: str, channel: str, version: Any) -> bool:
-        return bool(self._versions.get((thread_id, checkpoint_ns, channel), _MISSING) == version)
+    def versions(self, thread_id: str, checkpoint_ns: str) -> Mapping[str, Any]:
+        """Channel to stored version, for one thread and namespace."""
+        return self._threads.get((thread_id, checkpoint_ns), _NONE_STORED)
 
     def record(self, thread_id: str, checkpoint_ns: str, versions: Mapping[str, Any]) -> None:
         """Remember that the blobs of ``versions`` (channel to version) are stored."""
-        if len(self._versions) + len(versions) > self._limit:
-            self._versions.clear()  # plain dict operations: safe across threads under the GIL
-        for channel, version in versions.items():
-            self._versions[(thread_id, checkpoint_ns, channel)] = version
+        if not versions:
+            return
+        if self._size + len(versions) > self._limit:
+            # Plain dict operations: safe across threads under the GIL.
+            self._threads.clear()
+            self._size = 0
+        stored = self._threads.setdefault((thread_id, checkpoint_ns), {})
+        before = len(stored)
+        stored.update(versions)
+        self._size += len(stored) - before
 
 
 _MISSING: Final = object()
+_NONE_STORED: Final[Mapping[str, Any]] = MappingProxyType({})
 
 
 def route_primitives_to_blobs(
     checkpoint: Checkpoint,
     new_versions: ChannelVersions,
-    stored: Callable[[str, Any], bool] | None = None,
+    stored: Mapping[str, Any] = _NONE_STORED,
 ) -> tuple[Checkpoint, ChannelVersions, ChannelVersions]:
     """The checkpoint and versions to give the stock ``put``, and the primitives' versions.
 
@@ -99,9 +109,10 @@ def route_primitives_to_blobs(
     switch keeps its unchanged primitives only inline, in older rows, so no
     blob for that version exists yet. The insert is ``ON CONFLICT DO
     NOTHING``, so rewriting an existing one is a no-op, but it still costs
-    an encryption and a row: an unchanged channel for which
-    ``stored(channel, version)`` is true is left out of the versions
-    instead, as the stock saver leaves out an unchanged non-primitive one.
+    an encryption and a row: an unchanged channel whose version ``stored``
+    (channel to version, from `StoredPrimitives.versions`) holds is left out
+    of the versions instead, as the stock saver leaves out an unchanged
+    non-primitive one.
     The third result maps each primitive channel the stock ``put`` will
     write to the version it writes, for `StoredPrimitives.record` once that
     put has succeeded.
@@ -125,7 +136,7 @@ def route_primitives_to_blobs(
                 )
             boxed[channel] = _BlobBound(value)
             version = versions[channel]
-            if channel not in new_versions and (stored is None or not stored(channel, version)):
+            if channel not in new_versions and stored.get(channel, _MISSING) != version:
                 rewrite[channel] = version
     if not boxed:
         return checkpoint, new_versions, {}
