@@ -43,9 +43,10 @@ _SUBCOMMANDS: Final = {
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command's parser.
 
-    With ``only`` naming a subcommand, only that subcommand's module is
-    imported and given its full parser; the others are listed by name and
-    help. Without it, every subcommand is registered in full.
+    With ``only`` a string, only the subcommand of that name (none, for any
+    other string) has its module imported and its full parser; the others
+    are listed by name and help, which is all ``--help`` and a usage error
+    print. With ``None``, every subcommand is registered in full.
     """
     parser = argparse.ArgumentParser(
         prog="secure-serde",
