@@ -8,15 +8,16 @@ returning the exit code.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
 from secure_serde import SecureSerdeError
-from secure_serde.cli import _audit, _inspect, _keygen, _rewrap
+from secure_serde.cli import _audit, _inspect, _keygen, _keyring, _rewrap
 
 __all__ = ["build_parser", "main"]
 
-_SUBCOMMANDS = (_keygen, _rewrap, _audit, _inspect)
+_SUBCOMMANDS = (_keygen, _keyring, _rewrap, _audit, _inspect)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,6 +35,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         code: int = args.func(args)
+    except BrokenPipeError:
+        # `secure-serde inspect --json | head`: the reader left, which is not an error.
+        # Point stdout at devnull so the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except SecureSerdeError as exc:
         # Our messages never carry key bytes or plaintext, so they are safe to print.
         print(f"secure-serde: error: {exc}", file=sys.stderr)
