@@ -200,3 +200,31 @@ def _env_serde() -> Any:
     from secure_serde import EncryptedSerializer
 
     return EncryptedSerializer.from_pycryptodome_aes(key=KEY_A)
+
+
+def test_rewrap_dry_run_progress_says_would_rewrap(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store.sqlite"
+    assert run_main(capsys, "keyring", "new", str(env), "--id", "old")[0] == 0
+    with sqlite_graph(store, _serde()) as graph:
+        run_turns(graph, "t1", 1)
+    assert run_main(capsys, "keyring", "add", str(env), "--id", "new")[0] == 0
+    assert run_main(capsys, "keyring", "promote", str(env), "new")[0] == 0
+    code, out, err = run_main(capsys, "rewrap", str(store), "--dry-run", "--progress")
+    assert code == 0
+    assert "would rewrap" in err
+    assert "rewrapped" not in err + out
+
+
+def test_rewrap_help_names_every_key_variable(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        run_main(capsys, "rewrap", "--help")
+    out = " ".join(capsys.readouterr().out.split())
+    for variable in (
+        "LANGGRAPH_AES_KEY",
+        "SECURE_SERDE_KEYRING_FILE",
+        "SECURE_SERDE_KMS_KEY_ID",
+        "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
+    ):
+        assert variable in out
