@@ -13,7 +13,8 @@ Either keep it running and use the printed DSN from another terminal::
 
 or run one command against it, with ``SECURE_SERDE_PG_DSN`` set, and stop afterwards::
 
-    .venv/bin/python examples/local_postgres.py --run .venv/bin/python examples/postgres_production.py
+    .venv/bin/python examples/local_postgres.py --run \
+        .venv/bin/python examples/postgres_production.py
 """
 
 from __future__ import annotations

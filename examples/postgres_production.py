@@ -8,7 +8,8 @@ Run it against any PostgreSQL you can create tables in:
 
 No server at hand? ``examples/local_postgres.py`` starts a throwaway one and runs the example:
 
-    .venv/bin/python examples/local_postgres.py --run .venv/bin/python examples/postgres_production.py
+    .venv/bin/python examples/local_postgres.py --run \
+        .venv/bin/python examples/postgres_production.py
 
 The DSN comes from the first argument or from ``SECURE_SERDE_PG_DSN``. The key comes from
 ``LANGGRAPH_AES_KEY``; when it is unset the script makes a throwaway key for this run only
@@ -32,10 +33,10 @@ import uuid
 from typing import Any, TypedDict
 
 try:
+    import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Command, interrupt
-    import psycopg
     from psycopg import Connection
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import DictRow, dict_row
