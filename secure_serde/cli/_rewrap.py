@@ -1,6 +1,6 @@
 """``secure-serde rewrap STORE``: re-encrypt a checkpoint store under the current primary key.
 
-Keys come from the environment, as `secure_serde.cli._config` reads it for
+Keys come from the environment, as `secure_serde.config` reads it for
 every subcommand: ``LANGGRAPH_AES_KEY`` (key id ``env``) and the JSON
 keyring file named by ``SECURE_SERDE_KEYRING_FILE``, as an application using
 ``KeyRotationCipher.from_env()`` gets them, and, when
@@ -25,7 +25,7 @@ from typing import Any, Final, TextIO
 
 from secure_serde._errors import ConfigurationError
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
-from secure_serde.cli._config import ConfiguredCiphers, require_ciphers
+from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE
 
 __all__ = ["ProgressLine", "register"]
