@@ -34,9 +34,9 @@ from secure_serde.cli._audit_scan import (
     CipherGroup,
     audit_store,
 )
-from secure_serde.config import require_ciphers
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._rewrap import _positive
+from secure_serde.config import require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE, RowRef, open_store
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "register", "report_json"]
