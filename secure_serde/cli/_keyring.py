@@ -72,7 +72,9 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "show":
         return _show(args.file, reveal=args.reveal)
     with _locked(args.file):
-        config = _load(args.file)
+        # Step 1 of a drop-in deployment's first rotation: no file yet, the key is "env".
+        fresh = args.action == "add" and not args.file.exists()
+        config: dict[str, Any] = {"keys": {}} if fresh else _load(args.file)
         message = _EDITS[args.action](config, args.key_id)
         _validate(config, args.file)
         _write(args.file, config)
@@ -106,7 +108,7 @@ def _promote(config: dict[str, Any], key_id: str) -> str:
     _require_key(config, key_id)
     if key_id in config.get("retired", []):
         raise ConfigurationError(f"key {key_id!r} is retired; a retired key cannot encrypt")
-    old = config.get("primary")
+    old = config.get("primary", _ENV_ID)
     config["primary"] = key_id
     return (
         f"key {key_id!r} is now the primary (was {old!r}). Deploy, run 'secure-serde rewrap',"
@@ -116,7 +118,7 @@ def _promote(config: dict[str, Any], key_id: str) -> str:
 
 def _retire(config: dict[str, Any], key_id: str) -> str:
     _require_key(config, key_id)
-    if config.get("primary") == key_id:
+    if config.get("primary", _ENV_ID) == key_id:
         raise ConfigurationError(f"key {key_id!r} is the primary; promote another key first")
     retired = config.setdefault("retired", [])
     if key_id not in retired:
@@ -151,7 +153,7 @@ def _show(path: Path, *, reveal: bool) -> int:
     for key_id in sorted(keys):
         role = (
             "primary"
-            if key_id == config.get("primary")
+            if key_id == config.get("primary", _ENV_ID)
             else "retired"
             if key_id in retired
             else "decrypt only"
@@ -189,9 +191,12 @@ def _validate(config: dict[str, Any], path: Path) -> KeyRotationCipher:
     if _ENV_ID in named and _ENV_ID not in keys:
         # Stands in for LANGGRAPH_AES_KEY, which the application supplies.
         keys[_ENV_ID] = generate_encoded_key()
-    primary = config.get("primary")
+    # As KeyRotationCipher.from_env: without a primary, LANGGRAPH_AES_KEY ("env") is it.
+    primary = config.get("primary", _ENV_ID)
     if not isinstance(primary, str):
-        raise ConfigurationError(f"keyring file {path} names no primary key")
+        raise ConfigurationError(f"'primary' in keyring file {path} must be a key id")
+    if primary == _ENV_ID and _ENV_ID not in keys:
+        keys[_ENV_ID] = generate_encoded_key()
     legacy = config.get("legacy_key")
     return KeyRotationCipher(
         keys,

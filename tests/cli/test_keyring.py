@@ -151,13 +151,17 @@ def test_show_prints_keys_only_when_asked(env: Path, capsys: pytest.CaptureFixtu
     assert key in out
 
 
-def test_edits_keep_an_env_key_reference_valid(
+def test_a_drop_in_deployment_rotates_away_from_its_env_key(
     env: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A drop-in deployment's first keyring names LANGGRAPH_AES_KEY as "env".
-    env.write_text(json.dumps({"keys": {}, "primary": "env"}))
-    env.chmod(0o600)
+    # The runbook from step 0: no keyring file yet, LANGGRAPH_AES_KEY is the key "env".
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
+    assert not env.exists()
     assert run_main(capsys, "keyring", "add", str(env), "--id", "2026")[0] == 0
+    assert stat.S_IMODE(env.stat().st_mode) == 0o600
+    cipher = KeyRotationCipher.from_env()
+    assert cipher.label_for(cipher.primary_key_id) == "env"
+    monkeypatch.delenv("LANGGRAPH_AES_KEY")
     assert run_main(capsys, "keyring", "promote", str(env), "2026")[0] == 0
     assert run_main(capsys, "keyring", "retire", str(env), "env")[0] == 0
     monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
