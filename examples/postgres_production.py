@@ -6,6 +6,11 @@ Run it against any PostgreSQL you can create tables in:
     export LANGGRAPH_AES_KEY="$(.venv/bin/secure-serde keygen)"
     .venv/bin/python examples/postgres_production.py "postgresql://user@localhost:5432/app"
 
+No server at hand? ``examples/local_postgres.py`` starts a throwaway one and runs the example:
+
+    .venv/bin/python examples/local_postgres.py --run \
+        .venv/bin/python examples/postgres_production.py
+
 The DSN comes from the first argument or from ``SECURE_SERDE_PG_DSN``. The key comes from
 ``LANGGRAPH_AES_KEY``; when it is unset the script makes a throwaway key for this run only
 (what it writes is then unreadable afterwards, which is fine for a demo).
@@ -28,10 +33,12 @@ import uuid
 from typing import Any, TypedDict
 
 try:
+    import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import Command, interrupt
     from psycopg import Connection
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import DictRow, dict_row
     from psycopg_pool import ConnectionPool
 except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier message
@@ -97,6 +104,25 @@ def dsn_from_args() -> str:
     return dsn
 
 
+def require_server(dsn: str) -> None:
+    """Fail in one line, within seconds, when no server answers (not after a pool timeout)."""
+    try:
+        with psycopg.connect(dsn, connect_timeout=5):
+            return
+    except psycopg.OperationalError as exc:
+        reason = (str(exc).strip().splitlines() or ["no answer"])[-1]
+    except psycopg.ProgrammingError:
+        reason = "not a valid DSN"
+    # Host and port only: the DSN may hold a password.
+    parts = conninfo_to_dict(dsn) if reason != "not a valid DSN" else {}
+    where = f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}"
+    sys.exit(
+        f"No PostgreSQL server answered at {where} ({reason}). For a throwaway local one:"
+        " .venv/bin/python examples/local_postgres.py --run .venv/bin/python"
+        " examples/postgres_production.py"
+    )
+
+
 def make_serde() -> EncryptedSerializer:
     # MANAGED: load the key from your secret manager (AWS Secrets Manager, Vault, GCP Secret
     # Manager) into LANGGRAPH_AES_KEY at start-up, or skip local keys altogether with
@@ -133,6 +159,7 @@ def check_store(pool: ConnectionPool[Connection[DictRow]], thread_id: str, api_k
 
 def main() -> None:
     dsn = dsn_from_args()
+    require_server(dsn)
     serde = make_serde()
     # MANAGED: size the pool for (workers x concurrent runs per worker), within the server's
     # max_connections minus headroom; put PgBouncer in transaction mode in front if you have

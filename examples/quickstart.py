@@ -10,13 +10,18 @@ function. The demo shows
 
 1. memory across turns on one thread, with every checkpoint encrypted;
 2. that the SQLite file holds only ciphertext for the conversation;
-3. time travel: the thread's history, and a fork from an earlier checkpoint.
+3. time travel: the thread's history, and a fork from an earlier checkpoint;
+4. run it again: the second run resumes the same encrypted thread from the file.
+
+Nothing is ever deleted unless you pass ``--fresh``, and the key is checked
+before any file is touched.
 
 The key comes from ``LANGGRAPH_AES_KEY``. When that is unset, a demo key is
 generated into ``examples/.demo/demo.key`` (mode 0600) and reused on later
 runs. That file is for this demo only: keep real keys in a secret manager.
 """
 
+import argparse
 import os
 import re
 import sqlite3
@@ -41,16 +46,21 @@ except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier messag
     )
 
 import secure_serde
-from secure_serde import ConfigurationError, EncryptedSerializer
+from secure_serde import ConfigurationError, DecryptionError, EncryptedSerializer
 
 KEY_ENV_VAR = "LANGGRAPH_AES_KEY"
-DEMO_DIR = Path(__file__).resolve().parent / ".demo"
+# SECURE_SERDE_DEMO_DIR moves the demo's files (the test suite runs it in a temporary folder).
+DEMO_DIR = Path(
+    os.environ.get("SECURE_SERDE_DEMO_DIR") or Path(__file__).resolve().parent / ".demo"
+)
 KEY_FILE = DEMO_DIR / "demo.key"
 DB_FILE = DEMO_DIR / "quickstart.sqlite"
 THREAD_ID = "quickstart-thread-1"
 # A word that appears only inside the conversation, never in ids or metadata.
 CODENAME = "BLUEHERON"
 FORK_WORD = "REDKITE"
+# Whether LANGGRAPH_AES_KEY came from the environment (not from the demo key file).
+KEY_FROM_ENV = bool(os.environ.get(KEY_ENV_VAR))
 
 
 # --------------------------------------------------------------------------- output helpers
@@ -89,6 +99,12 @@ def ensure_key() -> None:
     print(f"{KEY_ENV_VAR} is not set. {action} {display(KEY_FILE)} (mode 0600)")
     print(f"and loaded it into {KEY_ENV_VAR} for this process only.")
     print("DEMO ONLY: in production, provide the key from your secret manager.")
+
+
+def check(condition: bool, failure: str) -> None:
+    """Stop the demo with ``failure`` when what it shows turns out false."""
+    if not condition:
+        raise SystemExit(f"demo check failed: {failure}")
 
 
 def display(path: Path) -> str:
@@ -186,18 +202,16 @@ def inspect_raw_file() -> None:
     print(f"writes.type values      : {sorted(t for (t,) in blob_types if t)}")
     print(f"latest checkpoint       : {checkpoint_id}, type {type_tag!r}, {len(blob)} bytes")
     print(f"first 32 bytes (hex)    : {bytes(blob[:32]).hex()}")
-    # Format v1 (see secure_serde/_format.py): version | key id | nonce | ciphertext | tag.
-    print(
-        f"  format v1 header      : version {blob[0]:#04x}, key id {bytes(blob[1:5]).hex()},"
-        f" nonce {bytes(blob[5:17]).hex()}"
-    )
+    # Every secure_serde ciphertext starts with a format version and a key id.
+    print(f"  header                : format version {blob[0]}, key id {bytes(blob[1:5]).hex()}")
 
     contents = b"".join(path.read_bytes() for path in raw_files())
     names = ", ".join(path.name for path in raw_files())
-    found = CODENAME.encode() in contents
-    verdict = "FOUND (not expected!)" if found else "not found"
-    print(f"searching all of {names} for {CODENAME!r}: {verdict}")
-    assert not found, f"{CODENAME!r} is readable in the raw database"
+    for word in (CODENAME, FORK_WORD):
+        found = word.encode() in contents
+        verdict = "FOUND (not expected!)" if found else "not found"
+        print(f"searching all of {names} for {word!r}: {verdict}")
+        check(not found, f"{word!r} is readable in the raw database")
     # Honest counterpart: ids and metadata are not encrypted (see SECURITY.md).
     in_clear = THREAD_ID.encode() in contents
     print(f"the thread id {THREAD_ID!r} is stored in clear: {in_clear} (ids are not secret)")
@@ -259,37 +273,45 @@ def time_travel(graph: GraphT, config: RunnableConfig) -> None:
     print(f"    {last_reply(original_end)!r}")
     print(f"  forked branch ends at   {checkpoint_id(fork_end.config)}:")
     print(f"    {last_reply(fork_end)!r}")
-    assert CODENAME in last_reply(original_end)
-    assert FORK_WORD in last_reply(fork_end)
+    check(CODENAME in last_reply(original_end), "the original branch lost its codename")
+    check(FORK_WORD in last_reply(fork_end), "the fork did not take the edited codename")
 
 
 # --------------------------------------------------------------------------- main
 
 
-def main() -> int:
-    heading("Key")
-    ensure_key()
-
-    DEMO_DIR.mkdir(mode=0o700, exist_ok=True)
-    for path in raw_files():
-        path.unlink()
-    print(f"Fresh database: {display(DB_FILE)}")
-
+def open_serde() -> EncryptedSerializer | None:
+    """The serializer for LANGGRAPH_AES_KEY, or None (after saying why) if the key is unusable."""
     try:
-        serde = EncryptedSerializer.from_pycryptodome_aes()  # reads LANGGRAPH_AES_KEY
+        return EncryptedSerializer.from_pycryptodome_aes()  # reads LANGGRAPH_AES_KEY
     except ConfigurationError as exc:  # the message never contains the key
         print(f"Cannot use the key: {exc}", file=sys.stderr)
         print(
-            f"Unset {KEY_ENV_VAR} for a demo key, or delete {display(KEY_FILE)} for a new one.",
+            f"Unset {KEY_ENV_VAR} to use the demo key. Nothing was changed on disk.",
             file=sys.stderr,
         )
-        return 2
+        return None
+
+
+def stored_checkpoints() -> int:
+    """How many checkpoints of the demo thread the database holds (0 if there is none)."""
+    if not DB_FILE.exists():
+        return 0
+    with sqlite3.connect(DB_FILE) as raw:
+        tables = {name for (name,) in raw.execute("SELECT name FROM sqlite_master")}
+        count = 0
+        if "checkpoints" in tables:
+            (count,) = raw.execute(
+                "SELECT count(*) FROM checkpoints WHERE thread_id = ?", (THREAD_ID,)
+            ).fetchone()
+    raw.close()
+    return int(count)
+
+
+def first_run(serde: EncryptedSerializer, config: RunnableConfig) -> None:
     conn = sqlite3.connect(DB_FILE, check_same_thread=False)
     try:
-        saver = SqliteSaver(conn, serde=serde)
-        graph = build_graph(saver)
-        config: RunnableConfig = {"configurable": {"thread_id": THREAD_ID}}
-
+        graph = build_graph(SqliteSaver(conn, serde=serde))
         heading("1. Memory across turns (one thread, encrypted checkpoints)")
         say(graph, config, "Hi! My name is Ada.")
         say(graph, config, f"Our project codename is {CODENAME}.")
@@ -303,13 +325,70 @@ def main() -> int:
     heading("3. Time travel: history, then a fork from an earlier checkpoint")
     conn = sqlite3.connect(DB_FILE, check_same_thread=False)
     try:
-        graph = build_graph(SqliteSaver(conn, serde=serde))
-        time_travel(graph, config)
+        time_travel(build_graph(SqliteSaver(conn, serde=serde)), config)
     finally:
         conn.close()
 
+
+def resumed_run(serde: EncryptedSerializer, config: RunnableConfig, stored: int) -> None:
+    heading("Resuming the encrypted thread from the last run")
+    print(f"{display(DB_FILE)} holds {stored} checkpoints of thread {THREAD_ID!r}.")
+    conn = sqlite3.connect(DB_FILE, check_same_thread=False)
+    try:
+        graph = build_graph(SqliteSaver(conn, serde=serde))
+        snapshot = graph.get_state(config)
+        print(f"  the last reply, decrypted: {last_reply(snapshot)!r}")
+        say(graph, config, "Hello again. Do you still remember our codename?")
+    finally:
+        conn.close()
+    heading("What SQLite stores after the resumed turn")
+    inspect_raw_file()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--fresh",
+        action="store_true",
+        help=f"delete the demo database ({display(DB_FILE)}) first and start a new thread",
+    )
+    args = parser.parse_args(argv)
+
+    heading("Key")
+    ensure_key()
+    serde = open_serde()  # checked before any file is touched
+    if serde is None:
+        return 2
+
+    config: RunnableConfig = {"configurable": {"thread_id": THREAD_ID}}
+    DEMO_DIR.mkdir(mode=0o700, exist_ok=True)
+    if args.fresh:
+        for path in raw_files():
+            path.unlink()
+        print(f"--fresh: deleted the old demo database {display(DB_FILE)}")
+    try:
+        stored = stored_checkpoints()
+        if stored:
+            resumed_run(serde, config, stored)
+        else:
+            print(f"New database: {display(DB_FILE)}")
+            first_run(serde, config)
+    except DecryptionError as exc:
+        print(f"Cannot read {display(DB_FILE)}: {exc}", file=sys.stderr)
+        print(
+            "It was written under another key. Set that key again, or pass --fresh to"
+            " delete the demo database and start over.",
+            file=sys.stderr,
+        )
+        return 2
+
     heading("Done")
     print(f"Everything above was stored encrypted in {display(DB_FILE)}.")
+    print("Run this demo again: the next run resumes the same thread from that file.")
+    print("Look at the store with the operator's tools, under the same key:")
+    prefix = "" if KEY_FROM_ENV else f"{KEY_ENV_VAR}=$(cat {display(KEY_FILE)}) "
+    print(f"  {prefix}secure-serde audit {display(DB_FILE)}")
+    print(f"  {prefix}secure-serde inspect {display(DB_FILE)} --thread {THREAD_ID}")
     return 0
 
 

@@ -12,16 +12,30 @@ rows are always format v1.
 
 from __future__ import annotations
 
+import logging
 from typing import Final
 
 from secure_serde._errors import ConfigurationError, DecryptionError
-from secure_serde._primitives import LEGACY_MODES, Buffer, SecretHolder, legacy_open
+from secure_serde._primitives import (
+    LEGACY_MODES,
+    Buffer,
+    SecretHolder,
+    legacy_open,
+    legacy_supported,
+)
 
-__all__ = ["LEGACY_CIPHER_NAME", "LegacyAesReader"]
+__all__ = ["LEGACY_CIPHER_NAME", "MISSING_PYCRYPTODOME", "LegacyAesReader"]
+
+logger = logging.getLogger("secure_serde")
 
 LEGACY_CIPHER_NAME: Final = "aes"
 _NONCE_SIZE: Final = 16
 _TAG_SIZE: Final = 16
+MISSING_PYCRYPTODOME: Final = (
+    "pycryptodome is not installed, so rows that langgraph's built-in encryption wrote"
+    " (cipher 'aes') cannot be read: pip install 'secure-serde[pycryptodome]'. A store"
+    " with no such rows needs nothing; pass legacy_mode=None to silence this."
+)
 
 
 class LegacyAesReader(SecretHolder):
@@ -35,6 +49,9 @@ class LegacyAesReader(SecretHolder):
                 f"mode={mode!r}: langgraph's built-in cipher only ever wrote readable rows"
                 " with AES.MODE_EAX (the default) or AES.MODE_GCM"
             )
+        if not legacy_supported():
+            # Said now, not at the first old row, which may come weeks into production.
+            logger.warning(MISSING_PYCRYPTODOME)
         self._key = key
         self._mode = mode
 

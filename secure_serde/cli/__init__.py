@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Final
@@ -25,6 +26,10 @@ __all__ = ["build_parser", "main"]
 # register() gives, which tests/test_import_light.py checks.
 _SUBCOMMANDS: Final = {
     "keygen": ("secure_serde.cli._keygen", "print a new 256-bit key in the base64: form"),
+    "keyring": (
+        "secure_serde.cli._keyring",
+        "create and edit a keyring file: add, promote, retire, drop, show",
+    ),
     "rewrap": (
         "secure_serde.cli._rewrap",
         "re-encrypt every stored value under the current primary key",
@@ -70,6 +75,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser(only).parse_args(args_list)
     try:
         code: int = args.func(args)
+    except BrokenPipeError:
+        # `secure-serde inspect --json | head`: the reader left, which is not an error.
+        # Point stdout at devnull so the interpreter's final flush does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except SecureSerdeError as exc:
         # Our messages never carry key bytes or plaintext, so they are safe to print.
         print(f"secure-serde: error: {exc}", file=sys.stderr)

@@ -16,7 +16,7 @@ Reports, for a SQLite file or a ``postgresql://`` URL:
 
 Only names, ids, counts and error class names are printed: never a value, a
 key or a ciphertext. Keys come from the environment as for rewrap (see
-``secure_serde/cli/_config.py``; KMS too). Exit codes: 0 nothing found, 1
+``secure_serde/config.py``; KMS too). Exit codes: 0 nothing found, 1
 findings, 2 usage, configuration or store error.
 """
 
@@ -34,9 +34,9 @@ from secure_serde.cli._audit_scan import (
     CipherGroup,
     audit_store,
 )
-from secure_serde.cli._config import require_ciphers
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._rewrap import _positive
+from secure_serde.config import require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE, RowRef, open_store
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "register", "report_json"]

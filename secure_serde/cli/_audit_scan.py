@@ -21,7 +21,7 @@ from secure_serde._rewrap import MAX_LISTED_FAILURES, RowFailure
 from secure_serde._rewrap._plan import CURRENT, Planner, Unreadable
 from secure_serde.ciphers import LEGACY_CIPHER_NAME, _kms_format
 from secure_serde.cli._audit_json import InlineChannel, JsonColumns, MetadataKeys
-from secure_serde.cli._config import ConfiguredCiphers
+from secure_serde.config import ConfiguredCiphers
 from secure_serde.savers import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
 from secure_serde.stores import Cell, RowRef, Store
 

@@ -25,11 +25,11 @@ from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
 from secure_serde import _langgraph as lg
-from secure_serde.cli._config import PICKLE_PRESETS, serializer_from_env
 from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import compact, to_jsonable
 from secure_serde.cli._rewrap import _positive
+from secure_serde.config import PICKLE_PRESETS, serializer_from_env
 from secure_serde.stores import open_store
 
 __all__ = ["register"]

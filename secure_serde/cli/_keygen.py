@@ -17,10 +17,12 @@ def register(subparsers: Any) -> None:
         help="print a new 256-bit key in the base64: form",
         description=(
             "Print a new key from os.urandom in the form LANGGRAPH_AES_KEY and keyring"
-            " files accept. With --id, print it as a keyring file entry instead."
+            " files accept. With --id, print a complete keyring file whose primary is that"
+            " key instead (or use 'secure-serde keyring new FILE --id ID', which writes it"
+            " at mode 0600 without printing the key)."
         ),
     )
-    parser.add_argument("--id", dest="key_id", help="print as a keyring entry with this id")
+    parser.add_argument("--id", dest="key_id", help="print a keyring file with this key as primary")
     parser.set_defaults(func=run)
 
 
@@ -29,5 +31,5 @@ def run(args: argparse.Namespace) -> int:
     if args.key_id is None:
         print(key)
     else:
-        print(json.dumps({args.key_id: key}))
+        print(json.dumps({"primary": args.key_id, "keys": {args.key_id: key}}, indent=2))
     return 0

@@ -1,6 +1,6 @@
 """``secure-serde rewrap STORE``: re-encrypt a checkpoint store under the current primary key.
 
-Keys come from the environment, as `secure_serde.cli._config` reads it for
+Keys come from the environment, as `secure_serde.config` reads it for
 every subcommand: ``LANGGRAPH_AES_KEY`` (key id ``env``) and the JSON
 keyring file named by ``SECURE_SERDE_KEYRING_FILE``, as an application using
 ``KeyRotationCipher.from_env()`` gets them, and, when
@@ -25,7 +25,7 @@ from typing import Any, Final, TextIO
 
 from secure_serde._errors import ConfigurationError
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
-from secure_serde.cli._config import ConfiguredCiphers, require_ciphers
+from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE
 
 __all__ = ["ProgressLine", "register"]
@@ -47,7 +47,10 @@ def register(subparsers: Any) -> None:
             " already under the primary are skipped, so the command can be killed and rerun"
             " at any time, and run while the application writes. Keys come from"
             " LANGGRAPH_AES_KEY (id 'env') and the keyring file named by"
-            " SECURE_SERDE_KEYRING_FILE."
+            " SECURE_SERDE_KEYRING_FILE; a KMS key named by SECURE_SERDE_KMS_KEY_ID"
+            " (older ones in SECURE_SERDE_KMS_DECRYPT_KEY_IDS, the encryption context in"
+            " SECURE_SERDE_KMS_ENCRYPTION_CONTEXT) becomes the primary, and the AES keys"
+            " then only read."
         ),
         epilog=(
             "exit status: 0 all rows under the primary; 1 some rows could not be rewrapped"
@@ -112,8 +115,9 @@ def _positive(text: str) -> int:
 class ProgressLine:
     """A one-line progress bar, redrawn in place with ``\\r``, at most ten times a second."""
 
-    def __init__(self, stream: TextIO, *, width: int = 24) -> None:
+    def __init__(self, stream: TextIO, *, width: int = 24, dry_run: bool = False) -> None:
         self._stream = stream
+        self._verb = "would rewrap" if dry_run else "rewrapped"
         self._width = width
         self._last = float("-inf")
         self._drawn = False
@@ -131,7 +135,7 @@ class ProgressLine:
         self._stream.write(
             f"\rrewrap [{bar}] {snapshot.scanned:,}/{snapshot.total:,} rows"
             f" {fraction:6.1%}  {snapshot.rate:,.0f} rows/s"
-            f"  rewrapped {snapshot.rewrapped:,}  failed {snapshot.failures:,} "
+            f"  {self._verb} {snapshot.rewrapped:,}  failed {snapshot.failures:,} "
         )
         self._stream.flush()
         self._drawn = True
@@ -149,7 +153,7 @@ def run(args: argparse.Namespace) -> int:
         # shared between processes, so KMS stores are rewrapped by one process.
         raise ConfigurationError("--workers > 1 is not supported with a KMS key; use one worker")
     show = sys.stderr.isatty() if args.progress is None else args.progress
-    bar = ProgressLine(sys.stderr) if show else None
+    bar = ProgressLine(sys.stderr, dry_run=args.dry_run) if show else None
     try:
         report = rewrap(
             args.store,

@@ -203,9 +203,10 @@ def test_keygen_entry_goes_straight_into_a_keyring_file(
     keys: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["keygen", "--id", "2025-06"]) == 0
-    entry = json.loads(capsys.readouterr().out)
-    assert list(entry) == ["2025-06"]
-    keys(KEY_A, {"primary": "2025-06", "keys": entry})
+    keyring_file = json.loads(capsys.readouterr().out)
+    assert keyring_file["primary"] == "2025-06"
+    assert list(keyring_file["keys"]) == ["2025-06"]
+    keys(KEY_A, keyring_file)
     from secure_serde.ciphers import KeyRotationCipher
 
     cipher = KeyRotationCipher.from_env()

@@ -1,12 +1,18 @@
-"""The ciphers and serializer every subcommand (rewrap, audit, inspect) builds from the environment.
+"""Build the serializer from the environment: one configuration for applications and the CLI.
 
-The AES keys come from exactly where an application using
-``KeyRotationCipher.from_env()`` (and ``secure-serde rewrap``) finds them:
+An application and every ``secure-serde`` subcommand (rewrap, audit,
+inspect) build their ciphers here, so what the operator's tools read is
+exactly what the application wrote::
+
+    from secure_serde.config import serializer_from_env
+    saver = PostgresSaver(pool, serde=serializer_from_env())
+
+The AES keys come from exactly where ``KeyRotationCipher.from_env()`` finds them:
 ``LANGGRAPH_AES_KEY`` (key id ``env``) and the JSON keyring file named by
 ``SECURE_SERDE_KEYRING_FILE``. A store written through `KmsEnvelopeCipher`
 is read with the KMS key named by ``SECURE_SERDE_KMS_KEY_ID``; boto3 finds
 the region, the credentials and any endpoint override in its usual places
-(``AWS_REGION``, ``AWS_PROFILE``, ``AWS_ENDPOINT_URL_KMS``, ...)::
+(``AWS_DEFAULT_REGION``, ``AWS_PROFILE``, ``AWS_ENDPOINT_URL_KMS``, ...)::
 
     SECURE_SERDE_KMS_KEY_ID=arn:aws:kms:...:key/...    the CMK new rows are wrapped under
     SECURE_SERDE_KMS_DECRYPT_KEY_IDS=arn1,arn2         older CMKs, read only (optional)

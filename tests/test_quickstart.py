@@ -1,0 +1,91 @@
+"""examples/quickstart.py, the README's first command: it resumes, and never loses a store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "examples" / "quickstart.py"
+
+
+def _run(demo_dir: Path, *args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SECURE_SERDE_DEMO_DIR": str(demo_dir)}
+    env.pop("LANGGRAPH_AES_KEY", None)
+    if key is not None:
+        env["LANGGRAPH_AES_KEY"] = key
+    return subprocess.run(
+        [sys.executable, str(QUICKSTART), *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A demo folder after one complete first run."""
+    folder = tmp_path_factory.mktemp("demo")
+    done = _run(folder)
+    assert done.returncode == 0, done.stderr
+    assert "New database" in done.stdout
+    return folder
+
+
+def test_second_run_resumes_the_encrypted_thread(demo: Path) -> None:
+    before = (demo / "quickstart.sqlite").stat().st_size
+    done = _run(demo)
+    assert done.returncode == 0, done.stderr
+    assert "Resuming the encrypted thread" in done.stdout
+    assert "New database" not in done.stdout
+    # The answer can only come from the history the first run stored.
+    assert "Your project codename is REDKITE" in done.stdout
+    assert (demo / "quickstart.sqlite").stat().st_size > before
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        ("short", "Cannot use the key"),
+        ("base64:" + "A" * 43 + "=", "written under another key"),
+    ],
+)
+def test_a_bad_or_other_key_leaves_the_store_untouched(demo: Path, key: str, message: str) -> None:
+    db = demo / "quickstart.sqlite"
+    before = db.read_bytes()
+    done = _run(demo, key=key)
+    assert done.returncode == 2
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert db.read_bytes() == before
+    assert key not in done.stdout + done.stderr
+
+
+def test_the_printed_audit_command_reads_the_demo_store(demo: Path) -> None:
+    key = (demo / "demo.key").read_text().strip()
+    bindir = Path(sys.executable).parent
+    done = subprocess.run(
+        [str(bindir / "secure-serde"), "audit", str(demo / "quickstart.sqlite")],
+        env={**os.environ, "LANGGRAPH_AES_KEY": key},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert key not in done.stdout + done.stderr
+
+
+def test_fresh_deletes_only_when_asked(tmp_path: Path) -> None:
+    assert _run(tmp_path).returncode == 0
+    done = _run(tmp_path, "--fresh")
+    assert done.returncode == 0, done.stderr
+    assert "--fresh: deleted the old demo database" in done.stdout
+    assert "New database" in done.stdout
