@@ -9,6 +9,7 @@ and is wire-identical, which the tests check in both directions.
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from typing import Any, Final, Literal, NoReturn, Protocol, TypeAlias
 
@@ -219,8 +220,16 @@ def hkdf_sha256(ikm: bytes, info: bytes, length: int, backend: Backend = "auto")
 
 
 def legacy_supported() -> bool:
-    """True when pycryptodome, needed to read langgraph's built-in rows, is installed."""
-    return _have_pycryptodome()
+    """True when pycryptodome, needed to read langgraph's built-in rows, is installed.
+
+    Asks the import system without importing it: pycryptodome stays unloaded
+    until a legacy row (or its backend) actually needs it.
+    """
+    try:
+        return importlib.util.find_spec("Crypto") is not None
+    except (ImportError, ValueError):
+        # A parent that is not a package, or sys.modules["Crypto"] = None.
+        return False
 
 
 def legacy_open(
