@@ -12,8 +12,10 @@ can *run*.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar
+
+from secure_serde._errors import ConfigurationError
 
 __all__ = ["Migration"]
 
@@ -52,6 +54,36 @@ class Migration:
     def enabled(self) -> tuple[str, ...]:
         """The names of the switches that are on, for logs and reprs."""
         return tuple(f.name for f in fields(self) if getattr(self, f.name))
+
+    @classmethod
+    def resolve(
+        cls,
+        migration: Migration | None = None,
+        *,
+        allow_plaintext: bool = False,
+        allow_inline_values: bool = False,
+        allow_legacy_pickle: bool = False,
+    ) -> Migration:
+        """``migration`` (default: nothing) with 0.1.0's ``allow_*`` keyword arguments applied.
+
+        Each alias can only turn its field on, so passing both a
+        `Migration` and an alias widens to the union of the two.
+        """
+        base = cls.NONE if migration is None else migration
+        if not isinstance(base, Migration):
+            raise ConfigurationError(
+                f"migration must be a secure_serde.Migration, not {type(base).__name__}"
+            )
+        on = {
+            name: True
+            for name, flag in (
+                ("plaintext", allow_plaintext),
+                ("inline_values", allow_inline_values),
+                ("legacy_pickle", allow_legacy_pickle),
+            )
+            if flag and not getattr(base, name)
+        }
+        return replace(base, **on) if on else base
 
 
 Migration.NONE = Migration()
