@@ -122,7 +122,9 @@ class ReadRule:
 
     __slots__ = ("_ciphers", "_migration")
 
-    def __init__(self, ciphers: Iterable[BoundCipher], migration: Migration = Migration.NONE) -> None:
+    def __init__(
+        self, ciphers: Iterable[BoundCipher], migration: Migration = Migration.NONE
+    ) -> None:
         by_name: dict[str, tuple[BoundCipher, bool]] = {}
         for candidate in ciphers:
             if not isinstance(candidate, BoundCipher):

@@ -71,6 +71,7 @@ _SEND: Final = ("langgraph.types", "Send")
 _NUMPY_ORDERS: Final = frozenset({"C", "F"})
 _MAX_DTYPE_TEXT: Final = 64
 _LC_KEY: Final = "lc"
+_FAILED: Final = object()
 
 
 def allowlist_of(serde: SerializerProtocol | None) -> frozenset[tuple[str, str]]:
@@ -134,7 +135,10 @@ class StrictDecoder:
         return StrictDecoder(self._extra | pairs)
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        """Decode ``(inner type tag, bytes)``; raises `StrictDecodeError` or `PickleRefusedError`."""
+        """Decode ``(inner type tag, bytes)``.
+
+        Raises `StrictDecodeError`, or `PickleRefusedError` for a tag naming pickle.
+        """
         type_tag, payload = data
         if type_tag == "msgpack":
             return _Run(self._types).unpack(payload)
@@ -265,11 +269,10 @@ class _Run:
             return _call(type_name, cls, **arg)
         # pydantic, as JsonPlus: validate, else build without validation.
         fallback = "construct" if code == lg.EXT_PYDANTIC_V1 else "model_construct"
-        try:
-            return cls(**arg)
-        except Exception:  # noqa: BLE001 - any validation failure takes JsonPlus's fallback
-            pass
-        return _call(type_name, getattr(cls, fallback, None), **arg)
+        value = _attempt(cls, **arg)
+        if value is _FAILED:
+            value = _call(type_name, getattr(cls, fallback, None), **arg)
+        return value
 
     def _method(self, tup: Any) -> Any:
         if not (
@@ -296,13 +299,21 @@ def _resolve(module: str, name: str) -> Any:
     raise StrictDecodeError(f"refusing {module}.{name!s}: it is not importable here")
 
 
+def _attempt(function: Any, *args: Any, **kwargs: Any) -> Any:
+    """``function(*args, **kwargs)``, or `_FAILED` if it raised; callers raise a typed error."""
+    try:
+        return function(*args, **kwargs)
+    except Exception:
+        return _FAILED
+
+
 def _call(type_name: str, function: Any, *args: Any, **kwargs: Any) -> Any:
     if not callable(function):
         raise StrictDecodeError(f"refusing {type_name!r}: not constructible")
-    try:
-        return function(*args, **kwargs)
-    except Exception:  # noqa: BLE001 - typed below, and the value's text stays out of it
-        pass
+    value = _attempt(function, *args, **kwargs)
+    if value is not _FAILED:
+        return value
+    # Raised outside the handler: the original error may quote the stored arguments.
     raise StrictDecodeError(
         f"refusing {type_name!r}: its stored arguments do not construct it", type_name=type_name
     )

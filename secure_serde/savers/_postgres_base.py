@@ -25,8 +25,14 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.postgres.base import BasePostgresSaver
 
+from secure_serde._migration import Migration
 from secure_serde.savers._inline import InlineValueGuard, blob_channels
-from secure_serde.savers._metadata import MetadataSealer, refuse_reserved_key, unseal_metadata
+from secure_serde.savers._metadata import (
+    MetadataOpener,
+    MetadataSealer,
+    refuse_reserved_key,
+    unseal_metadata,
+)
 from secure_serde.savers._values import route_primitives_to_blobs, unbox
 
 __all__ = ["SealedPostgresBase"]
@@ -38,11 +44,20 @@ class SealedPostgresBase(BasePostgresSaver):
     """Routes primitives to blobs, seals metadata on request, checks and unseals on read."""
 
     _metadata_sealer: MetadataSealer | None = None
+    _metadata_opener: MetadataOpener
     _inline_guard: InlineValueGuard
+    _migration: Migration = Migration.NONE
 
-    def _configure(self, sealer: MetadataSealer | None, allow_inline: bool) -> None:
+    def _configure(self, sealer: MetadataSealer | None, migration: Migration) -> None:
         self._metadata_sealer = sealer
-        self._inline_guard = InlineValueGuard(allow_inline)
+        self._migration = migration
+        self._metadata_opener = MetadataOpener(sealer, allow_plaintext=migration.plaintext_metadata)
+        self._inline_guard = InlineValueGuard(migration.inline_values)
+
+    @property
+    def migration(self) -> Migration:
+        """The migration switches this saver reads under (inline values, plaintext metadata)."""
+        return self._migration
 
     @property
     def metadata_sealer(self) -> MetadataSealer | None:
@@ -68,7 +83,10 @@ class SealedPostgresBase(BasePostgresSaver):
         if inline:
             self._inline_guard.check_row(inline, blob_channels(value["channel_values"]))
 
-    def _unseal(self, checkpoint_tuple: CheckpointTuple) -> CheckpointTuple:
+    def _unseal(self, checkpoint_tuple: CheckpointTuple, checked: bool = False) -> CheckpointTuple:
+        """Refuse downgraded metadata (unless ``checked`` already), then unseal it."""
+        if not checked:
+            self._metadata_opener.check(checkpoint_tuple.metadata)
         metadata = unseal_metadata(self.serde, checkpoint_tuple.metadata)
         if metadata is checkpoint_tuple.metadata:
             return checkpoint_tuple
