@@ -19,17 +19,20 @@ from secure_serde._errors import (
     KmsDecryptionError,
     KmsEncryptionError,
     KmsError,
+    MetadataDowngradeError,
     PickleNotAllowedError,
     PickleRefusedError,
     PlaintextRefusedError,
     RetiredKeyError,
     SecretPicklingError,
     SecureSerdeError,
+    StrictDecodeError,
     UnknownCipherError,
     UnknownKeyError,
     UnsafePickleError,
 )
 from secure_serde._keys import generate_encoded_key
+from secure_serde._migration import Migration
 from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.pickling import PickleFallbackSerializer
@@ -43,6 +46,8 @@ __all__ = [
     "KmsDecryptionError",
     "KmsEncryptionError",
     "KmsError",
+    "MetadataDowngradeError",
+    "Migration",
     "PickleFallbackSerializer",
     "PickleNotAllowedError",
     "PickleRefusedError",
@@ -53,6 +58,7 @@ __all__ = [
     "RowFailure",
     "SecretPicklingError",
     "SecureSerdeError",
+    "StrictDecodeError",
     "UnknownCipherError",
     "UnknownKeyError",
     "UnsafePickleError",
