@@ -10,7 +10,7 @@ offers must never call either.
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import ormsgpack
 from langgraph.checkpoint.serde.jsonplus import (
@@ -29,7 +29,7 @@ class PlantedCall:
     """``record_call`` sets ``PlantedCall.ran``: proof that a planted name was called."""
 
     ran = False
-    args: list[Any] = []
+    args: ClassVar[list[Any]] = []
 
     @classmethod
     def reset(cls) -> None:

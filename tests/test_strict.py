@@ -115,7 +115,7 @@ def test_langgraph_strict_mode_returns_the_payload_where_we_raise() -> None:
 def test_os_system_is_refused(tmp_path: Any) -> None:
     marker = tmp_path / "ran"
     payload = planted_value(module="os", name="system", arg=f"touch {marker}")
-    with pytest.raises(StrictDecodeError, match="os.system"):
+    with pytest.raises(StrictDecodeError, match=r"os\.system"):
         StrictDecoder().loads_typed(("msgpack", payload))
     assert not marker.exists()
 
