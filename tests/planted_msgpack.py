@@ -59,8 +59,12 @@ def planted_value(
 
 
 def os_system_value(marker: str) -> bytes:
-    """A msgpack value that permissive JsonPlus turns into ``os.system("touch <marker>")``."""
-    return planted_value(module="os", name="system", arg=f"touch {marker}")
+    """A msgpack value that permissive JsonPlus turns into ``os.system("echo ran > <marker>")``.
+
+    ``echo`` is a shell builtin, so the command needs no PATH (the CLI subprocess tests run
+    with a minimal one).
+    """
+    return planted_value(module="os", name="system", arg=f"echo ran > {marker}")
 
 
 # Every constructor extension permissive JsonPlus imports and calls, with an argument of

@@ -68,7 +68,10 @@ def test_planted_plaintext_msgpack_never_runs(case: str, spelling: str) -> None:
 
 def test_planted_os_system_plaintext_row_never_runs(tmp_path: Any) -> None:
     marker = tmp_path / "ran"
-    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), migration=Migration(plaintext=True))
+    JsonPlusSerializer().loads_typed(("msgpack", os_system_value(str(marker))))
+    assert marker.exists()  # the payload is live
+    marker.unlink()
+    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), allow_plaintext=True)
     with pytest.raises(StrictDecodeError, match=r"os\.system"):
         serde.loads_typed(("msgpack", os_system_value(str(marker))))
     assert not marker.exists()

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
@@ -55,12 +56,15 @@ def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
         yield conn
 
 
-def put(saver: Any, thread_id: str, **configurable: Any) -> Any:
+def put(
+    saver: Any, thread_id: str, extra: dict[str, Any] | None = None, **configurable: Any
+) -> Any:
     config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", **configurable}}
     checkpoint = empty_checkpoint()
     checkpoint["channel_values"] = {"x": [1]}
     checkpoint["channel_versions"] = {"x": 1}
-    return saver.put(config, checkpoint, {"source": "input", "step": -1, "parents": {}}, {"x": 1})
+    metadata: Any = {"source": "input", "step": -1, "parents": {}, **(extra or {})}
+    return saver.put(config, checkpoint, metadata, {"x": 1})
 
 
 def stored_metadata(conn: psycopg.Connection[Any]) -> dict[str, Any]:
@@ -175,13 +179,17 @@ async def test_async_saver_refuses_a_downgrade(postgres_url: str) -> None:
 
 
 def test_pickle_fallback_alone_is_not_an_encrypting_serde(postgres_url: str) -> None:
+    # A numpy value in the metadata makes PickleFallbackSerializer tag it msgpack+pickle:
+    # a "+" in the tag, but no cipher.
+    extra = {"score": np.float32(1.5)}
+    assert PickleFallbackSerializer(allowed=[NUMPY]).dumps_typed(extra)[0] == "msgpack+pickle"
     with connect(postgres_url) as conn:
         saver = PostgresSaver(
             conn, serde=PickleFallbackSerializer(allowed=[NUMPY]), plaintext_metadata=["tenant"]
         )
         saver.setup()
         with pytest.raises(EncryptionError, match="encrypting serde"):
-            put(saver, "t", api_key=API_KEY)
+            put(saver, "t", extra, api_key=API_KEY)
         count: Any = conn.execute("SELECT count(*) AS n FROM checkpoints").fetchone()
         assert count["n"] == 0
         # Wrapped in EncryptedSerializer it seals, and reads back.
@@ -190,9 +198,10 @@ def test_pickle_fallback_alone_is_not_an_encrypting_serde(postgres_url: str) -> 
             serde=EncryptedSerializer(EnvKeyCipher(KEY), PickleFallbackSerializer(allowed=[NUMPY])),
             plaintext_metadata=["tenant"],
         )
-        tup = wrapped.get_tuple(put(wrapped, "t", api_key=API_KEY))
+        tup = wrapped.get_tuple(put(wrapped, "t", extra, api_key=API_KEY))
         assert tup is not None
         assert tup.metadata["api_key"] == API_KEY
+        assert tup.metadata["score"] == np.float32(1.5)
 
 
 def test_plaintext_tagged_envelope_is_read_strictly(

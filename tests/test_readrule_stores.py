@@ -196,15 +196,16 @@ def test_rewrap_api_lists_refusals_with_their_error_class(
 ) -> None:
     # As the CLI configures it: LANGGRAPH_AES_KEY also reads the built-in's rows.
     serde = EncryptedSerializer(KeyRotationCipher.from_env())
+    # 0.1.0's alias first, then the Migration setting: the same refusals.
+    dry = rewrap(store["path"], serde, allow_plaintext=True, dry_run=True)
+    assert not PlantedCall.ran
+    assert {f.error for f in dry.failures} == {StrictDecodeError}
     report = rewrap(store["path"], serde, migration=Migration(plaintext=True))
     assert not PlantedCall.ran
     refused = {f.ref.thread_id: f.error for f in report.failures}
     assert refused == {OURS: StrictDecodeError, LEGACY: StrictDecodeError}
     assert report.failure_count == 2
     assert report.sources["aes"] > 0
-    # The 0.1.0 alias does the same.
-    again = rewrap(store["path"], serde, allow_plaintext=True, dry_run=True)
-    assert {f.error for f in again.failures} == {StrictDecodeError}
 
 
 # ---------------------------------------------------------------------------------------------

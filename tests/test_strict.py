@@ -32,6 +32,7 @@ from tests.planted_msgpack import (
     SENTINEL_MODULE,
     SENTINEL_NAME,
     PlantedCall,
+    os_system_value,
     planted_value,
 )
 
@@ -114,7 +115,11 @@ def test_langgraph_strict_mode_returns_the_payload_where_we_raise() -> None:
 
 def test_os_system_is_refused(tmp_path: Any) -> None:
     marker = tmp_path / "ran"
-    payload = planted_value(module="os", name="system", arg=f"touch {marker}")
+    payload = os_system_value(str(marker))
+    # Permissive JsonPlus runs the command: the marker proves the payload is live.
+    JSONPLUS.loads_typed(("msgpack", payload))
+    assert marker.exists()
+    marker.unlink()
     with pytest.raises(StrictDecodeError, match=r"os\.system"):
         StrictDecoder().loads_typed(("msgpack", payload))
     assert not marker.exists()
