@@ -155,13 +155,17 @@ def test_console_script_never_runs_os_system(
     env = {"LANGGRAPH_AES_KEY": KEY_A}
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    for thread, flags in ((OURS, ["--allow-plaintext"]), (LEGACY, [])):
-        done = run_console_script("inspect", str(path), "--thread", thread, *flags, env=env)
+    runs = [
+        run_console_script("inspect", str(path), "--thread", thread, *flags, env=env)
+        for thread, flags in ((OURS, ["--allow-plaintext"]), (LEGACY, []))
+    ]
+    runs.append(
+        run_console_script("rewrap", str(path), "--allow-plaintext", "--no-progress", env=env)
+    )
+    assert not any(marker.exists() for marker in markers.values())
+    for done in runs:
         assert done.returncode == 1, done.stderr
         assert StrictDecodeError.__name__ in done.stdout
-    done = run_console_script("rewrap", str(path), "--allow-plaintext", "--no-progress", env=env)
-    assert done.returncode == 1
-    assert not any(marker.exists() for marker in markers.values())
 
 
 # ---------------------------------------------------------------------------------------------
