@@ -40,6 +40,10 @@ _UNREADABLE: Final = object()
 # Routes are cached per type tag; tags come from the store, so the cache is
 # bounded (tags past it are routed on every read, which is only slower).
 _MAX_CACHED_ROUTES: Final = 256
+# Module constants: a global read instead of an enum attribute lookup per read.
+_INNER: Final = Decode.INNER
+_VOUCHED: Final = Decode.VOUCHED
+_STRICT: Final = Decode.STRICT
 
 
 class EncryptedSerializer:
@@ -186,12 +190,12 @@ class EncryptedSerializer:
             self._plaintext_log.record(type_tag)
             return self._strict.loads_typed((type_tag, payload))
         plaintext = cipher.decrypt_bound(route.cipher_name, payload, route.inner)
-        if decode is Decode.INNER:
+        if decode is _INNER:
             return self._serde.loads_typed((route.inner, plaintext))
-        if decode is Decode.VOUCHED:
+        if decode is _VOUCHED:
             # Tag and bytes are authenticated: inner layers may read embedded pickles.
             return load_authenticated(self._serde, (route.inner, plaintext))
-        if decode is Decode.STRICT:
+        if decode is _STRICT:
             return self._strict.loads_typed((route.inner, plaintext))
         return self._load_unbound(route, plaintext)
 
