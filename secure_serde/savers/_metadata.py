@@ -40,6 +40,7 @@ from secure_serde._errors import (
     EncryptionError,
     MetadataDowngradeError,
 )
+from secure_serde._migration import Migration
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde._readrule import seals
 from secure_serde.stores import SEALED_METADATA_KEY, parse_envelope
@@ -177,15 +178,15 @@ class MetadataOpener:
     """Checks and unseals the metadata of rows read by a saver.
 
     With a sealer, keys it would seal found in plaintext raise
-    `MetadataDowngradeError` unless ``allow_plaintext`` (the saver's
-    ``Migration.plaintext_metadata``), which logs them instead.
+    `MetadataDowngradeError` unless ``migration.plaintext_metadata``, which
+    logs them instead.
     """
 
     __slots__ = ("_allow", "_log", "_sealer")
 
-    def __init__(self, sealer: MetadataSealer | None, *, allow_plaintext: bool) -> None:
+    def __init__(self, sealer: MetadataSealer | None, migration: Migration) -> None:
         self._sealer = sealer
-        self._allow = allow_plaintext
+        self._allow = migration.plaintext_metadata
         self._log = RateLimitedWarning(
             "secure_serde read %d checkpoint(s) with metadata keys that should be sealed in"
             " plaintext (latest keys %s) because Migration.plaintext_metadata is on"

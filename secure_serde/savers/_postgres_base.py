@@ -51,7 +51,7 @@ class SealedPostgresBase(BasePostgresSaver):
     def _configure(self, sealer: MetadataSealer | None, migration: Migration) -> None:
         self._metadata_sealer = sealer
         self._migration = migration
-        self._metadata_opener = MetadataOpener(sealer, allow_plaintext=migration.plaintext_metadata)
+        self._metadata_opener = MetadataOpener(sealer, migration)
         self._inline_guard = InlineValueGuard(migration.inline_values)
 
     @property
