@@ -67,8 +67,8 @@ class InlineValueGuard:
         if not self._allow:
             raise PlaintextRefusedError(
                 f"refusing plaintext value(s) of channel(s) {channels} stored inline in the"
-                " checkpoint JSON (Migration.inline_values is off); a stock saver wrote them,"
-                " or someone planted them"
+                " checkpoint JSON (Migration.inline_values is off: allow_inline_values=False);"
+                " a stock saver wrote them, or someone planted them"
             )
         if planted := sorted(ch for ch, v in values.items() if type(v) not in _INLINE_TYPES):
             raise StrictDecodeError(
