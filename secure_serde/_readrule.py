@@ -168,7 +168,8 @@ class ReadRule:
         if not plus:
             if not self._migration.plaintext:
                 raise PlaintextRefusedError(
-                    f"refusing an unencrypted {type_tag!r} row (Migration.plaintext is off)"
+                    f"refusing an unencrypted {type_tag!r} row (Migration.plaintext is off;"
+                    " allow_plaintext=True, or --allow-plaintext, turns it on)"
                 )
             if names_pickle(type_tag):
                 raise PickleRefusedError(
@@ -193,7 +194,7 @@ class ReadRule:
         else:
             raise PickleRefusedError(
                 f"refusing to unpickle a {cipher_name!r} row: that format does not"
-                " authenticate its type tag (see Migration.legacy_pickle)"
+                " authenticate its type tag (see Migration.legacy_pickle, --allow-legacy-pickle)"
             )
         return Route(type_tag, inner, cipher_name, cipher, decode)
 
