@@ -55,11 +55,6 @@ class SealedPostgresBase(BasePostgresSaver):
         self._inline_guard = InlineValueGuard(migration.inline_values)
 
     @property
-    def migration(self) -> Migration:
-        """The migration switches this saver reads under (inline values, plaintext metadata)."""
-        return self._migration
-
-    @property
     def metadata_sealer(self) -> MetadataSealer | None:
         """The metadata policy; ``None`` keeps every key in plaintext, like the stock saver."""
         return self._metadata_sealer
