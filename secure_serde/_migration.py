@@ -5,9 +5,10 @@ here, so that a reviewer reads one object to know what a deployment
 accepts, and so that turning migration off is one argument, not five.
 Each field names a kind of row whose type tag or location nothing
 authenticates; reading one is logged, rate-limited, by whoever reads it.
-Rows read under any switch are still decoded strictly (data types only,
-never an import by name), so widening what is *read* never widens what
-can *run*.
+Rows read under these switches are still decoded strictly (data types
+only, never an import by name; see secure_serde/_readrule.py), so widening
+what is *read* does not widen what can *run*, with one named exception:
+``legacy_pickle`` hands legacy pickle rows to the inner serializer.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ class Migration:
         inline_values: channel values the stock PostgreSQL saver keeps
             inline in the plaintext ``checkpoint`` JSON.
         legacy_pickle: ``pickle+aes`` rows of langgraph's built-in format,
-            whose type tag is not authenticated.
+            whose type tag is not authenticated. They are unpickled by the
+            inner serializer: a relabelled ``bytes+aes`` value would run.
         unbound: in the sealed savers, values written without a binding to
             their row (by the stock saver or an older secure_serde).
         plaintext_metadata: in the sealed savers, metadata keys that should
