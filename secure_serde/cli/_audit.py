@@ -65,8 +65,8 @@ def register(subparsers: Any) -> None:
         ),
         epilog=(
             "exit status: 0 nothing found; 1 findings (unencrypted or undecryptable values,"
-            " legacy-format values, inline channel values, metadata keys not written by"
-            " LangGraph); 2 usage, configuration or store error."
+            " values the strict decoder refuses, legacy-format values, inline channel values,"
+            " metadata keys not written by LangGraph); 2 usage, configuration or store error."
         ),
     )
     parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
