@@ -25,16 +25,19 @@ from secure_serde._errors import (
     KmsDecryptionError,
     KmsEncryptionError,
     KmsError,
+    MetadataDowngradeError,
     PickleNotAllowedError,
     PickleRefusedError,
     PlaintextRefusedError,
     RetiredKeyError,
     SecretPicklingError,
     SecureSerdeError,
+    StrictDecodeError,
     UnknownCipherError,
     UnknownKeyError,
     UnsafePickleError,
 )
+from secure_serde._migration import Migration
 
 if TYPE_CHECKING:
     from secure_serde._keys import generate_encoded_key
@@ -66,6 +69,8 @@ __all__ = [
     "KmsDecryptionError",
     "KmsEncryptionError",
     "KmsError",
+    "MetadataDowngradeError",
+    "Migration",
     "PickleFallbackSerializer",
     "PickleNotAllowedError",
     "PickleRefusedError",
@@ -76,6 +81,7 @@ __all__ = [
     "RowFailure",
     "SecretPicklingError",
     "SecureSerdeError",
+    "StrictDecodeError",
     "UnknownCipherError",
     "UnknownKeyError",
     "UnsafePickleError",

@@ -19,12 +19,14 @@ __all__ = [
     "KmsDecryptionError",
     "KmsEncryptionError",
     "KmsError",
+    "MetadataDowngradeError",
     "PickleNotAllowedError",
     "PickleRefusedError",
     "PlaintextRefusedError",
     "RetiredKeyError",
     "SecretPicklingError",
     "SecureSerdeError",
+    "StrictDecodeError",
     "UnknownCipherError",
     "UnknownKeyError",
     "UnsafePickleError",
@@ -101,6 +103,35 @@ class PickleRefusedError(DecryptionError):
     does not bind the type tag) could have been relabelled by anyone with
     write access to the store, and unpickling them runs their code.
     """
+
+
+class StrictDecodeError(DecryptionError):
+    """A value whose type tag nothing authenticates was refused by the strict decoder.
+
+    Plaintext rows read under a migration switch and rows of langgraph's
+    built-in format are decoded as data only: a msgpack extension naming a
+    type outside the allowlist, a pickle, an object array or a malformed
+    payload raises this instead of being imported, called or returned raw.
+    ``type_name`` is the ``module.name`` the value asked for, when it named
+    one (type names, never values).
+    """
+
+    def __init__(self, message: str, *, type_name: str | None = None) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+
+class MetadataDowngradeError(DecryptionError):
+    """A metadata key that the saver seals was found in plaintext.
+
+    Someone removed or bypassed the sealed entry: the value is not
+    authenticated. Read such rows only under ``Migration(plaintext_metadata=True)``.
+    ``keys`` names the keys (never their values).
+    """
+
+    def __init__(self, message: str, *, keys: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.keys = keys
 
 
 class UnsafePickleError(DecryptionError):

@@ -5,15 +5,18 @@ here, so that a reviewer reads one object to know what a deployment
 accepts, and so that turning migration off is one argument, not five.
 Each field names a kind of row whose type tag or location nothing
 authenticates; reading one is logged, rate-limited, by whoever reads it.
-Rows read under any switch are still decoded strictly (data types only,
-never an import by name), so widening what is *read* never widens what
-can *run*.
+Rows read under these switches are still decoded strictly (data types
+only, never an import by name; see secure_serde/_readrule.py), so widening
+what is *read* does not widen what can *run*, with one named exception:
+``legacy_pickle`` hands legacy pickle rows to the inner serializer.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar
+
+from secure_serde._errors import ConfigurationError
 
 __all__ = ["Migration"]
 
@@ -28,7 +31,8 @@ class Migration:
         inline_values: channel values the stock PostgreSQL saver keeps
             inline in the plaintext ``checkpoint`` JSON.
         legacy_pickle: ``pickle+aes`` rows of langgraph's built-in format,
-            whose type tag is not authenticated.
+            whose type tag is not authenticated. They are unpickled by the
+            inner serializer: a relabelled ``bytes+aes`` value would run.
         unbound: in the sealed savers, values written without a binding to
             their row (by the stock saver or an older secure_serde).
         plaintext_metadata: in the sealed savers, metadata keys that should
@@ -52,6 +56,36 @@ class Migration:
     def enabled(self) -> tuple[str, ...]:
         """The names of the switches that are on, for logs and reprs."""
         return tuple(f.name for f in fields(self) if getattr(self, f.name))
+
+    @classmethod
+    def resolve(
+        cls,
+        migration: Migration | None = None,
+        *,
+        allow_plaintext: bool = False,
+        allow_inline_values: bool = False,
+        allow_legacy_pickle: bool = False,
+    ) -> Migration:
+        """``migration`` (default: nothing) with 0.1.0's ``allow_*`` keyword arguments applied.
+
+        Each alias can only turn its field on, so passing both a
+        `Migration` and an alias widens to the union of the two.
+        """
+        base = cls.NONE if migration is None else migration
+        if not isinstance(base, Migration):
+            raise ConfigurationError(
+                f"migration must be a secure_serde.Migration, not {type(base).__name__}"
+            )
+        on = {
+            name: True
+            for name, flag in (
+                ("plaintext", allow_plaintext),
+                ("inline_values", allow_inline_values),
+                ("legacy_pickle", allow_legacy_pickle),
+            )
+            if flag and not getattr(base, name)
+        }
+        return replace(base, **on) if on else base
 
 
 Migration.NONE = Migration()

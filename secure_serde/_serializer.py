@@ -2,9 +2,12 @@
 
 Type tags keep langgraph's ``"{inner}+{cipher}"`` shape. The cipher name is
 split off the right-hand end, so inner serializers whose own tags contain
-``+`` (``msgpack+zlib``) compose. On read, nothing reaches the inner
-serializer before the cipher has authenticated it together with the inner
-tag, except plaintext rows under the explicit ``allow_plaintext`` switch.
+``+`` (``msgpack+zlib``) compose. How each tag is read is decided by the one
+read rule (secure_serde/_readrule.py): a value reaches the inner serializer
+only after its cipher has authenticated it together with the inner tag;
+anything whose tag nothing authenticates (plaintext rows under
+``Migration.plaintext``, rows of langgraph's built-in ``+aes`` format) is
+read by the strict decoder, which builds data types only.
 """
 
 from __future__ import annotations
@@ -17,17 +20,14 @@ from typing import Any, Final
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde._errors import (
-    ConfigurationError,
-    DecryptionError,
-    PickleRefusedError,
-    PlaintextRefusedError,
-    UnknownCipherError,
-)
+from secure_serde._errors import ConfigurationError, DecryptionError
 from secure_serde._keys import ENV_VAR
 from secure_serde._langgraph import register_allowlist_wrapper
+from secure_serde._migration import Migration
 from secure_serde._primitives import MODE_EAX, Backend
 from secure_serde._ratelog import RateLimitedWarning
+from secure_serde._readrule import Decode, ReadRule, Route
+from secure_serde._strict import StrictDecoder
 from secure_serde._trust import load_authenticated
 from secure_serde.ciphers._env import EnvKeyCipher
 from secure_serde.ciphers._protocol import BoundCipher
@@ -36,12 +36,14 @@ __all__ = ["EncryptedSerializer"]
 
 logger = logging.getLogger("secure_serde")
 
-_PICKLE: Final = "pickle"
 _UNREADABLE: Final = object()
-
-
-def _has_pickle(type_tag: str) -> bool:
-    return _PICKLE in type_tag.split("+")
+# Routes are cached per type tag; tags come from the store, so the cache is
+# bounded (tags past it are routed on every read, which is only slower).
+_MAX_CACHED_ROUTES: Final = 256
+# Module constants: a global read instead of an enum attribute lookup per read.
+_INNER: Final = Decode.INNER
+_VOUCHED: Final = Decode.VOUCHED
+_STRICT: Final = Decode.STRICT
 
 
 class EncryptedSerializer:
@@ -51,25 +53,28 @@ class EncryptedSerializer:
         cipher: encrypts new values. Any secure_serde cipher (`BoundCipher`).
         serde: the inner serializer; ``None`` means a fresh
             ``JsonPlusSerializer()`` for this instance.
-        allow_plaintext: read rows that carry no cipher suffix, for a
-            migration from an unencrypted store. Each read is logged
-            (rate-limited). Plaintext ``pickle`` rows are refused even then.
+        migration: what unauthenticated rows may still be read
+            (`secure_serde.Migration`); ``None`` reads none. Such rows are
+            decoded strictly (data types only, never an import by name);
+            each plaintext read is logged (rate-limited).
         decrypt_only: further ciphers used only to read, picked by the
             cipher name in the type tag, while moving between cipher kinds.
-        allow_legacy_pickle: unpickle ``pickle+aes`` rows of langgraph's
-            built-in format. Their type tag is not authenticated, so anyone
-            able to write the store can turn a stored ``bytes`` value into a
-            pickle; leave this off unless you must read such rows to rewrap.
+        allow_plaintext: 0.1.0 alias: sets ``migration.plaintext``.
+        allow_legacy_pickle: 0.1.0 alias: sets ``migration.legacy_pickle``,
+            which unpickles ``pickle+aes`` rows of langgraph's built-in
+            format. Their type tag is not authenticated, so anyone able to
+            write the store can turn a stored ``bytes`` value into a pickle;
+            leave this off unless you must read such rows to rewrap.
     """
 
     __slots__ = (
-        "_allow_legacy_pickle",
-        "_allow_plaintext",
         "_cipher",
-        "_decryptors",
         "_encrypt",
         "_plaintext_log",
+        "_routes",
+        "_rule",
         "_serde",
+        "_strict",
     )
 
     def __init__(
@@ -77,33 +82,29 @@ class EncryptedSerializer:
         cipher: BoundCipher,
         serde: SerializerProtocol | None = None,
         *,
+        migration: Migration | None = None,
         allow_plaintext: bool = False,
         decrypt_only: Iterable[BoundCipher] = (),
         allow_legacy_pickle: bool = False,
     ) -> None:
-        decryptors: dict[str, tuple[BoundCipher, bool]] = {}
-        for candidate in (cipher, *decrypt_only):
-            if not isinstance(candidate, BoundCipher):
-                raise ConfigurationError(
-                    f"{type(candidate).__name__} does not bind the type tag; use a cipher"
-                    " from secure_serde.ciphers (or implement BoundCipher)"
-                )
-            for name in sorted(candidate.cipher_names):
-                if name in decryptors:
-                    raise ConfigurationError(
-                        f"two ciphers both read cipher name {name!r}; combine their keys"
-                        " in one keyring instead"
-                    )
-                decryptors[name] = (candidate, candidate.binds_context(name))
+        if not isinstance(cipher, BoundCipher):
+            raise ConfigurationError(
+                f"{type(cipher).__name__} does not bind the type tag; use a cipher"
+                " from secure_serde.ciphers (or implement BoundCipher)"
+            )
+        resolved = Migration.resolve(
+            migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
+        )
+        self._rule = ReadRule((cipher, *decrypt_only), resolved)
         self._cipher = cipher
         self._encrypt = cipher.encrypt_bound
         self._serde: SerializerProtocol = JsonPlusSerializer() if serde is None else serde
-        self._decryptors = decryptors
-        self._allow_plaintext = allow_plaintext
-        self._allow_legacy_pickle = allow_legacy_pickle
+        self._strict = StrictDecoder.for_serde(self._serde)
+        self._routes: dict[str, Route] = {}
         self._plaintext_log = RateLimitedWarning(
             "secure_serde read %d plaintext row(s) (latest type %r) because"
-            " allow_plaintext=True; rewrap the store and turn it off"
+            " Migration.plaintext is on; they were decoded strictly. Rewrap the store"
+            " and turn it off"
         )
 
     @property
@@ -115,15 +116,31 @@ class EncryptedSerializer:
         return self._serde
 
     @property
+    def migration(self) -> Migration:
+        """The migration switches this serializer reads under."""
+        return self._rule.migration
+
+    @property
+    def read_rule(self) -> ReadRule:
+        """The rule deciding how each type tag is read (shared with rewrap and the sealer)."""
+        return self._rule
+
+    @property
+    def strict_decoder(self) -> StrictDecoder:
+        """How values whose type tag nothing authenticates are decoded."""
+        return self._strict
+
+    @property
     def decrypt_ciphers(self) -> tuple[BoundCipher, ...]:
         """Every cipher that reads, the encrypting one first."""
-        return tuple(dict.fromkeys(cipher for cipher, _ in self._decryptors.values()))
+        return self._rule.ciphers
 
     @classmethod
     def from_pycryptodome_aes(
         cls,
         serde: SerializerProtocol | None = None,
         *,
+        migration: Migration | None = None,
         allow_plaintext: bool = False,
         allow_legacy_pickle: bool = False,
         backend: Backend = "auto",
@@ -134,7 +151,8 @@ class EncryptedSerializer:
         Takes the key from ``key=`` or ``LANGGRAPH_AES_KEY`` as langgraph
         does, reads the rows langgraph's version wrote under that key and
         ``mode=`` (EAX when omitted), and writes format v1 with AES-256-GCM,
-        through OpenSSL when ``cryptography`` is installed.
+        through OpenSSL when ``cryptography`` is installed. Those legacy rows
+        do not authenticate their type tag, so they are decoded strictly.
         """
         key = kwargs.pop("key", None)
         mode = kwargs.pop("mode", None)
@@ -151,6 +169,7 @@ class EncryptedSerializer:
         return cls(
             cipher,
             serde,
+            migration=migration,
             allow_plaintext=allow_plaintext,
             allow_legacy_pickle=allow_legacy_pickle,
         )
@@ -162,33 +181,32 @@ class EncryptedSerializer:
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_tag, payload = data
-        inner, plus, cipher_name = type_tag.rpartition("+")
-        if not plus:
-            return self._load_plaintext(type_tag, payload)
-        entry = self._decryptors.get(cipher_name)
-        if entry is None:
-            raise UnknownCipherError(
-                f"no configured cipher reads cipher name {cipher_name!r}",
-                cipher_name=cipher_name,
-            )
-        cipher, binds_tag = entry
-        if not binds_tag and not self._allow_legacy_pickle and _has_pickle(inner):
-            raise PickleRefusedError(
-                f"refusing to unpickle a {cipher_name!r} row: that format does not"
-                " authenticate its type tag (see allow_legacy_pickle)"
-            )
-        plaintext = cipher.decrypt_bound(cipher_name, payload, inner)
-        if binds_tag and _PICKLE in inner:
+        route = self._routes.get(type_tag)
+        if route is None:
+            route = self._route(type_tag)
+        decode = route.decode
+        cipher = route.cipher
+        if cipher is None:
+            self._plaintext_log.record(type_tag)
+            return self._strict.loads_typed((type_tag, payload))
+        plaintext = cipher.decrypt_bound(route.cipher_name, payload, route.inner)
+        if decode is _INNER:
+            return self._serde.loads_typed((route.inner, plaintext))
+        if decode is _VOUCHED:
             # Tag and bytes are authenticated: inner layers may read embedded pickles.
-            # Only tags naming pickle need the vouching (a substring test errs
-            # towards vouching), which keeps it off the hot path of plain rows.
-            return load_authenticated(self._serde, (inner, plaintext))
-        if binds_tag:
-            return self._serde.loads_typed((inner, plaintext))
-        return self._load_unbound(cipher_name, inner, plaintext)
+            return load_authenticated(self._serde, (route.inner, plaintext))
+        if decode is _STRICT:
+            return self._strict.loads_typed((route.inner, plaintext))
+        return self._load_unbound(route, plaintext)
 
-    def _load_unbound(self, cipher_name: str, inner: str, plaintext: bytes) -> Any:
-        """Deserialize a row whose format does not authenticate its type tag.
+    def _route(self, type_tag: str) -> Route:
+        route = self._rule.route(type_tag)  # raises the typed refusal
+        if len(self._routes) < _MAX_CACHED_ROUTES:
+            self._routes[type_tag] = route
+        return route
+
+    def _load_unbound(self, route: Route, plaintext: bytes) -> Any:
+        """Unpickle a legacy row under ``Migration.legacy_pickle``: its tag is not authenticated.
 
         Such a row may have been relabelled, so the inner serializer may be
         handed bytes of another type; its error would be untyped and could
@@ -196,27 +214,15 @@ class EncryptedSerializer:
         ``__context__`` keeps the original.
         """
         try:
-            value = self._serde.loads_typed((inner, plaintext))
+            value = self._serde.loads_typed((route.inner, plaintext))
         except Exception:
             value = _UNREADABLE
         if value is _UNREADABLE:
             raise DecryptionError(
-                f"a {cipher_name!r} row did not deserialize as {inner!r}; that format does not"
-                " authenticate its type tag, so the row may have been relabelled"
+                f"a {route.cipher_name!r} row did not deserialize as {route.inner!r}; that format"
+                " does not authenticate its type tag, so the row may have been relabelled"
             )
         return value
-
-    def _load_plaintext(self, type_tag: str, payload: bytes) -> Any:
-        if not self._allow_plaintext:
-            raise PlaintextRefusedError(
-                f"refusing an unencrypted {type_tag!r} row (allow_plaintext=False)"
-            )
-        if _has_pickle(type_tag):
-            raise PickleRefusedError(
-                "refusing an unencrypted pickle row, even with allow_plaintext"
-            )
-        self._plaintext_log.record(type_tag)
-        return self._serde.loads_typed((type_tag, payload))
 
     def with_msgpack_allowlist(self, extra_allowlist: Iterable[tuple[str, ...] | type]) -> Any:
         """Apply a compiled graph's msgpack allowlist to the inner serializer.
@@ -225,6 +231,10 @@ class EncryptedSerializer:
         ``LANGGRAPH_STRICT_MSGPACK``; returns a new serializer with the same
         ciphers, or ``self`` when nothing changes.
         """
+        extra = tuple(extra_allowlist)
+        # The graph's allowlist also admits its types in values nothing
+        # authenticates, which the strict decoder reads.
+        strict = self._strict.with_allowlist(extra)
         hook = getattr(self._serde, "with_msgpack_allowlist", None)
         if hook is None:
             logger.warning(
@@ -232,21 +242,28 @@ class EncryptedSerializer:
                 " is not enforced by it",
                 type(self._serde).__name__,
             )
+            inner = self._serde
+        else:
+            inner = hook(extra)
+        if inner is self._serde and strict is self._strict:
             return self
-        inner = hook(extra_allowlist)
-        if inner is self._serde:
-            return self
-        # A shallow copy keeps the subclass and shares the (immutable) ciphers;
-        # rebuilding the base class here would drop a subclass's behaviour,
-        # which is exactly what langgraph's own rebuild does to its wrappers.
+        # A shallow copy keeps the subclass and shares the (immutable) ciphers
+        # and rule; rebuilding the base class here would drop a subclass's
+        # behaviour, which is exactly what langgraph's own rebuild does to its
+        # wrappers. The route cache is per instance (routes do not depend on
+        # the inner serializer, but a shared dict would be mutated by both).
         clone = copy.copy(self)
         clone._serde = inner
+        clone._strict = strict
+        clone._routes = {}
         return clone
 
     def __repr__(self) -> str:
+        enabled = self._rule.migration.enabled()
+        migration = f", migration={'+'.join(enabled)}" if enabled else ""
         return (
-            f"EncryptedSerializer(cipher={self._cipher!r}, serde={type(self._serde).__name__},"
-            f" allow_plaintext={self._allow_plaintext})"
+            f"EncryptedSerializer(cipher={self._cipher!r},"
+            f" serde={type(self._serde).__name__}{migration})"
         )
 
 

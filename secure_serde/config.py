@@ -34,6 +34,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde._errors import ConfigurationError
 from secure_serde._keys import ENV_VAR
+from secure_serde._migration import Migration
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers import (
     KEYRING_FILE_VAR,
@@ -119,6 +120,7 @@ def require_ciphers() -> ConfiguredCiphers:
 
 def serializer_from_env(
     *,
+    migration: Migration | None = None,
     allow_plaintext: bool = False,
     allow_legacy_pickle: bool = False,
     pickle_presets: Sequence[str] = (),
@@ -133,6 +135,7 @@ def serializer_from_env(
     return EncryptedSerializer(
         configured.primary,
         _inner_serde(pickle_presets),
+        migration=migration,
         allow_plaintext=allow_plaintext,
         decrypt_only=configured.decrypt_only,
         allow_legacy_pickle=allow_legacy_pickle,

@@ -128,7 +128,7 @@ def test_plaintext_reads_are_allowed_and_logged_rate_limited(
             assert serde.loads_typed(row) == {"legacy": True}
     warnings = [r for r in caplog.records if "plaintext" in r.getMessage()]
     assert len(warnings) == 1
-    assert "allow_plaintext=True" in warnings[0].getMessage()
+    assert "Migration.plaintext" in warnings[0].getMessage()
 
 
 @pytest.mark.parametrize("cipher_name", ["aes256", "kms", "", "AESGCM", "aesgcm "])

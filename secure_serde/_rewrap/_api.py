@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from secure_serde._errors import ConfigurationError
+from secure_serde._migration import Migration
 from secure_serde._rewrap._engine import rewrap_range
 from secure_serde._rewrap._plan import Planner
 from secure_serde._rewrap._report import RewrapProgress, RewrapReport, Tally
@@ -27,6 +28,7 @@ def rewrap(
     decrypt_only: Iterable[BoundCipher] = (),
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
+    migration: Migration | None = None,
     allow_plaintext: bool = False,
     allow_legacy_pickle: bool = False,
     verify: bool = False,
@@ -54,12 +56,19 @@ def rewrap(
         batch_size: rows per page and per transaction.
         dry_run: read and decrypt, write nothing; the report counts what
             would be rewrapped and lists what would fail.
-        allow_plaintext: also encrypt rows that carry no cipher suffix.
-            Plaintext ``pickle`` rows are refused even then.
-        allow_legacy_pickle: also rewrap ``pickle`` rows of formats that do
-            not authenticate their type tag (langgraph's built-in ``+aes``).
-            Rewrapping authenticates the tag, so only set this for a store
-            nobody untrusted could write to.
+        migration: what unauthenticated rows may still be read
+            (`secure_serde.Migration`): ``plaintext`` also encrypts rows
+            that carry no cipher suffix (plaintext ``pickle`` rows are
+            refused even then); ``legacy_pickle`` also rewraps ``pickle``
+            rows of formats that do not authenticate their type tag
+            (langgraph's built-in ``+aes``): rewrapping authenticates the
+            tag, so only set it for a store nobody untrusted could write to.
+            Every other value whose tag nothing authenticated is sealed only
+            after the strict decoder accepted it (data types only; with an
+            `EncryptedSerializer` as ``cipher``, its msgpack allowlist too);
+            refused ones are listed as failures.
+        allow_plaintext: 0.1.0 alias: sets ``migration.plaintext``.
+        allow_legacy_pickle: 0.1.0 alias: sets ``migration.legacy_pickle``.
         verify: decrypt rows already under the primary too, so that a clean
             report means every row authenticates.
         workers: for PostgreSQL, this many forked processes, each on one
@@ -74,12 +83,16 @@ def rewrap(
     """
     _check_positive("batch_size", batch_size)
     _check_positive("workers", workers)
+    strict = None
     if isinstance(cipher, EncryptedSerializer):
         decrypt_only = (*cipher.decrypt_ciphers, *decrypt_only)
+        strict = cipher.strict_decoder
         cipher = cipher.cipher
     planner = Planner(
         cipher,
         decrypt_only,
+        migration=migration,
+        strict=strict,
         allow_plaintext=allow_plaintext,
         allow_legacy_pickle=allow_legacy_pickle,
         seal=not dry_run,

@@ -102,7 +102,7 @@ def _classify(
     elif outcome is EMPTY:
         tally.empty += 1
     elif isinstance(outcome, Unreadable):
-        tally.fail(RowFailure(cell.ref, outcome.reason))
+        tally.fail(RowFailure(cell.ref, outcome.reason, outcome.error))
     elif isinstance(outcome, Planned):
         if dry_run or outcome.swap is None:
             tally.rewrapped += 1

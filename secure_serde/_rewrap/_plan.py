@@ -2,9 +2,16 @@
 
 A cell is opened with the cipher its type tag names and the plaintext is
 sealed again by the primary cipher, bound to the same inner type tag, in
-the same process step: like Vault's rewrap, the plaintext never reaches
-the inner serializer, so no value is ever deserialized (and no pickle is
-ever loaded) to rewrap it.
+the same process step: like Vault's rewrap, an authenticated value never
+reaches the inner serializer, so no value is ever deserialized (and no
+pickle is ever loaded) to rewrap it.
+
+Which tags may be read, and how, is the one read rule's decision
+(secure_serde/_readrule.py). Sealing a value authenticates its type tag
+from then on, so a value whose tag nothing authenticated (a plaintext row,
+a legacy ``+aes`` row) is sealed only after the strict decoder has accepted
+it: a planted or relabelled row that would import and call a name is
+refused and listed by table and key, never by content.
 """
 
 from __future__ import annotations
@@ -14,20 +21,16 @@ from dataclasses import dataclass
 from typing import Final
 
 from secure_serde import _format
-from secure_serde._errors import (
-    ConfigurationError,
-    DecryptionError,
-    PickleRefusedError,
-    PlaintextRefusedError,
-    UnknownCipherError,
-)
+from secure_serde._errors import DecryptionError, SecureSerdeError
+from secure_serde._migration import Migration
 from secure_serde._primitives import Buffer
+from secure_serde._readrule import Decode, ReadRule, Route
+from secure_serde._strict import StrictDecoder
 from secure_serde.ciphers._protocol import BoundCipher
 from secure_serde.stores import Cell, Swap
 
 __all__ = ["CURRENT", "EMPTY", "Planner", "Skip", "Unreadable"]
 
-_PICKLE: Final = "pickle"
 _PROBE_CONTEXT: Final = "secure_serde/rewrap-probe"
 PLAINTEXT_SOURCE: Final = "plaintext"
 
@@ -45,9 +48,19 @@ EMPTY: Final = Skip("empty")
 
 @dataclass(frozen=True, slots=True)
 class Unreadable:
-    """The cell cannot be rewrapped; ``reason`` names ids and cipher names only."""
+    """The cell cannot be rewrapped.
 
+    ``error`` is the typed outcome (the exception class the serializer would
+    raise for this row); ``reason`` starts with its name and names ids,
+    type tags and cipher names only, never content.
+    """
+
+    error: type[SecureSerdeError]
     reason: str
+
+    @classmethod
+    def of(cls, error: type[SecureSerdeError], text: str) -> Unreadable:
+        return cls(error, f"{error.__name__}: {text}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,10 +69,6 @@ class Planned:
 
     swap: Swap | None
     source: str
-
-
-def _has_pickle(type_tag: str) -> bool:
-    return _PICKLE in type_tag.split("+")
 
 
 def _source(cipher_name: str, data: Buffer) -> str:
@@ -84,28 +93,19 @@ class Planner:
         cipher: BoundCipher,
         decrypt_only: Iterable[BoundCipher] = (),
         *,
+        migration: Migration | None = None,
+        strict: StrictDecoder | None = None,
         allow_plaintext: bool = False,
         allow_legacy_pickle: bool = False,
         seal: bool = True,
         verify: bool = False,
     ) -> None:
-        decryptors: dict[str, tuple[BoundCipher, bool]] = {}
-        for candidate in (cipher, *decrypt_only):
-            if not isinstance(candidate, BoundCipher):
-                raise ConfigurationError(
-                    f"{type(candidate).__name__} is not a secure_serde cipher (BoundCipher)"
-                )
-            for name in sorted(candidate.cipher_names):
-                if name in decryptors and decryptors[name][0] is not candidate:
-                    raise ConfigurationError(
-                        f"two ciphers both read cipher name {name!r}; put their keys in one"
-                        " KeyRotationCipher instead"
-                    )
-                decryptors[name] = (candidate, candidate.binds_context(name))
+        resolved = Migration.resolve(
+            migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
+        )
+        self._rule = ReadRule((cipher, *decrypt_only), resolved)
+        self._strict = StrictDecoder() if strict is None else strict
         self._cipher = cipher
-        self._decryptors = decryptors
-        self._allow_plaintext = allow_plaintext
-        self._allow_legacy_pickle = allow_legacy_pickle
         self._seal = seal
         self._verify = verify
         self._is_current, self.primary = self._current_test(cipher)
@@ -130,51 +130,60 @@ class Planner:
             return same_header, _source(name, probe)
         return (lambda cipher_name, data: False), name
 
+    @property
+    def read_rule(self) -> ReadRule:
+        return self._rule
+
     def plan(self, cell: Cell) -> Skip | Unreadable | Planned:
         type_tag, data = cell.type_tag, cell.data
         if data is None:
             return EMPTY
         if type_tag is None:
-            return Unreadable("the row has a value but no type tag")
-        inner, plus, cipher_name = type_tag.rpartition("+")
-        if not plus:
-            return self._plan_plaintext(cell, type_tag, data)
-        entry = self._decryptors.get(cipher_name)
-        if entry is None:
-            return Unreadable(
-                f"{UnknownCipherError.__name__}: no configured cipher reads {cipher_name!r}"
-            )
-        cipher, binds_tag = entry
-        current = self._is_current(cipher_name, data)
+            return Unreadable.of(DecryptionError, "the row has a value but no type tag")
+        try:
+            route = self._rule.route(type_tag)
+        except DecryptionError as exc:
+            # The rule's refusals name the tag and the switch, nothing stored.
+            return Unreadable.of(type(exc), str(exc))
+        cipher = route.cipher
+        if cipher is None:
+            return self._checked(cell, route, data, PLAINTEXT_SOURCE)
+        current = self._is_current(route.cipher_name, data)
         if current and not self._verify:
             return CURRENT
-        if not binds_tag and not self._allow_legacy_pickle and _has_pickle(inner):
-            # Re-sealing would authenticate a type tag nobody ever
-            # authenticated: a relabelled `bytes+aes` row would become a
-            # trusted pickle.
-            return Unreadable(
-                f"{PickleRefusedError.__name__}: a {type_tag!r} row's type tag is not"
-                " authenticated (see --allow-legacy-pickle)"
-            )
         try:
-            plaintext = cipher.decrypt_bound(cipher_name, data, inner)
+            plaintext = cipher.decrypt_bound(route.cipher_name, data, route.inner)
         except DecryptionError as exc:
-            return Unreadable(f"{type(exc).__name__}: {exc}")
+            return Unreadable.of(type(exc), str(exc))
         if current:
             return CURRENT
-        return self._planned(cell, inner, plaintext, _source(cipher_name, data))
+        return self._checked(cell, route, plaintext, _source(route.cipher_name, data))
 
-    def _plan_plaintext(self, cell: Cell, type_tag: str, data: bytes) -> Unreadable | Planned:
-        if not self._allow_plaintext:
-            return Unreadable(
-                f"{PlaintextRefusedError.__name__}: unencrypted {type_tag!r} row"
-                " (see --allow-plaintext)"
-            )
-        if _has_pickle(type_tag):
-            return Unreadable(
-                f"{PickleRefusedError.__name__}: unencrypted pickle rows are never rewrapped"
-            )
-        return self._planned(cell, type_tag, data, PLAINTEXT_SOURCE)
+    def _checked(
+        self, cell: Cell, route: Route, plaintext: Buffer, source: str
+    ) -> Unreadable | Planned:
+        """Plan the seal, after the strict decoder accepted a value nothing authenticated."""
+        if route.decode is Decode.STRICT:
+            refused = self._strict_refusal(route.inner, bytes(plaintext))
+            if refused is not None:
+                return refused
+        return self._planned(cell, route.inner, plaintext, source)
+
+    def _strict_refusal(self, inner: str, plaintext: bytes) -> Unreadable | None:
+        try:
+            self._strict.loads_typed((inner, plaintext))
+        except DecryptionError as exc:
+            error: type[DecryptionError] | None = type(exc)
+        else:
+            error = None
+        if error is None:
+            return None
+        # The refusal's own message may quote names the bytes chose: keep it out.
+        return Unreadable.of(
+            error,
+            f"the strict decoder refused a {inner!r} value whose type tag nothing"
+            " authenticates (planted or relabelled?); not sealed",
+        )
 
     def _planned(self, cell: Cell, inner: str, plaintext: Buffer, source: str) -> Planned:
         if not self._seal:

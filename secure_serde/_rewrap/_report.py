@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from secure_serde._errors import SecureSerdeError
 from secure_serde.stores import RowRef
 
 __all__ = ["MAX_LISTED_FAILURES", "RewrapProgress", "RewrapReport", "RowFailure", "Tally"]
@@ -19,10 +20,15 @@ MAX_LISTED_FAILURES: Final = 1000
 
 @dataclass(frozen=True)
 class RowFailure:
-    """A row that could not be rewrapped: where it is and why, never what it holds."""
+    """A row that could not be rewrapped: where it is and why, never what it holds.
+
+    ``error`` is the exception class that kept it (``None`` when the row
+    kept changing under concurrent writes); ``reason`` says the same in words.
+    """
 
     ref: RowRef
     reason: str
+    error: type[SecureSerdeError] | None = None
 
     def __str__(self) -> str:
         return f"{self.ref}: {self.reason}"

@@ -8,6 +8,10 @@ Reports, for a SQLite file or a ``postgresql://`` URL:
 * values the configured keys cannot decrypt (unknown cipher or key,
   retired key, tampering, truncation), each authenticated the way rewrap
   does it: decrypted without being deserialized;
+* values whose type tag nothing authenticates (plaintext, langgraph's
+  built-in ``+aes``) that the strict decoder refuses, as rewrap would
+  before sealing them: rows that name a callable or embed a pickle, which a
+  relabelled legacy row or a planted one would;
 * PostgreSQL: channel values the stock saver left inline in the
   ``checkpoints.checkpoint`` JSONB, by channel name;
 * metadata key names (plaintext JSON in both stores), flagging every key
@@ -61,8 +65,8 @@ def register(subparsers: Any) -> None:
         ),
         epilog=(
             "exit status: 0 nothing found; 1 findings (unencrypted or undecryptable values,"
-            " legacy-format values, inline channel values, metadata keys not written by"
-            " LangGraph); 2 usage, configuration or store error."
+            " values the strict decoder refuses, legacy-format values, inline channel values,"
+            " metadata keys not written by LangGraph); 2 usage, configuration or store error."
         ),
     )
     parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
@@ -130,7 +134,12 @@ def _group_json(group: CipherGroup, decrypted: bool) -> dict[str, Any]:
         "by_table": dict(sorted(group.tables.items())),
     }
     if decrypted:
-        entry.update(current=group.current, readable=group.readable, failed=group.failed)
+        entry.update(
+            current=group.current,
+            readable=group.readable,
+            failed=group.failed,
+            refused=group.refused,
+        )
     return entry
 
 
@@ -160,6 +169,15 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
                 "count": report.failure_count,
                 "by_error": dict(sorted(report.failure_kinds.items())),
                 "rows": [{**_ref(f.ref), "reason": f.reason} for f in report.failures],
+            }
+            if report.decrypted
+            else None
+        ),
+        "refused": (
+            {
+                "count": report.refused_count,
+                "by_error": dict(sorted(report.refused_kinds.items())),
+                "rows": [{**_ref(f.ref), "reason": f.reason} for f in report.refused],
             }
             if report.decrypted
             else None
@@ -219,7 +237,8 @@ def _group_line(group: CipherGroup, decrypted: bool) -> str:
         what = f"{group.cipher} {key} format v{version}"
     line = f"  {what}: {group.count:,}"
     if decrypted:
-        line += f" ({group.current:,} under the primary, {group.failed:,} unreadable)"
+        line += f" ({group.current:,} under the primary, {group.failed:,} unreadable"
+        line += f", {group.refused:,} refused)" if group.refused else ")"
     return line
 
 
@@ -258,6 +277,13 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
             file=out,
         )
         _refs(out, [str(f) for f in report.failures], report.failure_count, limit)
+        kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(report.refused_kinds.items()))
+        print(
+            f"refused by the strict decoder (type tag not authenticated): {report.refused_count:,}"
+            + (f" ({kinds})" if kinds else ""),
+            file=out,
+        )
+        _refs(out, [str(f) for f in report.refused], report.refused_count, limit)
     if report.inline is not None:
         print(
             f"inline plaintext channel values (checkpoints.checkpoint JSONB):"

@@ -4,9 +4,12 @@ Each cell is sorted by what its type tag and header say (cipher name, key
 id, format version), then, unless decryption is turned off, authenticated
 by rewrap's `Planner` in dry-run verify mode: the value is decrypted by the
 cipher its tag names, bound to its inner type tag, and never deserialized,
-so no pickle is ever loaded and nothing is sealed again. Only counts, ids
-and error class names are kept; plaintext is dropped as soon as the
-authentication tag has been checked.
+so no pickle is ever loaded and nothing is sealed again. A value whose type
+tag nothing authenticates (plaintext, langgraph's built-in ``+aes``) is
+also given to the strict decoder, exactly as rewrap would before sealing
+it: one it refuses (a relabelled or planted row that names a callable, an
+embedded pickle) is reported as refused. Only counts, ids and error class
+names are kept; plaintext is dropped as soon as it has been checked.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from typing import Final
 
 from secure_serde import _format
 from secure_serde._errors import DecryptionError
+from secure_serde._migration import Migration
+from secure_serde._readrule import is_refusal
 from secure_serde._rewrap import MAX_LISTED_FAILURES, RowFailure
 from secure_serde._rewrap._plan import CURRENT, Planner, Unreadable
 from secure_serde.ciphers import LEGACY_CIPHER_NAME, _kms_format
@@ -43,6 +48,9 @@ LANGGRAPH_METADATA_KEYS: Final = frozenset(
 # Older langgraph versions stored every node's output under "writes": state in plaintext.
 STATE_METADATA_KEYS: Final = frozenset({"writes"})
 _NO_TYPE_TAG: Final = "NoTypeTag"
+# Audit reads every kind of row to report on it: plaintext ones are strictly
+# checked, legacy pickles only authenticated (never loaded).
+_AUDIT_MIGRATION: Final = Migration(plaintext=True, legacy_pickle=True)
 # Type tags and cipher names are whatever the rows say: past this many distinct
 # ones, the rest share one bucket, so a store of planted rows cannot grow memory.
 MAX_DISTINCT: Final = 256
@@ -54,8 +62,9 @@ class CipherGroup:
     """Cells sharing a cipher name, key id and format version.
 
     ``current`` counts cells under the primary key, ``readable`` those that
-    authenticated (current included), ``failed`` those that did not; all
-    three stay 0 when decryption is off.
+    authenticated (current included), ``failed`` those that did not,
+    ``refused`` those that decrypted but whose unauthenticated type tag the
+    strict decoder refuses; all four stay 0 when decryption is off.
     """
 
     cipher: str
@@ -66,6 +75,7 @@ class CipherGroup:
     current: int = 0
     readable: int = 0
     failed: int = 0
+    refused: int = 0
     tables: Counter[str] = field(default_factory=Counter)
 
     @property
@@ -92,6 +102,9 @@ class AuditReport:
     failures: list[RowFailure] = field(default_factory=list)
     failure_count: int = 0
     failure_kinds: Counter[str] = field(default_factory=Counter)
+    refused: list[RowFailure] = field(default_factory=list)
+    refused_count: int = 0
+    refused_kinds: Counter[str] = field(default_factory=Counter)
     metadata: MetadataKeys = field(default_factory=lambda: MetadataKeys(0, 0, {}))
     inline: list[InlineChannel] | None = None
 
@@ -127,6 +140,13 @@ class AuditReport:
             found.append(f"{self.plaintext_count:,} unencrypted serialized value(s)")
         if self.failure_count:
             found.append(f"{self.failure_count:,} value(s) the configured keys cannot decrypt")
+        if self.refused_count:
+            found.append(
+                f"{self.refused_count:,} value(s) whose type tag nothing authenticates hold"
+                " what the strict decoder refuses (a type outside the allowlist, a pickle):"
+                " planted or relabelled rows would run code when loaded permissively;"
+                " rewrap will not seal them"
+            )
         if self.legacy_count:
             found.append(
                 f"{self.legacy_count:,} value(s) in langgraph's built-in format"
@@ -145,6 +165,12 @@ class AuditReport:
         self.failure_kinds[kind] += 1
         if len(self.failures) < MAX_LISTED_FAILURES:
             self.failures.append(failure)
+
+    def add_refused(self, failure: RowFailure, kind: str) -> None:
+        self.refused_count += 1
+        self.refused_kinds[kind] += 1
+        if len(self.refused) < MAX_LISTED_FAILURES:
+            self.refused.append(failure)
 
 
 def _header(cipher_name: str, data: bytes) -> tuple[str | None, int | None]:
@@ -191,6 +217,10 @@ class _Auditor:
             report.plaintext[type_tag if known else OTHER] += 1
             if len(report.plaintext_rows) < MAX_LISTED_FAILURES:
                 report.plaintext_rows.append(cell.ref)
+            if self._planner is not None:
+                outcome = self._planner.plan(cell)
+                if isinstance(outcome, Unreadable) and is_refusal(outcome.error):
+                    self._refuse(cell, outcome)
             return
         group = self._group(cipher_name, data)
         group.count += 1
@@ -199,13 +229,23 @@ class _Auditor:
             return
         outcome = self._planner.plan(cell)
         if isinstance(outcome, Unreadable):
+            if is_refusal(outcome.error):
+                group.refused += 1
+                self._refuse(cell, outcome)
+                return
             group.failed += 1
-            # Planner reasons start with the error's class name.
-            report.add_failure(RowFailure(cell.ref, outcome.reason), outcome.reason.split(":")[0])
+            report.add_failure(
+                RowFailure(cell.ref, outcome.reason, outcome.error), outcome.error.__name__
+            )
             return
         group.readable += 1
         if outcome is CURRENT:
             group.current += 1
+
+    def _refuse(self, cell: Cell, outcome: Unreadable) -> None:
+        self._report.add_refused(
+            RowFailure(cell.ref, outcome.reason, outcome.error), outcome.error.__name__
+        )
 
     def _group(self, cipher_name: str, data: bytes) -> CipherGroup:
         # A v1 blob long enough to parse is grouped by its 5 header bytes alone:
@@ -248,7 +288,7 @@ def audit_store(
             ciphers.primary,
             ciphers.decrypt_only,
             # Authenticate legacy pickle rows too: they are only decrypted here, never loaded.
-            allow_legacy_pickle=True,
+            migration=_AUDIT_MIGRATION,
             seal=False,
             verify=True,
         )

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
 from secure_serde import _langgraph as lg
+from secure_serde._migration import Migration
 from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import compact, to_jsonable
@@ -85,7 +86,9 @@ def register(subparsers: Any) -> None:
         help="read values written with PickleFallbackSerializer and this preset (repeatable)",
     )
     parser.add_argument(
-        "--allow-plaintext", action="store_true", help="also read unencrypted values"
+        "--allow-plaintext",
+        action="store_true",
+        help="also read unencrypted values (decoded strictly: data types only, no imports)",
     )
     parser.add_argument(
         "--allow-legacy-pickle",
@@ -101,14 +104,17 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    serde = serializer_from_env(
-        allow_plaintext=args.allow_plaintext,
-        allow_legacy_pickle=args.allow_legacy_pickle,
-        pickle_presets=args.pickle,
+    # Every switch widens what is read, never what runs: values no cipher
+    # authenticated (plaintext, legacy +aes, inline) are decoded strictly.
+    migration = Migration(
+        plaintext=args.allow_plaintext,
+        legacy_pickle=args.allow_legacy_pickle,
+        inline_values=args.allow_inline_values,
     )
+    serde = serializer_from_env(migration=migration, pickle_presets=args.pickle)
     with open_store(args.store) as store:  # a clear error for a missing or foreign store
         display = store.display
-    reader = CheckpointReader(args.store, serde, allow_inline_values=args.allow_inline_values)
+    reader = CheckpointReader(args.store, serde, migration=migration)
     try:
         namespaces = dict(reader.namespaces(args.thread))
         if args.ns not in namespaces:

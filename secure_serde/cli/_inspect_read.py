@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde import _langgraph as lg
 from secure_serde._errors import ConfigurationError, SecureSerdeError
+from secure_serde._migration import Migration
 from secure_serde.cli._audit_json import first_line
 from secure_serde.cli._next import derive_next
 from secure_serde.stores import StoreError
@@ -73,14 +74,20 @@ class CheckpointReader:
     """A read-only LangGraph saver on a SQLite file or a ``postgresql://`` URL."""
 
     def __init__(
-        self, location: str, serde: SerializerProtocol, *, allow_inline_values: bool = False
+        self,
+        location: str,
+        serde: SerializerProtocol,
+        *,
+        migration: Migration | None = None,
+        allow_inline_values: bool = False,
     ) -> None:
         self._conn: Any
         self.saver: BaseCheckpointSaver[Any]
+        resolved = Migration.resolve(migration, allow_inline_values=allow_inline_values)
         if location.startswith(POSTGRES_SCHEMES):
-            self._open_postgres(location, serde, allow_inline_values)
+            self._open_postgres(location, serde, resolved)
         else:
-            if allow_inline_values:
+            if resolved.inline_values:
                 raise ConfigurationError("--allow-inline-values applies to PostgreSQL stores only")
             self._open_sqlite(location, serde)
 
@@ -106,7 +113,7 @@ class CheckpointReader:
         self._driver_error: type[Exception] = sqlite3.Error
 
     def _open_postgres(
-        self, location: str, serde: SerializerProtocol, allow_inline_values: bool
+        self, location: str, serde: SerializerProtocol, migration: Migration
     ) -> None:
         import psycopg
         from psycopg.rows import dict_row
@@ -120,7 +127,7 @@ class CheckpointReader:
             self._conn.execute("SET default_transaction_read_only = on")
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect: {first_line(exc)}") from None
-        self.saver = PostgresSaver(self._conn, serde=serde, allow_inline_values=allow_inline_values)
+        self.saver = PostgresSaver(self._conn, serde=serde, migration=migration)
         self._mark = "%s"
         self._driver_error = psycopg.Error
         if not self._rows(_HAS_HISTORY_SQL, ())[0][0]:

@@ -24,6 +24,7 @@ import time
 from typing import Any, Final, TextIO
 
 from secure_serde._errors import ConfigurationError
+from secure_serde._migration import Migration
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
 from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE
@@ -75,7 +76,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--allow-plaintext",
         action="store_true",
-        help="also encrypt unencrypted rows (unencrypted pickle rows are refused even so)",
+        help=(
+            "also encrypt unencrypted rows, once the strict decoder accepts them (unencrypted"
+            " pickle rows, and rows naming types outside the allowlist, are refused even so)"
+        ),
     )
     parser.add_argument(
         "--allow-legacy-pickle",
@@ -161,8 +165,9 @@ def run(args: argparse.Namespace) -> int:
             decrypt_only=configured.decrypt_only,
             batch_size=args.batch_size,
             dry_run=args.dry_run,
-            allow_plaintext=args.allow_plaintext,
-            allow_legacy_pickle=args.allow_legacy_pickle,
+            migration=Migration(
+                plaintext=args.allow_plaintext, legacy_pickle=args.allow_legacy_pickle
+            ),
             verify=args.verify,
             workers=args.workers,
             progress=bar,

@@ -13,6 +13,14 @@ it on every read, so callers see the full metadata again. The keys
 langgraph's own SQL reads (``STRUCTURAL_METADATA_KEYS``) always stay
 plaintext. A stock saver reading a sealed row sees the plaintext keys and the
 envelope, not the sealed values.
+
+Nothing authenticates the plaintext JSON itself, so on read a key that this
+saver seals but finds in plaintext (the envelope deleted and the value
+written in the clear, or planted beside it) raises `MetadataDowngradeError`,
+except under ``Migration.plaintext_metadata`` (logged, rate-limited), where
+the sealed value still wins over a plaintext one of the same name. Whether
+the serde's output is sealed at all is the read rule's decision
+(secure_serde/_readrule.py), not a guess from its type tag.
 """
 
 from __future__ import annotations
@@ -26,12 +34,21 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata, get_serializable_checkpoint_metadata
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-from secure_serde._errors import ConfigurationError, DecryptionError, EncryptionError
+from secure_serde._errors import (
+    ConfigurationError,
+    DecryptionError,
+    EncryptionError,
+    MetadataDowngradeError,
+)
+from secure_serde._migration import Migration
+from secure_serde._ratelog import RateLimitedWarning
+from secure_serde._readrule import seals
 from secure_serde.stores import SEALED_METADATA_KEY, parse_envelope
 
 __all__ = [
     "SEALED_METADATA_KEY",
     "STRUCTURAL_METADATA_KEYS",
+    "MetadataOpener",
     "MetadataSealer",
     "refuse_reserved_key",
     "unseal_metadata",
@@ -95,8 +112,10 @@ class MetadataSealer:
         nothing from ``configurable`` back in plaintext.
 
         Raises:
-            EncryptionError: the serde does not encrypt (its type tag has no
-                cipher suffix); sealing with it would only encode.
+            EncryptionError: the serde does not encrypt: by the read rule,
+                its type tag is not one a cipher authenticates
+                (``msgpack+pickle`` is an encoding); sealing with it would
+                only encode.
         """
         full = cast(dict[str, Any], get_serializable_checkpoint_metadata(config, metadata))
         plain = {k: v for k, v in full.items() if k in self.plaintext}
@@ -107,7 +126,7 @@ class MetadataSealer:
         }
         if sealed:
             type_tag, data = serde.dumps_typed(sealed)
-            if "+" not in type_tag:
+            if not seals(serde, type_tag):
                 raise EncryptionError(
                     f"sealing metadata needs an encrypting serde; {type(serde).__name__}"
                     f" wrote an unencrypted {type_tag!r} value"
@@ -117,6 +136,10 @@ class MetadataSealer:
                 _DATA: base64.b64encode(data).decode("ascii"),
             }
         return ids_only, cast(CheckpointMetadata, plain)
+
+    def exposed(self, metadata: Mapping[str, Any]) -> list[str]:
+        """Keys of a stored row that this sealer would have sealed, found in plaintext."""
+        return sorted(k for k in metadata if k not in self.plaintext and k != SEALED_METADATA_KEY)
 
     def check_filter(self, filter: Mapping[str, Any] | None) -> None:
         """Refuse a ``list`` filter on a sealed key, which could only ever match nothing."""
@@ -149,3 +172,42 @@ def unseal_metadata(serde: SerializerProtocol, metadata: CheckpointMetadata) -> 
         raise DecryptionError("sealed metadata entry does not hold a mapping")
     plain = {k: v for k, v in metadata.items() if k != SEALED_METADATA_KEY}
     return cast(CheckpointMetadata, {**plain, **sealed})
+
+
+class MetadataOpener:
+    """Checks and unseals the metadata of rows read by a saver.
+
+    With a sealer, keys it would seal found in plaintext raise
+    `MetadataDowngradeError` unless ``migration.plaintext_metadata``, which
+    logs them instead.
+    """
+
+    __slots__ = ("_allow", "_log", "_sealer")
+
+    def __init__(self, sealer: MetadataSealer | None, migration: Migration) -> None:
+        self._sealer = sealer
+        self._allow = migration.plaintext_metadata
+        self._log = RateLimitedWarning(
+            "secure_serde read %d checkpoint(s) with metadata keys that should be sealed in"
+            " plaintext (latest keys %s) because Migration.plaintext_metadata is on"
+        )
+
+    def check(self, metadata: Mapping[str, Any]) -> None:
+        """Refuse (or log) sealed keys found in plaintext; cheap, no cipher call."""
+        if self._sealer is None:
+            return
+        exposed = self._sealer.exposed(metadata)
+        if not exposed:
+            return
+        if not self._allow:
+            raise MetadataDowngradeError(
+                f"metadata key(s) {exposed} should be sealed but are stored in plaintext:"
+                " the sealed entry was removed or bypassed (Migration.plaintext_metadata is off)",
+                keys=tuple(exposed),
+            )
+        self._log.record(exposed)
+
+    def open(self, serde: SerializerProtocol, metadata: CheckpointMetadata) -> CheckpointMetadata:
+        """`check`, then `unseal_metadata`."""
+        self.check(metadata)
+        return unseal_metadata(serde, metadata)

@@ -25,8 +25,14 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.postgres.base import BasePostgresSaver
 
+from secure_serde._migration import Migration
 from secure_serde.savers._inline import InlineValueGuard, blob_channels
-from secure_serde.savers._metadata import MetadataSealer, refuse_reserved_key, unseal_metadata
+from secure_serde.savers._metadata import (
+    MetadataOpener,
+    MetadataSealer,
+    refuse_reserved_key,
+    unseal_metadata,
+)
 from secure_serde.savers._values import StoredPrimitives, route_primitives_to_blobs, unbox
 
 __all__ = ["SealedPostgresBase"]
@@ -40,12 +46,16 @@ class SealedPostgresBase(BasePostgresSaver):
     """Routes primitives to blobs, seals metadata on request, checks and unseals on read."""
 
     _metadata_sealer: MetadataSealer | None = None
+    _metadata_opener: MetadataOpener
     _inline_guard: InlineValueGuard
     _stored_primitives: StoredPrimitives
+    _migration: Migration = Migration.NONE
 
-    def _configure(self, sealer: MetadataSealer | None, allow_inline: bool) -> None:
+    def _configure(self, sealer: MetadataSealer | None, migration: Migration) -> None:
         self._metadata_sealer = sealer
-        self._inline_guard = InlineValueGuard(allow_inline)
+        self._migration = migration
+        self._metadata_opener = MetadataOpener(sealer, migration)
+        self._inline_guard = InlineValueGuard(migration.inline_values)
         self._stored_primitives = StoredPrimitives()
 
     @property
@@ -77,7 +87,10 @@ class SealedPostgresBase(BasePostgresSaver):
         if inline:
             self._inline_guard.check_row(inline, blob_channels(value["channel_values"]))
 
-    def _unseal(self, checkpoint_tuple: CheckpointTuple) -> CheckpointTuple:
+    def _unseal(self, checkpoint_tuple: CheckpointTuple, checked: bool = False) -> CheckpointTuple:
+        """Refuse downgraded metadata (unless ``checked`` already), then unseal it."""
+        if not checked:
+            self._metadata_opener.check(checkpoint_tuple.metadata)
         metadata = unseal_metadata(self.serde, checkpoint_tuple.metadata)
         if metadata is checkpoint_tuple.metadata:
             return checkpoint_tuple

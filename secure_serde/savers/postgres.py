@@ -54,6 +54,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection, AsyncPipeline, Connection, Pipeline
 from psycopg.rows import DictRow, dict_row
 
+from secure_serde._migration import Migration
 from secure_serde.savers._metadata import (
     SEALED_METADATA_KEY,
     STRUCTURAL_METADATA_KEYS,
@@ -84,10 +85,16 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             into one encrypted entry; ``list(filter=...)`` then accepts only
             plaintext keys and raises `ConfigurationError` for sealed ones.
             Sealing needs an encrypting serde.
-        allow_inline_values: read state values found in the plaintext
-            checkpoint JSON, which only a stock saver writes: the migration
-            switch for threads it started. Each read is logged
-            (rate-limited). Off, they raise `PlaintextRefusedError`.
+        migration: what unauthenticated content may still be read
+            (`secure_serde.Migration`). ``inline_values``: state values found
+            in the plaintext checkpoint JSON, which only a stock saver
+            writes (threads it started); off, they raise
+            `PlaintextRefusedError`, and even on, anything but a JSON
+            primitive raises `StrictDecodeError`. ``plaintext_metadata``:
+            keys that ``plaintext_metadata`` seals but that are found in
+            plaintext; off, they raise `MetadataDowngradeError`. Each read
+            under a switch is logged (rate-limited).
+        allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
     """
 
     def __init__(
@@ -97,11 +104,13 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         serde: SerializerProtocol | None = None,
         *,
         plaintext_metadata: Iterable[str] | None = None,
+        migration: Migration | None = None,
         allow_inline_values: bool = False,
     ) -> None:
         sealer = MetadataSealer.from_option(plaintext_metadata)
+        resolved = Migration.resolve(migration, allow_inline_values=allow_inline_values)
         super().__init__(conn, pipe, serde)
-        self._configure(sealer, allow_inline_values)
+        self._configure(sealer, resolved)
 
     @classmethod
     @contextmanager
@@ -112,6 +121,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         pipeline: bool = False,
         serde: SerializerProtocol | None = None,
         plaintext_metadata: Iterable[str] | None = None,
+        migration: Migration | None = None,
         allow_inline_values: bool = False,
     ) -> Iterator[PostgresSaver]:
         """A saver on a new connection, closed on exit; unlike the stock one, takes ``serde``.
@@ -130,6 +140,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                         pipe,
                         serde,
                         plaintext_metadata=plaintext_metadata,
+                        migration=migration,
                         allow_inline_values=allow_inline_values,
                     )
             else:
@@ -138,6 +149,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                     None,
                     serde,
                     plaintext_metadata=plaintext_metadata,
+                    migration=migration,
                     allow_inline_values=allow_inline_values,
                 )
 
@@ -172,10 +184,16 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             into one encrypted entry; ``list(filter=...)`` then accepts only
             plaintext keys and raises `ConfigurationError` for sealed ones.
             Sealing needs an encrypting serde.
-        allow_inline_values: read state values found in the plaintext
-            checkpoint JSON, which only a stock saver writes: the migration
-            switch for threads it started. Each read is logged
-            (rate-limited). Off, they raise `PlaintextRefusedError`.
+        migration: what unauthenticated content may still be read
+            (`secure_serde.Migration`). ``inline_values``: state values found
+            in the plaintext checkpoint JSON, which only a stock saver
+            writes (threads it started); off, they raise
+            `PlaintextRefusedError`, and even on, anything but a JSON
+            primitive raises `StrictDecodeError`. ``plaintext_metadata``:
+            keys that ``plaintext_metadata`` seals but that are found in
+            plaintext; off, they raise `MetadataDowngradeError`. Each read
+            under a switch is logged (rate-limited).
+        allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
     """
 
     def __init__(
@@ -185,11 +203,13 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         serde: SerializerProtocol | None = None,
         *,
         plaintext_metadata: Iterable[str] | None = None,
+        migration: Migration | None = None,
         allow_inline_values: bool = False,
     ) -> None:
         sealer = MetadataSealer.from_option(plaintext_metadata)
+        resolved = Migration.resolve(migration, allow_inline_values=allow_inline_values)
         super().__init__(conn, pipe, serde)
-        self._configure(sealer, allow_inline_values)
+        self._configure(sealer, resolved)
 
     @classmethod
     @asynccontextmanager
@@ -200,6 +220,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         pipeline: bool = False,
         serde: SerializerProtocol | None = None,
         plaintext_metadata: Iterable[str] | None = None,
+        migration: Migration | None = None,
         allow_inline_values: bool = False,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """A saver on a new connection, closed on exit, opened as the stock one opens it."""
@@ -214,6 +235,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                         pipe,
                         serde,
                         plaintext_metadata=plaintext_metadata,
+                        migration=migration,
                         allow_inline_values=allow_inline_values,
                     )
             else:
@@ -222,6 +244,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                     None,
                     serde,
                     plaintext_metadata=plaintext_metadata,
+                    migration=migration,
                     allow_inline_values=allow_inline_values,
                 )
 
@@ -248,6 +271,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         self._check_row(value)
         checkpoint_tuple = await super()._load_checkpoint_tuple(value)
         metadata: Any = checkpoint_tuple.metadata
+        self._metadata_opener.check(metadata)
         if SEALED_METADATA_KEY not in metadata:
             return checkpoint_tuple
-        return await asyncio.to_thread(self._unseal, checkpoint_tuple)
+        return await asyncio.to_thread(self._unseal, checkpoint_tuple, True)

@@ -18,6 +18,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from secure_serde import (
     ConfigurationError,
     EncryptedSerializer,
+    PickleRefusedError,
     PlaintextRefusedError,
     RewrapProgress,
     rewrap,
@@ -284,10 +285,11 @@ def test_pickle_rows_with_unauthenticated_tags_are_refused(store_path: Path) -> 
     )
 
     report = rewrap(store_path, target, allow_plaintext=True)
-    assert {f.ref.thread_id: f.reason.split(":")[0] for f in report.failures} == {
-        "plain-pickle": "PickleRefusedError",
-        "legacy-pickle": "PickleRefusedError",
+    assert {f.ref.thread_id: f.error for f in report.failures} == {
+        "plain-pickle": PickleRefusedError,
+        "legacy-pickle": PickleRefusedError,
     }
+    assert all(f.reason.startswith("PickleRefusedError: ") for f in report.failures)
     report = rewrap(store_path, target, allow_plaintext=True, allow_legacy_pickle=True)
     assert [f.ref.thread_id for f in report.failures] == ["plain-pickle"]
     assert report.sources == {"aes": 1}
