@@ -37,10 +37,9 @@ from secure_serde._errors import (
     UnknownKeyError,
     UnsafePickleError,
 )
-from secure_serde._migration import Migration
-
 if TYPE_CHECKING:
     from secure_serde._keys import generate_encoded_key
+    from secure_serde._migration import Migration
     from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
     from secure_serde._serializer import EncryptedSerializer
     from secure_serde.pickling import PickleFallbackSerializer
@@ -51,6 +50,7 @@ else:
         __name__,
         {
             "EncryptedSerializer": "secure_serde._serializer",
+            "Migration": "secure_serde._migration",
             "PickleFallbackSerializer": "secure_serde.pickling._serializer",
             "RewrapProgress": "secure_serde._rewrap._report",
             "RewrapReport": "secure_serde._rewrap._report",
