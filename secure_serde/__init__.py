@@ -37,6 +37,7 @@ from secure_serde._errors import (
     UnknownKeyError,
     UnsafePickleError,
 )
+
 if TYPE_CHECKING:
     from secure_serde._keys import generate_encoded_key
     from secure_serde._migration import Migration

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Any, Final, TextIO
 
 from secure_serde.cli._audit_scan import (
@@ -95,18 +96,57 @@ def register(subparsers: Any) -> None:
         default=_DEFAULT_LISTED,
         help=f"rows listed by id per kind of problem, text output (default {_DEFAULT_LISTED})",
     )
+    progress = parser.add_mutually_exclusive_group()
+    progress.add_argument(
+        "--progress",
+        dest="progress",
+        action="store_true",
+        default=None,
+        help="show a progress line on stderr (default: when stderr is a terminal)",
+    )
+    progress.add_argument("--no-progress", dest="progress", action="store_false")
     parser.set_defaults(func=run)
+
+
+class _AuditProgress:
+    """``scanned/total`` rows on one stderr line, redrawn at most ten times a second."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._last = float("-inf")
+        self._drawn = False
+
+    def __call__(self, scanned: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self._last < 0.1 and scanned < total:
+            return
+        self._last = now
+        self._stream.write(f"\raudit: {scanned:,}/{total:,} rows {scanned / max(total, 1):6.1%}")
+        self._stream.flush()
+        self._drawn = True
+
+    def finish(self) -> None:
+        if self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()
 
 
 def run(args: argparse.Namespace) -> int:
     ciphers = None if args.no_decrypt else require_ciphers()
+    show = sys.stderr.isatty() if args.progress is None else args.progress
+    bar = _AuditProgress(sys.stderr) if show else None
     with open_store(args.store) as store:
-        report = audit_store(
-            store,
-            ciphers,
-            batch_size=args.batch_size,
-            allowed_metadata_keys=frozenset(args.allow_metadata_key),
-        )
+        try:
+            report = audit_store(
+                store,
+                ciphers,
+                batch_size=args.batch_size,
+                allowed_metadata_keys=frozenset(args.allow_metadata_key),
+                progress=bar,
+            )
+        finally:
+            if bar is not None:
+                bar.finish()
     code = EXIT_FINDINGS if report.findings() else EXIT_CLEAN
     if args.json:
         json.dump(report_json(report, code), sys.stdout, indent=2, sort_keys=False)

@@ -15,6 +15,7 @@ names are kept; plaintext is dropped as soon as it has been checked.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -280,8 +281,12 @@ def audit_store(
     *,
     batch_size: int,
     allowed_metadata_keys: frozenset[str] = frozenset(),
+    progress: Callable[[int, int], None] | None = None,
 ) -> AuditReport:
-    """Audit every cell and JSON column of ``store``; ``ciphers=None`` skips decryption."""
+    """Audit every cell and JSON column of ``store``; ``ciphers=None`` skips decryption.
+
+    ``progress(scanned, total)`` is called after every batch, when given.
+    """
     planner = None
     if ciphers is not None:
         planner = Planner(
@@ -300,10 +305,15 @@ def audit_store(
         allowed_metadata_keys=allowed_metadata_keys,
     )
     auditor = _Auditor(report, ciphers, planner)
+    total = store.count_all() if progress is not None else 0
+    scanned = 0
     for table in store.tables:
         for batch in store.iter_batches(table, batch_size):
             for cell in batch:
                 auditor.add(cell)
+            scanned += len(batch)
+            if progress is not None:
+                progress(scanned, max(total, scanned))
     json_columns = JsonColumns(store)
     try:
         report.metadata = json_columns.metadata_keys()

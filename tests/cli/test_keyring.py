@@ -232,3 +232,21 @@ def test_rewrap_help_names_every_key_variable(capsys: pytest.CaptureFixture[str]
         "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
     ):
         assert variable in out
+
+
+def test_audit_shows_progress_on_request(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store.sqlite"
+    assert run_main(capsys, "keyring", "new", str(env), "--id", "a")[0] == 0
+    with sqlite_graph(store, _serde()) as graph:
+        run_turns(graph, "t1", 3)
+    code, out, err = run_main(capsys, "audit", str(store), "--progress", "--batch-size", "2")
+    assert code == 0, out + err
+    lines = [part for part in err.split("\r") if part.startswith("audit:")]
+    assert len(lines) >= 2
+    total = lines[-1].split()[1].split("/")[1]
+    assert lines[-1].split()[1] == f"{total}/{total}"
+    assert "audit:" not in out  # the report itself stays clean on stdout
+    code, _, err = run_main(capsys, "audit", str(store), "--no-progress")
+    assert "audit:" not in err
