@@ -28,6 +28,7 @@ from secure_serde._keys import ENV_VAR
 from secure_serde._langgraph import register_allowlist_wrapper
 from secure_serde._primitives import MODE_EAX, Backend
 from secure_serde._ratelog import RateLimitedWarning
+from secure_serde._scrub import scrubbed
 from secure_serde._trust import load_authenticated
 from secure_serde.ciphers._env import EnvKeyCipher
 from secure_serde.ciphers._protocol import BoundCipher
@@ -120,6 +121,7 @@ class EncryptedSerializer:
         return tuple(dict.fromkeys(cipher for cipher, _ in self._decryptors.values()))
 
     @classmethod
+    @scrubbed
     def from_pycryptodome_aes(
         cls,
         serde: SerializerProtocol | None = None,

@@ -40,6 +40,7 @@ def keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
         if keyring is not None:
             path = tmp_path / "keyring.json"
             path.write_text(json.dumps(keyring))
+            path.chmod(0o600)  # keyring files must be private to their owner
             monkeypatch.setenv("SECURE_SERDE_KEYRING_FILE", str(path))
 
     return configure
