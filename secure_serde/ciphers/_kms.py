@@ -42,6 +42,7 @@ from secure_serde._primitives import (
     SecretHolder,
     new_aes_gcm,
 )
+from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import _kms_format
 from secure_serde.ciphers._kms_cache import (
     CacheLimits,
@@ -394,6 +395,7 @@ class KmsEnvelopeCipher(SecretHolder):
                 self._enc.install(key, self._limits.max_age, size)
             return key
 
+    @scrubbed  # holds the plaintext data key when the wrapped one is refused
     def _generate(self) -> DataKey:
         resolved = self._resolve(KmsEncryptionError)
         plaintext, wrapped = self._calls.generate_data_key(
