@@ -188,7 +188,7 @@ def test_keyring_argument_errors_leave_no_key(kwargs: dict[str, Any]) -> None:
     assert_no_secret_locals(error, *key_forms(KEY), *key_forms(OTHER))
 
 
-# -- keyring files -----------------------------------------------------------------------------------
+# -- keyring files ----------------------------------------------------------------------------
 
 BAD_FILES: list[Any] = [
     {"keys": {"a": OTHER}, "primary": KEY},
