@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError, RetiredKeyError
-from secure_serde._keys import ENV_VAR, Key, parse_key, shown_id
+from secure_serde._keys import ENV_VAR, Key, could_be_key, parse_key, shown_id
 from secure_serde._primitives import MODE_EAX, MODE_GCM, Backend, Buffer
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers._keyring import Keyring
@@ -97,6 +97,13 @@ class KeyRotationCipher(V1Cipher):
             if not isinstance(key_id, str) or not key_id:
                 raise ConfigurationError(
                     f"key ids must be non-empty strings, got {shown_id(key_id)}"
+                )
+            if could_be_key(key_id):
+                # Ids are printed (reprs, audit, errors); a key pasted as an id would be too.
+                raise ConfigurationError(
+                    "a key id has the shape of a key (16, 24 or 32 bytes, or 'base64:...'),"
+                    " so it is not shown and not accepted: ids are printed in reprs and"
+                    " messages. Use a short label such as '2025-06'"
                 )
         for name, label in ((primary, "primary"), (legacy_key, "legacy_key")):
             if name is not None and (not isinstance(name, str) or name not in keys):

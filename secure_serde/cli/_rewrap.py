@@ -23,7 +23,6 @@ import sys
 import time
 from typing import Any, Final, TextIO
 
-from secure_serde._errors import ConfigurationError
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
 from secure_serde.cli._config import ConfiguredCiphers, require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE
@@ -144,10 +143,6 @@ class ProgressLine:
 
 def run(args: argparse.Namespace) -> int:
     configured = require_ciphers()
-    if configured.kms is not None and args.workers > 1:
-        # Workers are forked: a boto3 client's pooled connections must not be
-        # shared between processes, so KMS stores are rewrapped by one process.
-        raise ConfigurationError("--workers > 1 is not supported with a KMS key; use one worker")
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = ProgressLine(sys.stderr) if show else None
     try:
