@@ -21,7 +21,6 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from secure_serde import ConfigurationError
 from secure_serde.ciphers import KEYRING_FILE_VAR, KeyRotationCipher
 from secure_serde.stores import StoreError, open_store
-from secure_serde.stores._dsn import redact
 from tests.cli.cli_support import run_console_script, run_main
 from tests.fixtures_services import PostgresServer
 from tests.secrets_support import assert_no_secret_locals, key_forms
@@ -112,6 +111,8 @@ DSNS = [
 
 @pytest.mark.parametrize("dsn", DSNS)
 def test_redact_removes_every_password_form(dsn: str) -> None:
+    from secure_serde.stores._dsn import redact
+
     for text in (dsn, f"cannot connect to {dsn}: refused", f'"{dsn}"', f"x='{dsn}'"):
         shown = redact(text)
         assert PASSWORD not in shown
@@ -121,6 +122,8 @@ def test_redact_removes_every_password_form(dsn: str) -> None:
 
 
 def test_redact_leaves_text_without_passwords_alone() -> None:
+    from secure_serde.stores._dsn import redact
+
     for text in (
         "postgresql://app@db.internal:5432/checkpoints?sslmode=require",
         "no SQLite file at /var/lib/app/store.sqlite",
