@@ -21,9 +21,32 @@ from typing import Any, Final
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
 
-__all__ = ["compact", "message_lines", "shorten", "to_jsonable"]
+__all__ = ["compact", "for_terminal", "message_lines", "shorten", "to_jsonable"]
 
 _ELLIPSIS: Final = "..."
+
+
+def for_terminal(text: object) -> str:
+    """``text`` with every character a terminal could act on written as an escape.
+
+    Store-derived strings (type tags, cipher names, metadata keys, channel
+    names, thread ids, table names) pass through here at every text-output
+    sink of audit, inspect and rewrap: a newline or carriage return could
+    forge or overwrite a report line, ``ESC[8m`` hide the rest of one,
+    U+202E reverse it. Each character ``str.isprintable`` refuses (C0 and
+    C1 controls, DEL, format characters such as bidi overrides and
+    zero-width spaces, line and paragraph separators, unassigned code
+    points) becomes its Python escape (``\\n``, ``\\x1b``, ``\\u202e``);
+    printable text, accented letters and emoji included, is kept as it is.
+    JSON output needs none of this: ``json`` escapes control characters and,
+    with its default ``ensure_ascii``, everything outside ASCII.
+    """
+    value = text if isinstance(text, str) else str(text)
+    if value.isprintable():
+        return value
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value
+    )
 
 
 def shorten(text: str, max_chars: int) -> str:
@@ -53,10 +76,10 @@ def _content(message: BaseMessage) -> str:
 def message_lines(message: BaseMessage, max_chars: int) -> list[str]:
     """One line for the message, and one per tool call it makes."""
     name = f" {message.name}" if getattr(message, "name", None) else ""
-    lines = [shorten(f"{message.type}{name}: {_content(message)}", max_chars)]
+    lines = [shorten(for_terminal(f"{message.type}{name}: {_content(message)}"), max_chars)]
     for call in getattr(message, "tool_calls", None) or ():
         args = ", ".join(f"{k}={v!r}" for k, v in (call.get("args") or {}).items())
-        lines.append(shorten(f"-> {call.get('name')}({args})", max_chars))
+        lines.append(shorten(for_terminal(f"-> {call.get('name')}({args})"), max_chars))
     return lines
 
 
@@ -71,7 +94,7 @@ def compact(value: Any, max_chars: int) -> list[str]:
         return lines
     if isinstance(value, BaseMessage):
         return message_lines(value, max_chars)
-    return [shorten(repr(value), max_chars)]
+    return [shorten(for_terminal(repr(value)), max_chars)]
 
 
 def to_jsonable(value: Any) -> Any:
