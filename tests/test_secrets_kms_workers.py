@@ -20,6 +20,7 @@ from secure_serde import ConfigurationError, EncryptedSerializer, rewrap
 from secure_serde.ciphers import KmsEnvelopeCipher
 from secure_serde.stores import PostgresStore
 from tests.ciphers.kms_support import new_cmk
+from tests.cli.cli_support import run_main
 from tests.rewrap.rewrap_support import (
     KEY_A,
     clone_postgres_threads,
@@ -149,3 +150,25 @@ def test_renew_client_refuses_the_callers_client(kms_client: Any) -> None:
     with pytest.raises(ConfigurationError, match="client=None"):
         cipher.renew_client()
     assert cipher.client is kms_client
+
+
+def test_the_cli_rewraps_a_postgres_store_to_kms_with_workers(
+    postgres_url: str,
+    kms_client: Any,
+    boto_env: None,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    seeded = _seed(postgres_url)
+    cmk = new_cmk(kms_client)
+    monkeypatch.delenv("SECURE_SERDE_KEYRING_FILE", raising=False)
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
+    monkeypatch.setenv("SECURE_SERDE_KMS_KEY_ID", cmk)
+    code, out, err = run_main(capsys, "rewrap", postgres_url, "--workers", "2", "--no-progress")
+    assert (code, err) == (0, "")
+    assert "with 2 workers" in out
+    assert _kms_rows(postgres_url) > 0
+    assert header_key_ids(postgres_url) == {"plain": _kms_rows(postgres_url)}
+    reader = EncryptedSerializer(KmsEnvelopeCipher(cmk, client=kms_client))
+    with postgres_graph(postgres_url, reader) as graph:
+        assert histories(graph, ["seed"]) == seeded
