@@ -23,7 +23,6 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-import math
 import os
 from dataclasses import dataclass, field
 from typing import Final
@@ -56,8 +55,9 @@ ENCODED_PREFIX: Final = "base64:"
 FULL_ENTROPY_SIZE: Final = 32
 _INFO_AEAD: Final = b"secure_serde/v1/aes-256-gcm"
 _INFO_KEY_ID: Final = b"secure_serde/v1/key-id"
-# Raw keys whose characters hold fewer bits than this get a warning.
-_WEAK_RAW_BITS: Final = 64.0
+# Raw keys of fewer characters, or fewer distinct ones, get a warning.
+_WEAK_RAW_CHARS: Final = 12
+_WEAK_RAW_DISTINCT: Final = 8
 
 _log = logging.getLogger("secure_serde")
 
@@ -139,20 +139,20 @@ def _raw_length_problem(value: str, raw: bytes) -> str:
 
 
 def _warn_if_weak(value: str, source: str) -> None:
-    # A rough upper bound on what the characters typed can hold: length times
-    # log2 of the distinct characters. A few emoji or a repeated character
-    # fill 16 bytes with a handful of bits; anything below the bound is weak
-    # whatever its real origin, so the warning cannot cry wolf on a good key.
-    bits = len(value) * math.log2(len(set(value))) if len(set(value)) > 1 else 0.0
-    if bits < _WEAK_RAW_BITS:
+    # Few characters (multi-byte ones fill 16 bytes quickly: four emoji do)
+    # or few distinct ones (a repeated word or character) hold few bits,
+    # whatever else is true of the key. Both bounds sit far below what a
+    # random key of that length shows: a random 16-character alphanumeric
+    # key has about 14 distinct characters, so the warning does not cry wolf.
+    distinct = len(set(value))
+    if len(value) < _WEAK_RAW_CHARS or distinct < _WEAK_RAW_DISTINCT:
         _log.warning(
-            "%s is raw text of %d character(s), %d distinct (at most about %d bits):"
-            " an attacker who reads the store can guess it offline. Generate a"
-            " full-entropy key with `secure-serde keygen` and rotate to it",
+            "%s is raw text of %d character(s), %d distinct: an attacker who reads the"
+            " store can guess it offline. Generate a full-entropy key with"
+            " `secure-serde keygen` and rotate to it",
             source,
             len(value),
-            len(set(value)),
-            bits,
+            distinct,
         )
 
 

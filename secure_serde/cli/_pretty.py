@@ -16,10 +16,10 @@ import datetime
 import enum
 import uuid
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from langchain_core.messages import BaseMessage
-from pydantic import BaseModel
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
 
 __all__ = ["compact", "for_terminal", "message_lines", "shorten", "to_jsonable"]
 
@@ -56,6 +56,10 @@ def shorten(text: str, max_chars: int) -> str:
 
 
 def _is_messages(value: Any) -> bool:
+    # Imported here, not at the top: audit and rewrap use `for_terminal`
+    # alone, and need not load langchain_core and pydantic to start.
+    from langchain_core.messages import BaseMessage
+
     return (
         isinstance(value, list) and bool(value) and all(isinstance(m, BaseMessage) for m in value)
     )
@@ -92,6 +96,8 @@ def compact(value: Any, max_chars: int) -> list[str]:
             lines.append(f"[{index}] {first}")
             lines += [f"    {line}" for line in rest]
         return lines
+    from langchain_core.messages import BaseMessage
+
     if isinstance(value, BaseMessage):
         return message_lines(value, max_chars)
     return [shorten(for_terminal(repr(value)), max_chars)]
@@ -108,6 +114,8 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
         return [to_jsonable(v) for v in items]
+    from pydantic import BaseModel
+
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     from langgraph.types import Send  # see _next.derive_next: kept off start-up
