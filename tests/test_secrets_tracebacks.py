@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -99,7 +100,7 @@ def test_scrubbed_keeps_the_message_type_and_lines() -> None:
 def test_a_garbage_legacy_row_leaves_no_key_in_any_frame(env_key: str) -> None:
     serde = EncryptedSerializer.from_pycryptodome_aes()
     for blob in (os.urandom(64), os.urandom(20)):
-        error = _raised(lambda b=blob: serde.loads_typed(("msgpack+aes", b)), DecryptionError)
+        error = _raised(partial(serde.loads_typed, ("msgpack+aes", blob)), DecryptionError)
         assert_no_secret_locals(error, *key_forms(env_key))
 
 
@@ -116,7 +117,7 @@ def test_tampered_and_garbage_v1_rows_leave_no_key(backend: Any) -> None:
     serde = EncryptedSerializer(EnvKeyCipher(KEY, backend=backend))
     tag, blob = serde.dumps_typed({"a": 1})
     for bad in (blob[:-1] + bytes([blob[-1] ^ 1]), blob[:20], b"\x01" + os.urandom(40)):
-        error = _raised(lambda b=bad: serde.loads_typed((tag, b)), DecryptionError)
+        error = _raised(partial(serde.loads_typed, (tag, bad)), DecryptionError)
         assert_no_secret_locals(error, *key_forms(KEY))
 
 
