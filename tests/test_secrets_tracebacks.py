@@ -291,3 +291,39 @@ def test_kms_errors_leave_no_data_key(kms_client: Any) -> None:
     assert len(tap.data_keys) >= 4
     for error in errors:
         assert_no_secret_locals(error, *tap.data_keys)
+
+
+# -- every hostile row at once ---------------------------------------------------------------------
+
+
+def test_no_hostile_row_leaves_a_key_in_any_frame(env_key: str) -> None:
+    """Planted, relabelled, truncated and foreign rows through a keyring that reads legacy rows."""
+    other = "another-key-of-32-characters-xyz"
+    cipher = KeyRotationCipher(
+        {"env": env_key, "new": KEY, "old": other}, "new", retired=["old"], legacy_key="env"
+    )
+    serde = EncryptedSerializer(cipher)
+    tag, blob = serde.dumps_typed({"a": [1, 2]})
+    _, builtin_blob = BuiltinSerializer.from_pycryptodome_aes().dumps_typed(b"raw")
+    retired_row = EncryptedSerializer(EnvKeyCipher(other)).dumps_typed({"a": 1})
+    foreign_row = EncryptedSerializer(EnvKeyCipher("a-key-nobody-configured-32-chars")).dumps_typed(
+        {"a": 1}
+    )
+    rows = [
+        ("pickle", b"\x80\x04K\x01."),  # planted plaintext pickle
+        ("msgpack", b"\x81\xa1a\x01"),  # planted plaintext
+        ("pickle+aes", builtin_blob),  # relabelled built-in row
+        (tag.replace("msgpack", "bytes"), blob),  # relabelled v1 row
+        (tag, blob[:5]),
+        (tag, blob[:-3]),
+        (tag, b"\x02" + blob[1:]),  # unknown format version
+        (tag.replace("aesgcm", "unknown"), blob),
+        retired_row,
+        foreign_row,
+        ("msgpack+aes", os.urandom(100)),
+    ]
+    secrets = [*key_forms(env_key), *key_forms(KEY), *key_forms(other)]
+    for row in rows:
+        with pytest.raises(DecryptionError) as info:
+            serde.loads_typed(row)
+        assert_no_secret_locals(info.value, *secrets)
