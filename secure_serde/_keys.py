@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Final
@@ -36,14 +37,17 @@ from secure_serde._primitives import (
     hkdf_sha256,
     new_aes_gcm,
 )
+from secure_serde._scrub import scrubbed
 
 __all__ = [
     "ENCODED_PREFIX",
     "ENV_VAR",
     "Key",
+    "could_be_key",
     "generate_encoded_key",
     "parse_key",
     "read_env_key",
+    "shown_id",
 ]
 
 ENV_VAR: Final = "LANGGRAPH_AES_KEY"
@@ -51,13 +55,24 @@ ENCODED_PREFIX: Final = "base64:"
 FULL_ENTROPY_SIZE: Final = 32
 _INFO_AEAD: Final = b"secure_serde/v1/aes-256-gcm"
 _INFO_KEY_ID: Final = b"secure_serde/v1/key-id"
+# Raw keys of fewer characters, or fewer distinct ones, get a warning.
+_WEAK_RAW_CHARS: Final = 12
+_WEAK_RAW_DISTINCT: Final = 8
+
+_log = logging.getLogger("secure_serde")
 
 
+@scrubbed
 def parse_key(value: str | bytes, *, source: str = "key") -> bytes:
     """Turn a configured key into its key bytes, checking type and length.
 
     ``source`` names where the value came from, for error messages; the
-    value itself never appears in them.
+    value itself never appears in them, nor (see `scrubbed`) in the frame
+    locals of their tracebacks. Whitespace around a ``base64:`` key (the
+    newline of ``$(cat file)`` in some shells, or of a file read in full) is
+    dropped: no raw key is that long, so nothing else could be meant. Raw
+    keys are read byte for byte, as langgraph reads them. A raw key of
+    little variety is accepted with a logged warning (never the key).
     """
     if isinstance(value, bytes):
         if len(value) not in AES_KEY_SIZES:
@@ -74,32 +89,104 @@ def parse_key(value: str | bytes, *, source: str = "key") -> bytes:
     if raw is None:
         raise ConfigurationError(f"{source} is not valid UTF-8 text")
     if len(raw) in AES_KEY_SIZES:
+        _warn_if_weak(value, source)
         return raw
-    if value.startswith(ENCODED_PREFIX):
-        try:
-            decoded: bytes | None = base64.b64decode(value[len(ENCODED_PREFIX) :], validate=True)
-        except (binascii.Error, ValueError):
-            decoded = None
-        if decoded is None:
-            raise ConfigurationError(f"{source} is not valid base64 after {ENCODED_PREFIX!r}")
-        if len(decoded) != FULL_ENTROPY_SIZE:
-            raise ConfigurationError(
-                f"{source} must encode {FULL_ENTROPY_SIZE} bytes after {ENCODED_PREFIX!r},"
-                f" got {len(decoded)}"
-            )
-        return decoded
-    raise ConfigurationError(
-        f"{source} must be 16, 24 or 32 characters of raw text, or {ENCODED_PREFIX!r}"
-        " followed by the base64 of 32 random bytes (see `secure-serde keygen`);"
-        f" got {len(raw)} bytes"
+    if value.strip().startswith(ENCODED_PREFIX):
+        return _decode(value.strip(), source)
+    raise ConfigurationError(f"{source} {_raw_length_problem(value, raw)}")
+
+
+def _decode(value: str, source: str) -> bytes:
+    body = value[len(ENCODED_PREFIX) :]
+    try:
+        decoded: bytes | None = base64.b64decode(body, validate=True)
+    except (binascii.Error, ValueError):
+        decoded = None
+    if decoded is None:
+        inside = " (it contains whitespace: remove it)" if "".join(body.split()) != body else ""
+        raise ConfigurationError(
+            f"{source} is not valid base64 after {ENCODED_PREFIX!r}{inside};"
+            " `secure-serde keygen` prints a valid key"
+        )
+    if len(decoded) != FULL_ENTROPY_SIZE:
+        raise ConfigurationError(
+            f"{source} must encode {FULL_ENTROPY_SIZE} bytes after {ENCODED_PREFIX!r},"
+            f" got {len(decoded)}"
+        )
+    return decoded
+
+
+def _raw_length_problem(value: str, raw: bytes) -> str:
+    """Why a raw key's length is wrong, counted the way that helps: never the key."""
+    expected = (
+        f"must be 16, 24 or 32 bytes of raw text, or {ENCODED_PREFIX!r} followed by the"
+        " base64 of 32 random bytes (see `secure-serde keygen`)"
     )
+    stripped = value.strip()
+    if stripped != value and len(stripped.encode("utf-8")) in AES_KEY_SIZES:
+        return (
+            f"{expected}; got {len(raw)} bytes, of which {len(raw) - len(stripped.encode())}"
+            " are surrounding whitespace (a trailing newline?). Raw keys are read byte for"
+            " byte, as langgraph reads them: remove the whitespace"
+        )
+    if len(value) != len(raw):
+        return (
+            f"{expected}; got {len(value)} characters, which are {len(raw)} bytes in UTF-8"
+            " (non-ASCII characters take 2 to 4 bytes each, and raw keys are counted in"
+            " bytes, as langgraph counts them)"
+        )
+    return f"{expected}; got {len(raw)} bytes"
 
 
+def _warn_if_weak(value: str, source: str) -> None:
+    # Few characters (multi-byte ones fill 16 bytes quickly: four emoji do)
+    # or few distinct ones (a repeated word or character) hold few bits,
+    # whatever else is true of the key. Both bounds sit far below what a
+    # random key of that length shows: a random 16-character alphanumeric
+    # key has about 14 distinct characters, so the warning does not cry wolf.
+    distinct = len(set(value))
+    if len(value) < _WEAK_RAW_CHARS or distinct < _WEAK_RAW_DISTINCT:
+        _log.warning(
+            "%s is raw text of %d character(s), %d distinct: an attacker who reads the"
+            " store can guess it offline. Generate a full-entropy key with"
+            " `secure-serde keygen` and rotate to it",
+            source,
+            len(value),
+            distinct,
+        )
+
+
+@scrubbed
 def read_env_key(env_var: str = ENV_VAR) -> bytes:
     value = os.environ.get(env_var)
     if value is None:
         raise ConfigurationError(f"{env_var} environment variable is not set")
     return parse_key(value, source=env_var)
+
+
+def could_be_key(value: object) -> bool:
+    """True when ``value`` has a form `parse_key` would accept as a key.
+
+    Messages about ids (keyring files, ``primary=``, ``retired=``) show an
+    offending value only when this is false: a key pasted where an id
+    belongs must not be printed.
+    """
+    if isinstance(value, bytes):
+        return len(value) in AES_KEY_SIZES
+    if not isinstance(value, str):
+        return False
+    return len(value.encode("utf-8", "surrogatepass")) in AES_KEY_SIZES or value.strip().startswith(
+        ENCODED_PREFIX
+    )
+
+
+def shown_id(value: object) -> str:
+    """``value`` for a message about a key id: its ``repr``, unless it could be a key."""
+    if could_be_key(value):
+        return "(a value shaped like a key, not shown)"
+    if not isinstance(value, str):
+        return f"(a {type(value).__name__}, not shown)"
+    return repr(value)
 
 
 def generate_encoded_key() -> str:
@@ -120,6 +207,7 @@ class Key(SecretHolder):
     aead: AesGcm = field(compare=False)
 
     @classmethod
+    @scrubbed
     def derive(cls, key: str | bytes, *, label: str = "", backend: Backend = "auto") -> Key:
         material = parse_key(key, source=f"key {label!r}" if label else "key")
         return cls(

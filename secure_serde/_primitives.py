@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, Final, Literal, NoReturn, Protocol, TypeAlias
 
 from secure_serde._errors import ConfigurationError, DecryptionError, SecretPicklingError
+from secure_serde._scrub import scrubbed
 
 # JsonPlus hands ``bytearray`` values over as they are, and savers may
 # return memoryviews: every layer accepts any of the three.
@@ -24,6 +25,7 @@ __all__ = [
     "GCM_NONCE_SIZE",
     "GCM_TAG_SIZE",
     "LEGACY_MODES",
+    "LEGACY_MODE_NAMES",
     "MODE_EAX",
     "MODE_GCM",
     "AesGcm",
@@ -51,6 +53,8 @@ MODE_EAX: Final = 9
 # cipher: it slices a 16-byte nonce and a 16-byte tag, and only EAX and GCM
 # default to a 16-byte nonce (CCM, OCB and SIV rows failed on read there too).
 LEGACY_MODES: Final = frozenset({MODE_EAX, MODE_GCM})
+# For reprs and messages: people know the modes by name, not by number.
+LEGACY_MODE_NAMES: Final = {MODE_EAX: "EAX", MODE_GCM: "GCM"}
 
 _AUTH_FAILED: Final = "ciphertext failed authentication"
 
@@ -200,6 +204,7 @@ class _PycryptodomeAesGcm(SecretHolder):
             raise DecryptionError(_AUTH_FAILED) from None
 
 
+@scrubbed
 def new_aes_gcm(key: bytes, backend: Backend = "auto") -> AesGcm:
     """Return an AES-GCM primitive for ``key`` on the chosen backend."""
     if not isinstance(key, bytes) or len(key) not in AES_KEY_SIZES:
@@ -209,6 +214,7 @@ def new_aes_gcm(key: bytes, backend: Backend = "auto") -> AesGcm:
     return _PycryptodomeAesGcm(key)
 
 
+@scrubbed
 def hkdf_sha256(ikm: bytes, info: bytes, length: int, backend: Backend = "auto") -> bytes:
     """RFC 5869 HKDF-SHA256 with an all-zero salt."""
     if _resolve(backend) == "cryptography":
@@ -232,13 +238,15 @@ def legacy_supported() -> bool:
         return False
 
 
+@scrubbed
 def legacy_open(
     key: bytes, mode: int, nonce: bytes, tag: bytes, ciphertext: bytes, aad: bytes = b""
 ) -> bytes:
     """Decrypt one value the way langgraph's built-in ``PycryptodomeAesCipher`` wrote it.
 
     The built-in never passed associated data; ``aad`` exists so the
-    Wycheproof vectors can exercise the same code path.
+    Wycheproof vectors can exercise the same code path. `scrubbed`: a
+    garbage row must not leave ``key`` in the traceback of its error.
     """
     if not _have_pycryptodome():
         raise DecryptionError("reading langgraph built-in rows needs pycryptodome")

@@ -27,6 +27,7 @@ from secure_serde._migration import Migration
 from secure_serde._primitives import MODE_EAX, Backend
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde._readrule import Decode, ReadRule, Route
+from secure_serde._scrub import scrubbed
 from secure_serde._strict import StrictDecoder
 from secure_serde._trust import load_authenticated
 from secure_serde.ciphers._env import EnvKeyCipher
@@ -136,6 +137,7 @@ class EncryptedSerializer:
         return self._rule.ciphers
 
     @classmethod
+    @scrubbed
     def from_pycryptodome_aes(
         cls,
         serde: SerializerProtocol | None = None,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import base64
+import secrets
+import string
 
 import pytest
 
@@ -95,3 +97,93 @@ def test_errors_survive_pickling_across_processes() -> None:
         assert type(copy) is type(error)
         assert copy.args == error.args
         assert vars(copy) == vars(error)
+
+
+# Key text mistakes (issue 14, point 5): each error says what is wrong, never the key.
+
+
+def test_an_encoded_key_with_a_trailing_newline_is_the_same_key() -> None:
+    encoded = generate_encoded_key()
+    # `$(cat file)` keeps nothing, but a file read whole, a heredoc or an env
+    # file keeps the newline; no raw key is 52 bytes, so nothing else is meant.
+    for noisy in (encoded + "\n", encoded + "\r\n", "  " + encoded + "\t\n"):
+        assert parse_key(noisy) == parse_key(encoded)
+    assert EnvKeyCipher(encoded + "\n").key_id == EnvKeyCipher(encoded).key_id
+
+
+def test_whitespace_inside_an_encoded_key_is_named() -> None:
+    encoded = generate_encoded_key()
+    wrapped = encoded[:30] + "\n" + encoded[30:]
+    with pytest.raises(ConfigurationError, match="contains whitespace") as info:
+        parse_key(wrapped)
+    assert encoded[7:30] not in str(info.value)
+
+
+def test_a_raw_key_with_a_trailing_newline_is_refused_with_the_reason() -> None:
+    # Raw keys stay byte for byte, as langgraph reads them; the message says why.
+    with pytest.raises(ConfigurationError, match="trailing newline") as info:
+        parse_key("0123456789abcdef\n")
+    assert "17 bytes" in str(info.value)
+    assert "0123456789abcdef" not in str(info.value)
+
+
+def test_accented_keys_are_counted_in_characters_and_bytes() -> None:
+    key = "cl\u00e9s-secr\u00e8tes-xy"  # 16 characters, 18 bytes
+    assert (len(key), len(key.encode())) == (16, 18)
+    with pytest.raises(ConfigurationError) as info:
+        parse_key(key, source="LANGGRAPH_AES_KEY")
+    message = str(info.value)
+    assert "16 characters, which are 18 bytes in UTF-8" in message
+    assert "counted in bytes" in message
+    assert key not in message
+
+
+@pytest.mark.parametrize(
+    "weak",
+    [
+        "\U0001f511\U0001f512\U0001f511\U0001f512",  # four emoji, 16 bytes
+        "a" * 32,
+        "abababababababab",
+        "passwordpassword",  # 7 distinct characters
+        "\u00e9\u00e8\u00e0\u00f9\u00e7\u00f4\u00ee\u00eb",  # 8 characters, 16 bytes
+    ],
+)
+def test_low_entropy_raw_keys_are_accepted_with_a_warning_that_names_keygen(
+    weak: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level("WARNING", logger="secure_serde"):
+        assert parse_key(weak, source="LANGGRAPH_AES_KEY") == weak.encode()
+    [record] = [r for r in caplog.records if "secure-serde keygen" in r.getMessage()]
+    assert record.levelname == "WARNING"
+    assert "LANGGRAPH_AES_KEY" in record.getMessage()
+    assert weak not in record.getMessage()
+    assert weak not in repr(record.args)
+
+
+@pytest.mark.parametrize(
+    "good",
+    ["0123456789abcdef", "Zk3!pQ9#vL2@xR7$", "0123456789abcdef0123456789abcdef", "base64:gen"],
+)
+def test_varied_keys_raise_no_warning(good: str, caplog: pytest.LogCaptureFixture) -> None:
+    value = generate_encoded_key() if good == "base64:gen" else good
+    if good == "Zk3!pQ9#vL2@xR7$":
+        # A random 16-character alphanumeric key, as people generate them.
+        alphabet = string.ascii_letters + string.digits
+        value = "".join(secrets.choice(alphabet) for _ in range(16))
+    with caplog.at_level("WARNING", logger="secure_serde"):
+        parse_key(value)
+    assert [r for r in caplog.records if "keygen" in r.getMessage()] == []
+
+
+def test_reprs_name_the_legacy_mode() -> None:
+    from secure_serde import EncryptedSerializer
+
+    eax = EncryptedSerializer.from_pycryptodome_aes(key="0123456789abcdef")
+    gcm = EnvKeyCipher("0123456789abcdef", legacy_mode=11)
+    assert "legacy=EAX" in repr(eax)
+    assert "legacy=GCM" in repr(gcm)
+    assert "mode 9" not in repr(eax)
+    assert "mode 11" not in repr(gcm)
+    from secure_serde.ciphers._legacy import LegacyAesReader
+
+    assert repr(LegacyAesReader(b"k" * 16, 11)) == "<LegacyAesReader mode=GCM>"

@@ -12,7 +12,9 @@ from secure_serde._rewrap._engine import rewrap_range
 from secure_serde._rewrap._plan import Planner
 from secure_serde._rewrap._report import RewrapProgress, RewrapReport, Tally
 from secure_serde._rewrap._workers import rewrap_in_workers
+from secure_serde._scrub import scrubbed
 from secure_serde._serializer import EncryptedSerializer
+from secure_serde.ciphers._kms import KmsEnvelopeCipher
 from secure_serde.ciphers._protocol import BoundCipher
 from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store, open_store
 
@@ -21,6 +23,7 @@ __all__ = ["rewrap"]
 Progress = Callable[[RewrapProgress], None]
 
 
+@scrubbed  # a DSN may hold a password: no error leaves it in a frame local
 def rewrap(
     store: Store | str | os.PathLike[str],
     cipher: BoundCipher | EncryptedSerializer,
@@ -72,7 +75,9 @@ def rewrap(
         verify: decrypt rows already under the primary too, so that a clean
             report means every row authenticates.
         workers: for PostgreSQL, this many forked processes, each on one
-            range of thread ids; 1 for SQLite.
+            range of thread ids; 1 for SQLite. Each worker builds its own
+            KMS client (`KmsEnvelopeCipher.renew_client`); a KMS cipher
+            built on a client of the caller's raises `ConfigurationError`.
         progress: called with a `RewrapProgress` after each batch.
 
     Returns a `RewrapReport`; its ``failures`` list unreadable rows by table
@@ -88,6 +93,10 @@ def rewrap(
         decrypt_only = (*cipher.decrypt_ciphers, *decrypt_only)
         strict = cipher.strict_decoder
         cipher = cipher.cipher
+    decrypt_only = tuple(decrypt_only)
+    kms = tuple(
+        c for c in dict.fromkeys((cipher, *decrypt_only)) if isinstance(c, KmsEnvelopeCipher)
+    )
     planner = Planner(
         cipher,
         decrypt_only,
@@ -109,6 +118,7 @@ def rewrap(
         total = opened.count_all() if progress is not None else 0
         ranges = opened.thread_ranges(workers) if workers > 1 else [ALL_THREADS]
         if len(ranges) > 1:
+            _check_forkable(kms)
             location, display = opened.location, opened.display
             if owned:
                 # A forked child must not inherit a live connection's socket.
@@ -123,6 +133,7 @@ def rewrap(
                 total=total,
                 started=started,
                 progress=progress,
+                kms=kms,
             )
         else:
             display = opened.display
@@ -170,3 +181,15 @@ def _reporter(
 def _check_positive(name: str, value: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _check_forkable(kms: tuple[KmsEnvelopeCipher, ...]) -> None:
+    # Checked before any worker starts, so nothing is written; the workers
+    # themselves each call renew_client first.
+    for cipher in kms:
+        if not cipher.owns_client:
+            raise ConfigurationError(
+                f"workers > 1 with {cipher!r}, which uses a KMS client passed in: forked"
+                " workers must not share one. Build the cipher with client=None so that"
+                " each worker builds its own, or use workers=1"
+            )

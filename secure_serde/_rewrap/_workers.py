@@ -8,7 +8,8 @@ worker walks its range once and reports its tally through a pipe.
 
 Workers are forked, so they inherit the ciphers in memory: key material is
 never pickled or sent anywhere. Each opens its own connection from
-`Store.location` (a forked child must not touch its parent's socket).
+`Store.location`, and builds its own KMS client for each KMS cipher (a
+forked child must not touch its parent's sockets).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde._rewrap._engine import rewrap_range
 from secure_serde._rewrap._plan import Planner
 from secure_serde._rewrap._report import RewrapProgress, Tally
+from secure_serde.ciphers._kms import KmsEnvelopeCipher
 from secure_serde.stores import StoreError, ThreadRange, open_store
 
 __all__ = ["rewrap_in_workers"]
@@ -49,6 +51,7 @@ def _worker(
     counters: Any,
     index: int,
     conn: Connection,
+    kms: tuple[KmsEnvelopeCipher, ...],
 ) -> None:
     def on_batch(tally: Tally) -> None:
         base = index * _SLOTS
@@ -57,6 +60,9 @@ def _worker(
         counters[base + 2] = tally.failure_count
 
     try:
+        # A boto3 client's pooled sockets came across the fork: build new ones.
+        for cipher in kms:
+            cipher.renew_client()
         with open_store(location) as store:
             tally = rewrap_range(
                 store,
@@ -86,8 +92,13 @@ def rewrap_in_workers(
     total: int,
     started: float,
     progress: Callable[[RewrapProgress], None] | None,
+    kms: tuple[KmsEnvelopeCipher, ...] = (),
 ) -> Tally:
-    """Run one forked worker per range; return the merged tally."""
+    """Run one forked worker per range; return the merged tally.
+
+    ``kms`` are the KMS ciphers among the planner's: each worker gives each
+    a client of its own before its first call.
+    """
     ctx = _fork_context()
     counters = ctx.Array("q", _SLOTS * len(ranges), lock=False)
     running: dict[Connection, tuple[int, Any]] = {}
@@ -95,7 +106,17 @@ def rewrap_in_workers(
         receiver, sender = ctx.Pipe(duplex=False)
         process = ctx.Process(
             target=_worker,
-            args=(location, planner, thread_range, batch_size, dry_run, counters, index, sender),
+            args=(
+                location,
+                planner,
+                thread_range,
+                batch_size,
+                dry_run,
+                counters,
+                index,
+                sender,
+                kms,
+            ),
             name=f"secure-serde-rewrap-{index}",
             daemon=True,
         )

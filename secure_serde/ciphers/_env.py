@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from secure_serde._keys import ENV_VAR, Key, parse_key, read_env_key
 from secure_serde._primitives import MODE_EAX, Backend
+from secure_serde._scrub import scrubbed
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LegacyAesReader
 from secure_serde.ciphers._v1cipher import V1Cipher
@@ -28,6 +29,7 @@ class EnvKeyCipher(V1Cipher):
 
     __slots__ = ()
 
+    @scrubbed
     def __init__(
         self,
         key: str | bytes | None = None,
@@ -49,5 +51,5 @@ class EnvKeyCipher(V1Cipher):
         return self._keyring.primary.key_id_hex
 
     def __repr__(self) -> str:
-        legacy = "off" if self._legacy is None else f"mode {self._legacy.mode}"
+        legacy = "off" if self._legacy is None else self._legacy.mode_name
         return f"<EnvKeyCipher key_id={self.key_id} legacy={legacy}>"

@@ -42,6 +42,7 @@ from secure_serde._primitives import (
     SecretHolder,
     new_aes_gcm,
 )
+from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import _kms_format
 from secure_serde.ciphers._kms_cache import (
     CacheLimits,
@@ -60,6 +61,8 @@ PURPOSE: Final = "secure_serde/langgraph-checkpoint"
 # stream of forged tags on the read path from growing the cache.
 _AAD_CACHE_LIMIT: Final = 64
 _TAIL: Final = GCM_NONCE_SIZE + GCM_TAG_SIZE
+# Marks a client passed in by the caller, which the cipher cannot rebuild.
+_CALLERS_CLIENT: Final = object()
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,7 @@ class KmsEnvelopeCipher(SecretHolder):
         "__weakref__",
         "_aads",
         "_backend",
+        "_botocore_config",
         "_calls",
         "_clock",
         "_context",
@@ -210,6 +214,8 @@ class KmsEnvelopeCipher(SecretHolder):
         self._backend: Backend = backend
         self._clock = clock
         self._calls = KmsCalls(build_client(botocore_config) if client is None else client)
+        # Kept so a forked worker can build a client of its own (`renew_client`).
+        self._botocore_config: Any = botocore_config if client is None else _CALLERS_CLIENT
         self._enc = EncryptionKeyCache(self._limits, clock)
         self._take = self._enc.take
         self._dec = DecryptionKeyCache(self._limits, clock)
@@ -342,6 +348,27 @@ class KmsEnvelopeCipher(SecretHolder):
     def client(self) -> Any:
         return self._calls.client
 
+    @property
+    def owns_client(self) -> bool:
+        """True when the cipher built its client (``client=None``), so it can build another."""
+        return self._botocore_config is not _CALLERS_CLIENT
+
+    def renew_client(self) -> None:
+        """Replace the client with a new one built the same way, in a forked process.
+
+        A boto3 client's pooled connections must not be shared between
+        processes; forked rewrap workers call this first. Raises
+        `ConfigurationError` when the client was the caller's: only the
+        caller knows how to build another.
+        """
+        if not self.owns_client:
+            raise ConfigurationError(
+                "this KmsEnvelopeCipher uses the client it was given, which forked processes"
+                " must not share: build it with client=None (boto3's default session) or use"
+                " one process"
+            )
+        self._calls = KmsCalls(build_client(self._botocore_config))
+
     def __repr__(self) -> str:
         names = sorted(k for k in self._context if k != PURPOSE_KEY)
         return (
@@ -394,6 +421,7 @@ class KmsEnvelopeCipher(SecretHolder):
                 self._enc.install(key, self._limits.max_age, size)
             return key
 
+    @scrubbed  # holds the plaintext data key when the wrapped one is refused
     def _generate(self) -> DataKey:
         resolved = self._resolve(KmsEncryptionError)
         plaintext, wrapped = self._calls.generate_data_key(

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError, KmsError
+from secure_serde._scrub import scrubbed
 
 __all__ = ["DATA_KEY_SIZE", "KmsCalls", "build_client", "default_config", "is_key_arn"]
 
@@ -105,6 +106,7 @@ class KmsCalls:
             )
         return arn
 
+    @scrubbed  # the answer holds the plaintext data key
     def generate_data_key(
         self, key_arn: str, context: Mapping[str, str], error: type[KmsError]
     ) -> tuple[bytes, bytes]:
@@ -123,6 +125,7 @@ class KmsCalls:
             raise _bad(error, "GenerateDataKey", key_arn, "no wrapped data key")
         return plaintext, wrapped
 
+    @scrubbed  # the answer holds the plaintext data key
     def decrypt(
         self, key_arn: str, wrapped: bytes, context: Mapping[str, str], error: type[KmsError]
     ) -> bytes:

@@ -17,12 +17,14 @@ from typing import Final
 
 from secure_serde._errors import ConfigurationError, DecryptionError
 from secure_serde._primitives import (
+    LEGACY_MODE_NAMES,
     LEGACY_MODES,
     Buffer,
     SecretHolder,
     legacy_open,
     legacy_supported,
 )
+from secure_serde._scrub import scrubbed
 
 __all__ = ["LEGACY_CIPHER_NAME", "MISSING_PYCRYPTODOME", "LegacyAesReader"]
 
@@ -43,6 +45,7 @@ class LegacyAesReader(SecretHolder):
 
     __slots__ = ("_key", "_mode")
 
+    @scrubbed
     def __init__(self, key: bytes, mode: int) -> None:
         if mode not in LEGACY_MODES:
             raise ConfigurationError(
@@ -59,6 +62,11 @@ class LegacyAesReader(SecretHolder):
     def mode(self) -> int:
         return self._mode
 
+    @property
+    def mode_name(self) -> str:
+        """``"EAX"`` or ``"GCM"``: the mode as pycryptodome names it."""
+        return LEGACY_MODE_NAMES[self._mode]
+
     def open(self, blob: Buffer) -> bytes:
         view = memoryview(blob)
         if len(view) < _NONCE_SIZE + _TAG_SIZE:
@@ -72,4 +80,4 @@ class LegacyAesReader(SecretHolder):
         )
 
     def __repr__(self) -> str:
-        return f"<LegacyAesReader mode={self._mode}>"
+        return f"<LegacyAesReader mode={self.mode_name}>"

@@ -23,26 +23,35 @@ adds keys with ids, names the primary and lists retired ids::
 from __future__ import annotations
 
 import json
+import logging
 import os
+import stat
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError, RetiredKeyError
-from secure_serde._keys import ENV_VAR, Key, parse_key
+from secure_serde._keys import ENV_VAR, Key, could_be_key, parse_key, shown_id
 from secure_serde._primitives import MODE_EAX, MODE_GCM, Backend, Buffer
+from secure_serde._scrub import scrubbed
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
 from secure_serde.ciphers._v1cipher import V1Cipher
 
-__all__ = ["ENV_KEY_ID", "KEYRING_FILE_VAR", "KeyRotationCipher"]
+__all__ = ["ENV_KEY_ID", "KEYRING_FILE_VAR", "KEYRING_STRICT_MODES_VAR", "KeyRotationCipher"]
 
 KEYRING_FILE_VAR: Final = "SECURE_SERDE_KEYRING_FILE"
+# Set to "no" to accept a keyring file that group or others may access, as
+# sshd's StrictModes=no does; the default refuses it.
+KEYRING_STRICT_MODES_VAR: Final = "SECURE_SERDE_KEYRING_STRICT_MODES"
+_STRICT_MODES_OFF: Final = frozenset({"no", "0", "false", "off"})
 # The id `from_env` gives the key in LANGGRAPH_AES_KEY. Ids are labels for
 # people; the header carries the key's derived id, so renaming is harmless.
 ENV_KEY_ID: Final = "env"
 _FILE_FIELDS: Final = frozenset({"primary", "keys", "retired", "legacy_key", "legacy_mode"})
 _LEGACY_MODES: Final = {"eax": MODE_EAX, "gcm": MODE_GCM}
+
+_log = logging.getLogger("secure_serde")
 
 
 class KeyRotationCipher(V1Cipher):
@@ -63,6 +72,9 @@ class KeyRotationCipher(V1Cipher):
 
     __slots__ = ("_ids", "_legacy_retired")
 
+    # `scrubbed` here and below: every error while the keys are locals
+    # leaves with its frames' locals cleared (see secure_serde._scrub).
+    @scrubbed
     def __init__(
         self,
         keys: Mapping[str, str | bytes],
@@ -79,17 +91,31 @@ class KeyRotationCipher(V1Cipher):
         retired = tuple(retired)
         if not keys:
             raise ConfigurationError("the keyring is empty")
+        # Messages show ids through `shown_id`: a key pasted where an id
+        # belongs (``primary``, ``retired``, ``legacy_key``) is never echoed.
         for key_id in keys:
             if not isinstance(key_id, str) or not key_id:
-                raise ConfigurationError(f"key ids must be non-empty strings, got {key_id!r}")
+                raise ConfigurationError(
+                    f"key ids must be non-empty strings, got {shown_id(key_id)}"
+                )
+            if could_be_key(key_id):
+                # Ids are printed (reprs, audit, errors); a key pasted as an id would be too.
+                raise ConfigurationError(
+                    "a key id has the shape of a key (16, 24 or 32 bytes, or 'base64:...'),"
+                    " so it is not shown and not accepted: ids are printed in reprs and"
+                    " messages. Use a short label such as '2025-06'"
+                )
         for name, label in ((primary, "primary"), (legacy_key, "legacy_key")):
-            if name is not None and name not in keys:
-                raise ConfigurationError(f"{label} {name!r} is not in keys")
-        unknown = sorted(set(retired) - set(keys))
+            if name is not None and (not isinstance(name, str) or name not in keys):
+                raise ConfigurationError(
+                    f"{label} {shown_id(name)} is not in keys (ids: {_ids(keys)})"
+                )
+        unknown = [i for i in retired if not isinstance(i, str) or i not in keys]
         if unknown:
-            raise ConfigurationError(f"retired ids {unknown} are not in keys")
+            shown = ", ".join(shown_id(i) for i in unknown)
+            raise ConfigurationError(f"retired ids {shown} are not in keys (ids: {_ids(keys)})")
         if primary in retired:
-            raise ConfigurationError(f"the primary key {primary!r} cannot be retired")
+            raise ConfigurationError(f"the primary key {shown_id(primary)} cannot be retired")
         derived = {
             key_id: Key.derive(
                 parse_key(value, source=f"key {key_id!r}"), label=key_id, backend=backend
@@ -114,6 +140,7 @@ class KeyRotationCipher(V1Cipher):
         )
 
     @classmethod
+    @scrubbed
     def from_env(cls, *, backend: Backend = "auto") -> KeyRotationCipher:
         """Build the keyring from the environment; see README, "Key rotation".
 
@@ -126,6 +153,12 @@ class KeyRotationCipher(V1Cipher):
         ``retired`` (a list of ids), ``legacy_key`` (an id, or null to stop
         reading ``+aes`` rows) and ``legacy_mode`` (``"eax"``, the default,
         or ``"gcm"``). Some key must exist and a primary must be known.
+
+        The file must be private to its owner, as ssh requires of private
+        keys: one that group or others may read or write raises
+        `ConfigurationError` naming the file and its mode (never its
+        content). ``SECURE_SERDE_KEYRING_STRICT_MODES=no`` accepts it
+        anyway, with a logged warning.
         """
         keys: dict[str, str | bytes] = {}
         env_value = os.environ.get(ENV_VAR)
@@ -183,15 +216,52 @@ class KeyRotationCipher(V1Cipher):
         )
 
 
+def _ids(keys: Mapping[str, object]) -> str:
+    return ", ".join(shown_id(i) for i in keys) or "none"
+
+
+def _read_private(path: Path) -> bytes:
+    """The bytes of ``path``, once its mode (checked on the open file) is private."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as file:
+        mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
+        # POSIX modes mean nothing on Windows, where ACLs govern access.
+        if os.name == "posix" and mode & 0o077:
+            who = " and ".join(
+                name for name, bits in (("group", 0o070), ("others", 0o007)) if mode & bits
+            )
+            if os.environ.get(KEYRING_STRICT_MODES_VAR, "").strip().lower() in _STRICT_MODES_OFF:
+                _log.warning(
+                    "keyring file %s is open to %s (mode %04o), accepted because %s is off",
+                    path,
+                    who,
+                    mode,
+                    KEYRING_STRICT_MODES_VAR,
+                )
+            else:
+                raise ConfigurationError(
+                    f"keyring file {path} is open to {who} (mode {mode:04o}): it holds keys,"
+                    f" so it must be private to its owner. Run `chmod 600 {path}`, or set"
+                    f" {KEYRING_STRICT_MODES_VAR}=no to accept it"
+                )
+        return file.read()
+
+
+@scrubbed
 def _read_keyring_file(path: Path) -> dict[str, Any]:
     # Errors are raised after the ``except`` blocks, not inside them: even with
     # ``from None`` the decoder's exception would stay reachable as
     # ``__context__``, and its ``doc``/``object`` is the file's text, keys included.
     problem = None
+    data = b""
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        data = _read_private(path)
     except OSError as exc:
         problem = f"cannot read keyring file {path}: {exc.strerror}"
+    if problem is not None:
+        raise ConfigurationError(problem)
+    try:
+        config = json.loads(data.decode("utf-8"))
     except ValueError:
         problem = f"keyring file {path} is not valid JSON (or not UTF-8)"
     if problem is not None:

@@ -83,7 +83,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     except SecureSerdeError as exc:
         # Our messages never carry key bytes or plaintext, so they are safe to print.
-        print(f"secure-serde: error: {exc}", file=sys.stderr)
+        # for_terminal: a store-derived name in a message cannot hide lines with escapes.
+        from secure_serde.cli._pretty import for_terminal
+
+        print(f"secure-serde: error: {for_terminal(str(exc))}", file=sys.stderr)
         return 2
     return code
 

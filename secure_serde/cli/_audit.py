@@ -40,6 +40,7 @@ from secure_serde.cli._audit_scan import (
     audit_store,
 )
 from secure_serde.cli._next import is_internal_channel
+from secure_serde.cli._pretty import for_terminal
 from secure_serde.cli._rewrap import _positive
 from secure_serde.config import require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE, RowRef, open_store
@@ -284,34 +285,36 @@ def _group_line(group: CipherGroup, decrypted: bool) -> str:
 
 def _refs(out: TextIO, refs: list[str], total: int, limit: int) -> None:
     for text in refs[:limit]:
-        print(f"    {text}", file=out)
+        print(f"    {for_terminal(text)}", file=out)
     if total > min(len(refs), limit):
         print(f"    ... and {total - min(len(refs), limit):,} more", file=out)
 
 
 def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
-    print(f"store: {report.store} ({report.kind})", file=out)
+    print(f"store: {for_terminal(report.store)} ({report.kind})", file=out)
     for line in report.keys or ["keys: none (--no-decrypt: values were not authenticated)"]:
-        print(f"keys: {line}" if report.keys else line, file=out)
+        print(for_terminal(f"keys: {line}" if report.keys else line), file=out)
     tables = ", ".join(f"{name} {n:,}" for name, n in sorted(report.tables.items()))
     print(f"serialized values: {report.cells:,} ({tables}); empty {report.empty:,}", file=out)
     if report.groups:
         print("encrypted, by cipher, key id and format version:", file=out)
         for group in _sorted_groups(report):
-            print(_group_line(group, report.decrypted), file=out)
+            print(for_terminal(_group_line(group, report.decrypted)), file=out)
     if report.decrypted and report.stale_count:
         print(
             f"  {report.stale_count:,} readable value(s) not under the primary key"
             " (secure-serde rewrap moves them)",
             file=out,
         )
-    by_type = ", ".join(f"{t} {n:,}" for t, n in sorted(report.plaintext.items()))
+    by_type = ", ".join(f"{for_terminal(t)} {n:,}" for t, n in sorted(report.plaintext.items()))
     print(
         f"unencrypted: {report.plaintext_count:,}" + (f" ({by_type})" if by_type else ""), file=out
     )
     _refs(out, [str(ref) for ref in report.plaintext_rows], report.plaintext_count, limit)
     if report.decrypted:
-        kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(report.failure_kinds.items()))
+        kinds = ", ".join(
+            f"{for_terminal(k)} {n:,}" for k, n in sorted(report.failure_kinds.items())
+        )
         print(
             f"cannot decrypt: {report.failure_count:,}" + (f" ({kinds})" if kinds else ""),
             file=out,
@@ -333,15 +336,16 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
         for channel in report.inline:
             internal = " (a LangGraph channel)" if is_internal_channel(channel.channel) else ""
             print(
-                f"  {channel.channel}{internal}: {channel.checkpoints:,} checkpoint(s),"
-                f" {channel.threads:,} thread(s), JSON {'/'.join(channel.json_types)}",
+                f"  {for_terminal(channel.channel)}{internal}: {channel.checkpoints:,}"
+                f" checkpoint(s), {channel.threads:,} thread(s),"
+                f" JSON {'/'.join(channel.json_types)}",
                 file=out,
             )
     _print_metadata(report, out)
     findings = report.findings()
     print(f"findings: {len(findings)}", file=out)
     for finding in findings:
-        print(f"  - {finding}", file=out)
+        print(f"  - {for_terminal(finding)}", file=out)
 
 
 def _print_metadata(report: AuditReport, out: TextIO) -> None:
@@ -364,6 +368,6 @@ def _print_metadata(report: AuditReport, out: TextIO) -> None:
             note = "NOT LangGraph's today: node outputs, written by old langgraph versions"
         else:
             note = "NOT LangGraph's: copied from config"
-        print(f"  {key}: {count:,} ({note})", file=out)
+        print(f"  {for_terminal(key)}: {count:,} ({note})", file=out)
     if meta.truncated:
         print(f"  ... more keys, not listed (the first {len(meta.counts):,} by name are)", file=out)

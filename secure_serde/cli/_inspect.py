@@ -28,7 +28,7 @@ from secure_serde import _langgraph as lg
 from secure_serde._migration import Migration
 from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader
 from secure_serde.cli._next import is_internal_channel
-from secure_serde.cli._pretty import compact, to_jsonable
+from secure_serde.cli._pretty import compact, for_terminal, to_jsonable
 from secure_serde.cli._rewrap import _positive
 from secure_serde.config import PICKLE_PRESETS, serializer_from_env
 from secure_serde.stores import open_store
@@ -212,7 +212,7 @@ def _entry_json(entry: CheckpointEntry, all_channels: bool) -> dict[str, Any]:
 
 def _print_value(out: TextIO, indent: str, name: str, value: Any, max_chars: int) -> None:
     first, *rest = compact(value, max_chars)
-    print(f"{indent}{name}: {first}", file=out)
+    print(f"{indent}{for_terminal(name)}: {first}", file=out)
     for line in rest:
         print(f"{indent}  {line}", file=out)
 
@@ -225,7 +225,7 @@ def _print_text(
     out: TextIO,
 ) -> None:
     width = args.max_chars
-    print(f"store: {display}", file=out)
+    print(f"store: {for_terminal(display)}", file=out)
     others = ", ".join(f"{ns!r} ({n})" for ns, n in namespaces.items() if ns != args.ns)
     where = "root graph" if args.ns == "" else "subgraph"
     print(
@@ -242,18 +242,21 @@ def _print_text(
     for index, entry in enumerate(entries):
         header = _header(entry)
         newest = " (newest)" if index == 0 and args.checkpoint is None else ""
-        print(f"\n== checkpoint {entry.checkpoint_id}{newest}", file=out)
+        print(f"\n== checkpoint {for_terminal(entry.checkpoint_id)}{newest}", file=out)
         if entry.error is not None and entry.saved is None:
-            print(f"  cannot read: {entry.error}", file=out)
+            print(f"  cannot read: {for_terminal(entry.error)}", file=out)
             continue
         print(
-            f"  step {header['step']}, source {header['source']}, created {header['created_at']},"
-            f" parent {header['parent_checkpoint_id']}",
+            for_terminal(
+                f"  step {header['step']}, source {header['source']},"
+                f" created {header['created_at']}, parent {header['parent_checkpoint_id']}"
+            ),
             file=out,
         )
         if entry.error is not None:
-            print(f"  cannot read all of it: {entry.error}", file=out)
-        print(f"  next: {', '.join(entry.next) if entry.next else '(none)'}", file=out)
+            print(f"  cannot read all of it: {for_terminal(entry.error)}", file=out)
+        shown_next = for_terminal(", ".join(entry.next)) if entry.next else "(none)"
+        print(f"  next: {shown_next}", file=out)
         _print_checkpoint(entry, args.all_channels, width, out)
 
 
@@ -276,8 +279,8 @@ def _print_checkpoint(entry: CheckpointEntry, all_channels: bool, width: int, ou
     for channel, delta in entry.deltas.items():
         seed = f"snapshot {compact(delta.seed, width)[0]}" if delta.has_seed else "no snapshot"
         print(
-            f"    {channel}: DeltaChannel, {seed} + {len(delta.writes)} write(s) since"
-            " (the graph's reducer combines them)",
+            f"    {for_terminal(channel)}: DeltaChannel, {seed} + {len(delta.writes)} write(s)"
+            " since (the graph's reducer combines them)",
             file=out,
         )
         for write in delta.writes:

@@ -16,14 +16,37 @@ import datetime
 import enum
 import uuid
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from langchain_core.messages import BaseMessage
-from pydantic import BaseModel
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage
 
-__all__ = ["compact", "message_lines", "shorten", "to_jsonable"]
+__all__ = ["compact", "for_terminal", "message_lines", "shorten", "to_jsonable"]
 
 _ELLIPSIS: Final = "..."
+
+
+def for_terminal(text: object) -> str:
+    """``text`` with every character a terminal could act on written as an escape.
+
+    Store-derived strings (type tags, cipher names, metadata keys, channel
+    names, thread ids, table names) pass through here at every text-output
+    sink of audit, inspect and rewrap: a newline or carriage return could
+    forge or overwrite a report line, ``ESC[8m`` hide the rest of one,
+    U+202E reverse it. Each character ``str.isprintable`` refuses (C0 and
+    C1 controls, DEL, format characters such as bidi overrides and
+    zero-width spaces, line and paragraph separators, unassigned code
+    points) becomes its Python escape (``\\n``, ``\\x1b``, ``\\u202e``);
+    printable text, accented letters and emoji included, is kept as it is.
+    JSON output needs none of this: ``json`` escapes control characters and,
+    with its default ``ensure_ascii``, everything outside ASCII.
+    """
+    value = text if isinstance(text, str) else str(text)
+    if value.isprintable():
+        return value
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value
+    )
 
 
 def shorten(text: str, max_chars: int) -> str:
@@ -33,6 +56,10 @@ def shorten(text: str, max_chars: int) -> str:
 
 
 def _is_messages(value: Any) -> bool:
+    # Imported here, not at the top: audit and rewrap use `for_terminal`
+    # alone, and need not load langchain_core and pydantic to start.
+    from langchain_core.messages import BaseMessage
+
     return (
         isinstance(value, list) and bool(value) and all(isinstance(m, BaseMessage) for m in value)
     )
@@ -53,10 +80,10 @@ def _content(message: BaseMessage) -> str:
 def message_lines(message: BaseMessage, max_chars: int) -> list[str]:
     """One line for the message, and one per tool call it makes."""
     name = f" {message.name}" if getattr(message, "name", None) else ""
-    lines = [shorten(f"{message.type}{name}: {_content(message)}", max_chars)]
+    lines = [shorten(for_terminal(f"{message.type}{name}: {_content(message)}"), max_chars)]
     for call in getattr(message, "tool_calls", None) or ():
         args = ", ".join(f"{k}={v!r}" for k, v in (call.get("args") or {}).items())
-        lines.append(shorten(f"-> {call.get('name')}({args})", max_chars))
+        lines.append(shorten(for_terminal(f"-> {call.get('name')}({args})"), max_chars))
     return lines
 
 
@@ -69,9 +96,11 @@ def compact(value: Any, max_chars: int) -> list[str]:
             lines.append(f"[{index}] {first}")
             lines += [f"    {line}" for line in rest]
         return lines
+    from langchain_core.messages import BaseMessage
+
     if isinstance(value, BaseMessage):
         return message_lines(value, max_chars)
-    return [shorten(repr(value), max_chars)]
+    return [shorten(for_terminal(repr(value)), max_chars)]
 
 
 def to_jsonable(value: Any) -> Any:
@@ -85,6 +114,8 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
         return [to_jsonable(v) for v in items]
+    from pydantic import BaseModel
+
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
     from langgraph.types import Send  # see _next.derive_next: kept off start-up

@@ -23,9 +23,9 @@ import sys
 import time
 from typing import Any, Final, TextIO
 
-from secure_serde._errors import ConfigurationError
 from secure_serde._migration import Migration
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
+from secure_serde.cli._pretty import for_terminal
 from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE
 
@@ -152,10 +152,6 @@ class ProgressLine:
 
 def run(args: argparse.Namespace) -> int:
     configured = require_ciphers()
-    if configured.kms is not None and args.workers > 1:
-        # Workers are forked: a boto3 client's pooled connections must not be
-        # shared between processes, so KMS stores are rewrapped by one process.
-        raise ConfigurationError("--workers > 1 is not supported with a KMS key; use one worker")
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = ProgressLine(sys.stderr, dry_run=args.dry_run) if show else None
     try:
@@ -198,13 +194,13 @@ def _named(source: str, configured: ConfiguredCiphers) -> str:
     if label is None and not key_id and kms is not None and cipher_name in kms.cipher_names:
         # The KMS primary is known by its CMK, not by a per-key header id.
         label = kms.key_arn or kms.key_id
-    return f"{source} ({label})" if label else source
+    return for_terminal(f"{source} ({label})" if label else source)
 
 
 def _print_report(report: RewrapReport, configured: ConfiguredCiphers, out: TextIO) -> None:
     verb = "would rewrap" if report.dry_run else "rewrapped"
     workers = f" with {report.workers} workers" if report.workers > 1 else ""
-    print(f"store: {report.store}", file=out)
+    print(f"store: {for_terminal(report.store)}", file=out)
     print(f"primary: {_named(report.primary, configured)}", file=out)
     print(
         f"scanned {report.scanned:,} rows in {report.elapsed:.2f} s"
@@ -224,7 +220,7 @@ def _print_report(report: RewrapReport, configured: ConfiguredCiphers, out: Text
     if report.failures:
         print("rows that could not be rewrapped:", file=out)
         for failure in report.failures:
-            print(f"  {failure}", file=out)
+            print(f"  {for_terminal(failure)}", file=out)
         hidden = report.failure_count - len(report.failures)
         if hidden > 0:
             print(f"  ... and {hidden:,} more", file=out)

@@ -13,6 +13,7 @@ from types import TracebackType
 from typing import Final
 
 from secure_serde._errors import SecureSerdeError
+from secure_serde.stores._dsn import redact
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -31,7 +32,14 @@ KeyValue = str | int
 
 
 class StoreError(SecureSerdeError):
-    """A store could not be opened, read or written (not a per-row decryption problem)."""
+    """A store could not be opened, read or written (not a per-row decryption problem).
+
+    The message goes through `redact` first: whatever a message quotes (a
+    path that was really a DSN, a driver's text), no DSN password survives.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 @dataclass(frozen=True)

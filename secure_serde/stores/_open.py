@@ -6,19 +6,27 @@ import os
 from pathlib import Path
 from typing import Final
 
+from secure_serde._scrub import scrubbed
 from secure_serde.stores._base import Store, StoreError
+from secure_serde.stores._dsn import looks_like_conninfo, url_scheme
 
 __all__ = ["POSTGRES_SCHEMES", "open_store"]
 
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
+_SUPPORTED: Final = (
+    "a store is a postgresql:// (or postgres://) URL, or the path of an existing SQLite file"
+)
 
 
+@scrubbed  # a DSN may hold a password: no error leaves it in a frame local
 def open_store(location: str | os.PathLike[str] | Store) -> Store:
     """Open the checkpoint store at ``location``.
 
     A ``postgresql://`` (or ``postgres://``) URL opens a PostgreSQL store
     (needs the ``postgres`` extra); anything else is the path of an existing
     SQLite file, which is never created. A `Store` is returned as it is.
+    Other URL schemes (``mysql://``) and libpq ``key=value`` strings are
+    refused by what they are, never echoed: they may hold a password.
     Raises `StoreError` when the store cannot be opened or holds no
     langgraph checkpoint tables.
     """
@@ -30,6 +38,22 @@ def open_store(location: str | os.PathLike[str] | Store) -> Store:
         return PostgresStore(location)
     if not isinstance(location, (str, os.PathLike)):
         raise StoreError(f"a store is a path or a postgresql:// URL, not {type(location).__name__}")
+    if isinstance(location, str) and not Path(location).exists():
+        _refuse_other_forms(location)
     from secure_serde.stores._sqlite import SqliteStore
 
     return SqliteStore(Path(location))
+
+
+def _refuse_other_forms(location: str) -> None:
+    scheme = url_scheme(location)
+    if scheme is not None and f"{scheme}://" in POSTGRES_SCHEMES:
+        raise StoreError(f"write the URL scheme in lower case ({scheme}://): {_SUPPORTED}")
+    if scheme is not None:
+        raise StoreError(f"{scheme}:// stores are not supported: {_SUPPORTED}")
+    if looks_like_conninfo(location):
+        raise StoreError(
+            "this looks like a libpq key=value connection string (not shown: it may hold"
+            f" a password), which is not supported: {_SUPPORTED}. Keep the password out of"
+            " the URL with PGPASSWORD, a password file (PGPASSFILE) or a service file"
+        )

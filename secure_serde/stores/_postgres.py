@@ -29,6 +29,7 @@ from secure_serde.stores._base import (
     ThreadRange,
     check_batch_size,
 )
+from secure_serde.stores._dsn import redact
 from secure_serde.stores._envelope import (
     METADATA_TABLE,
     SEALED_METADATA_KEY,
@@ -101,10 +102,15 @@ class PostgresStore(Store):
             raise StoreError("PostgreSQL stores need psycopg: pip install 'secure-serde[postgres]'")
         self._url = url
         self._display = display_url(url)
+        problem = None
         try:
             self._conn = psycopg.connect(url, autocommit=True)
         except psycopg.Error as exc:
-            raise StoreError(f"cannot connect to {self._display}: {_reason(exc)}") from None
+            problem = f"cannot connect to {self._display}: {_reason(exc)}"
+        if problem is not None:
+            # Raised outside the handler: libpq's error, which may quote the
+            # DSN, must not stay reachable as __context__.
+            raise StoreError(problem)
         try:
             self.tables = self._discover()
         except psycopg.Error as exc:
@@ -324,5 +330,9 @@ def _group_by_table(swaps: Sequence[Swap]) -> list[tuple[str, list[tuple[int, Sw
 
 
 def _reason(exc: BaseException) -> str:
+    if _HAVE_PSYCOPG and isinstance(exc, psycopg.ProgrammingError):
+        # libpq's parse errors quote the connection string around the fault,
+        # and the fault is often an unquoted or unencoded password.
+        return "the connection string could not be parsed (libpq's message quotes it: not shown)"
     # psycopg's first line names the failure; later lines may quote SQL.
-    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return redact(str(exc).strip().splitlines()[0]) if str(exc).strip() else type(exc).__name__

@@ -141,6 +141,7 @@ def keyring_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     def write(content: Any, *, raw: bool = False) -> Path:
         path = tmp_path / "keyring.json"
         path.write_text(content if raw else json.dumps(content))
+        path.chmod(0o600)  # keyring files must be private (see test_secrets_keyfiles.py)
         monkeypatch.setenv(KEYRING_FILE_VAR, str(path))
         return path
 

@@ -322,6 +322,7 @@ def test_store_and_configuration_errors_exit_two(
     assert (code, "holds no langgraph checkpoint tables" in err) == (2, True)
     keyring = tmp_path / "keyring.json"
     keyring.write_text("{not json")
+    keyring.chmod(0o600)  # keyring files must be private to their owner
     keys(SECURE_SERDE_KEYRING_FILE=str(keyring))
     code, _, err = audit(capsys, str(build_clean(tmp_path / "clean.sqlite")))
     assert (code, "is not valid JSON" in err) == (2, True)

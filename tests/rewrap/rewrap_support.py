@@ -214,6 +214,7 @@ class KeyEnv:
         if self.keyring is not None:
             path = tmp / f"keyring-{abs(hash(json.dumps(self.keyring, sort_keys=True)))}.json"
             path.write_text(json.dumps(self.keyring))
+            path.chmod(0o600)  # keyring files must be private to their owner
             env["SECURE_SERDE_KEYRING_FILE"] = str(path)
         return env
 
