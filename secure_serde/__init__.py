@@ -4,15 +4,19 @@ Layers, top to bottom:
 
 * tools and savers: the ``secure-serde`` CLI (``cli``), `rewrap` over the
   store layer (``stores``), and the sealed PostgreSQL savers (``savers``);
-* serializers: `EncryptedSerializer`, `PickleFallbackSerializer` (``pickling``);
+* serializers: `EncryptedSerializer`, `CompressedSerializer`, `PickleFallbackSerializer`
+  (``pickling``);
 * ciphers (``ciphers``): env key, key rotation, AWS KMS envelope, legacy reader;
 * byte formats: ``_format`` (v1) and ``ciphers/_kms_format``;
 * primitives (``_primitives``): AES-GCM and HKDF from ``cryptography`` or
   pycryptodome, never hand-rolled.
 """
 
+from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import (
     ConfigurationError,
+    DecompressionBombError,
+    DecompressionError,
     DecryptionError,
     EncryptionError,
     ForbiddenGlobalError,
@@ -35,7 +39,10 @@ from secure_serde._serializer import EncryptedSerializer
 from secure_serde.pickling import PickleFallbackSerializer
 
 __all__ = [
+    "CompressedSerializer",
     "ConfigurationError",
+    "DecompressionBombError",
+    "DecompressionError",
     "DecryptionError",
     "EncryptedSerializer",
     "EncryptionError",

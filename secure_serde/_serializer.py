@@ -17,6 +17,7 @@ from typing import Any, Final
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import (
     ConfigurationError,
     DecryptionError,
@@ -127,6 +128,7 @@ class EncryptedSerializer:
         allow_plaintext: bool = False,
         allow_legacy_pickle: bool = False,
         backend: Backend = "auto",
+        compress: bool = False,
         **kwargs: Any,
     ) -> EncryptedSerializer:
         """Drop-in for langgraph's ``EncryptedSerializer.from_pycryptodome_aes``.
@@ -134,7 +136,9 @@ class EncryptedSerializer:
         Takes the key from ``key=`` or ``LANGGRAPH_AES_KEY`` as langgraph
         does, reads the rows langgraph's version wrote under that key and
         ``mode=`` (EAX when omitted), and writes format v1 with AES-256-GCM,
-        through OpenSSL when ``cryptography`` is installed.
+        through OpenSSL when ``cryptography`` is installed. ``compress=True``
+        compresses values before encrypting them (`CompressedSerializer`;
+        read SECURITY.md on length leaks first).
         """
         key = kwargs.pop("key", None)
         mode = kwargs.pop("mode", None)
@@ -150,7 +154,7 @@ class EncryptedSerializer:
         )
         return cls(
             cipher,
-            serde,
+            CompressedSerializer(serde) if compress else serde,
             allow_plaintext=allow_plaintext,
             allow_legacy_pickle=allow_legacy_pickle,
         )
