@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import pickle
+import subprocess
 import sys
 import tracemalloc
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -418,3 +420,43 @@ def test_allowlist_hook_reaches_the_inner_serializer() -> None:
     outer_clone = outer.with_msgpack_allowlist([("tests.graphs_support", "Profile")])
     assert type(outer_clone.serde) is CompressedSerializer
     assert outer_clone.serde is not outer.serde
+
+
+def test_without_zstd_installed_zlib_is_the_fallback() -> None:
+    """In a fresh interpreter where the zstd backport cannot be imported (Python < 3.14)."""
+    script = (
+        "import sys\n"
+        "sys.modules['backports.zstd'] = None\n"
+        "from secure_serde import CompressedSerializer, ConfigurationError, DecompressionError\n"
+        "from secure_serde._compress import zstd_available\n"
+        "serde = CompressedSerializer()\n"
+        "row = serde.dumps_typed('x' * 5000)\n"
+        "print(zstd_available(), serde.algorithm, row[0], serde.loads_typed(row) == 'x' * 5000)\n"
+        "try:\n"
+        "    CompressedSerializer(algorithm='zstd')\n"
+        "except ConfigurationError as exc:\n"
+        "    print('config:', exc)\n"
+        "try:\n"
+        "    serde.loads_typed(('msgpack+zstd', bytes.fromhex(sys.argv[1])))\n"
+        "except DecompressionError as exc:\n"
+        "    print('read:', exc)\n"
+    )
+    zstd_row = CompressedSerializer().dumps_typed("y" * 5000)[1]
+    proc = subprocess.run(
+        [sys.executable, "-c", script, zstd_row.hex()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    if sys.version_info >= (3, 14):  # pragma: no cover - compression.zstd is in the stdlib
+        assert lines[0].startswith("True zstd")
+        return
+    assert lines[0] == "False zlib msgpack+zlib True"
+    assert lines[1].startswith("config:")
+    assert "secure-serde[zstd]" in lines[1]
+    assert lines[2].startswith("read:")
+    assert "secure-serde[zstd]" in lines[2]
