@@ -26,7 +26,7 @@ import logging
 import sys
 import threading
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
@@ -52,10 +52,12 @@ __all__ = [
     "DEFAULT_LEVEL",
     "DEFAULT_MAX_SIZE",
     "DEFAULT_MIN_SIZE",
+    "UNCOMPRESSED",
     "ZLIB",
     "ZSTD",
     "Algorithm",
     "CompressedSerializer",
+    "compression_line",
     "compression_of",
     "decompress",
     "zstd_available",
@@ -67,6 +69,7 @@ Algorithm = Literal["zstd", "zlib"]
 ZSTD: Final = "zstd"
 ZLIB: Final = "zlib"
 ALGORITHMS: Final[frozenset[str]] = frozenset({ZSTD, ZLIB})
+UNCOMPRESSED: Final = "uncompressed"
 
 # Measured in benchmarks/bench_compress.py (see benchmarks/README.md): below
 # about 512 bytes of msgpack, zstd saves a few dozen bytes at most while its
@@ -102,6 +105,19 @@ def compression_of(type_tag: str) -> str | None:
         if part in ALGORITHMS:
             return part
     return None
+
+
+def compression_line(counts: Mapping[str, int]) -> str:
+    """Audit's line: values by compression algorithm, from `compression_of` counts."""
+    compressed = sum(n for name, n in counts.items() if name != UNCOMPRESSED)
+    by_algorithm = ", ".join(
+        f"{name} {n:,}" for name, n in sorted(counts.items()) if name != UNCOMPRESSED
+    )
+    return (
+        f"compressed: {compressed:,}"
+        + (f" ({by_algorithm})" if by_algorithm else "")
+        + f"; uncompressed {counts.get(UNCOMPRESSED, 0):,}"
+    )
 
 
 def _window_log(max_size: int) -> int:
@@ -291,14 +307,30 @@ class CompressedSerializer:
         return self._max_size
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        type_tag, data = self._serde.dumps_typed(obj)
+        return self.compress_encoded(*self._serde.dumps_typed(obj))
+
+    def compress_encoded(self, type_tag: str, data: bytes) -> tuple[str, bytes]:
+        """What `dumps_typed` stores for a value the inner serializer encoded as ``type_tag, data``.
+
+        The pair comes back unchanged when it is below ``min_size``, above
+        ``max_size``, already compressed, or does not shrink. ``secure-serde
+        rewrap --compress`` calls this on decrypted bytes, never deserializing them.
+        """
         size = len(data)
-        if size < self._min_size or size > self._max_size:
+        if size < self._min_size or size > self._max_size or compression_of(type_tag):
             return type_tag, data
         packed = self._compress(data)
         if len(packed) >= size:
             return type_tag, data
         return f"{type_tag}+{self._algorithm}", packed
+
+    def may_compress(self, type_tag: str, stored_size: int) -> bool:
+        """Whether a stored value could be compressed, from its tag and stored size alone.
+
+        ``stored_size`` is at least the inner size (a cipher only adds bytes),
+        so rewrap skips decrypting rows that cannot change.
+        """
+        return stored_size >= self._min_size and compression_of(type_tag) is None
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_tag, payload = data

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from secure_serde import _format
+from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import (
     ConfigurationError,
     DecryptionError,
@@ -88,6 +89,7 @@ class Planner:
         allow_legacy_pickle: bool = False,
         seal: bool = True,
         verify: bool = False,
+        compress: CompressedSerializer | None = None,
     ) -> None:
         decryptors: dict[str, tuple[BoundCipher, bool]] = {}
         for candidate in (cipher, *decrypt_only):
@@ -108,6 +110,7 @@ class Planner:
         self._allow_legacy_pickle = allow_legacy_pickle
         self._seal = seal
         self._verify = verify
+        self._compress = compress
         self._is_current, self.primary = self._current_test(cipher)
 
     @staticmethod
@@ -146,7 +149,8 @@ class Planner:
             )
         cipher, binds_tag = entry
         current = self._is_current(cipher_name, data)
-        if current and not self._verify:
+        compress = self._compress is not None and self._compress.may_compress(inner, len(data))
+        if current and not self._verify and not compress:
             return CURRENT
         if not binds_tag and not self._allow_legacy_pickle and _has_pickle(inner):
             # Re-sealing would authenticate a type tag nobody ever
@@ -160,7 +164,12 @@ class Planner:
             plaintext = cipher.decrypt_bound(cipher_name, data, inner)
         except DecryptionError as exc:
             return Unreadable(f"{type(exc).__name__}: {exc}")
-        if current:
+        if compress:
+            packed = self._compressed(inner, plaintext)
+            if current and packed[0] == inner:
+                return CURRENT
+            inner, plaintext = packed
+        elif current:
             return CURRENT
         return self._planned(cell, inner, plaintext, _source(cipher_name, data))
 
@@ -174,7 +183,12 @@ class Planner:
             return Unreadable(
                 f"{PickleRefusedError.__name__}: unencrypted pickle rows are never rewrapped"
             )
-        return self._planned(cell, type_tag, data, PLAINTEXT_SOURCE)
+        return self._planned(cell, *self._compressed(type_tag, data), PLAINTEXT_SOURCE)
+
+    def _compressed(self, inner: str, plaintext: bytes) -> tuple[str, bytes]:
+        if self._compress is None:
+            return inner, plaintext
+        return self._compress.compress_encoded(inner, plaintext)
 
     def _planned(self, cell: Cell, inner: str, plaintext: Buffer, source: str) -> Planned:
         if not self._seal:
