@@ -52,6 +52,7 @@ __all__ = [
     "DEFAULT_LEVEL",
     "DEFAULT_MAX_SIZE",
     "DEFAULT_MIN_SIZE",
+    "UNBOUND_COMPRESSED",
     "UNCOMPRESSED",
     "ZLIB",
     "ZSTD",
@@ -70,6 +71,11 @@ ZSTD: Final = "zstd"
 ZLIB: Final = "zlib"
 ALGORITHMS: Final[frozenset[str]] = frozenset({ZSTD, ZLIB})
 UNCOMPRESSED: Final = "uncompressed"
+# Why a compressed tag is refused on a row whose format does not authenticate its tag.
+UNBOUND_COMPRESSED: Final = (
+    "that format never stored compressed values and does not authenticate its type tag,"
+    " so the tag was changed"
+)
 
 # Measured in benchmarks/bench_compress.py (see benchmarks/README.md): below
 # about 512 bytes of msgpack, zstd saves a few dozen bytes at most while its
@@ -249,9 +255,21 @@ class CompressedSerializer:
         max_size: the largest decompressed size accepted on read (and the
             largest value compressed on write). A value that would decompress
             to more raises `DecompressionBombError` before that memory is spent.
+        exclude: types whose values are never compressed (an ``isinstance``
+            test on the value handed to the serializer, i.e. one channel value
+            or one write), for values that mix a secret with text an outsider
+            chooses; see SECURITY.md.
     """
 
-    __slots__ = ("_algorithm", "_compress", "_level", "_max_size", "_min_size", "_serde")
+    __slots__ = (
+        "_algorithm",
+        "_compress",
+        "_exclude",
+        "_level",
+        "_max_size",
+        "_min_size",
+        "_serde",
+    )
 
     def __init__(
         self,
@@ -261,6 +279,7 @@ class CompressedSerializer:
         level: int | None = None,
         min_size: int = DEFAULT_MIN_SIZE,
         max_size: int = DEFAULT_MAX_SIZE,
+        exclude: Iterable[type] = (),
     ) -> None:
         if algorithm is None:
             algorithm = ZSTD if _zstd_module is not None else ZLIB
@@ -291,6 +310,9 @@ class CompressedSerializer:
         self._algorithm: str = algorithm
         self._min_size = min_size
         self._max_size = max_size
+        self._exclude = tuple(exclude)
+        if not all(isinstance(t, type) for t in self._exclude):
+            raise ConfigurationError("exclude= takes types")
         self._serde: SerializerProtocol = JsonPlusSerializer() if serde is None else serde
 
     @property
@@ -307,6 +329,8 @@ class CompressedSerializer:
         return self._max_size
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
+        if self._exclude and isinstance(obj, self._exclude):
+            return self._serde.dumps_typed(obj)
         return self.compress_encoded(*self._serde.dumps_typed(obj))
 
     def compress_encoded(self, type_tag: str, data: bytes) -> tuple[str, bytes]:

@@ -17,7 +17,7 @@ from typing import Any, Final
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde._compress import CompressedSerializer
+from secure_serde._compress import UNBOUND_COMPRESSED, CompressedSerializer, compression_of
 from secure_serde._errors import (
     ConfigurationError,
     DecryptionError,
@@ -180,6 +180,11 @@ class EncryptedSerializer:
             raise PickleRefusedError(
                 f"refusing to unpickle a {cipher_name!r} row: that format does not"
                 " authenticate its type tag (see allow_legacy_pickle)"
+            )
+        if not binds_tag and compression_of(inner):
+            # langgraph's format never held compressed values: the tag was relabelled.
+            raise DecryptionError(
+                f"refusing a compressed {cipher_name!r} row: {UNBOUND_COMPRESSED}"
             )
         plaintext = cipher.decrypt_bound(cipher_name, payload, inner)
         if binds_tag and _PICKLE in inner:

@@ -460,3 +460,45 @@ def test_without_zstd_installed_zlib_is_the_fallback() -> None:
     assert "secure-serde[zstd]" in lines[1]
     assert lines[2].startswith("read:")
     assert "secure-serde[zstd]" in lines[2]
+
+
+def test_compressed_tag_on_a_legacy_row_is_refused_before_decryption() -> None:
+    """langgraph's built-in format never stored compressed values and does not bind its tag."""
+    from langgraph.checkpoint.serde.encrypted import (
+        EncryptedSerializer as LangGraphEncryptedSerializer,
+    )
+
+    from secure_serde._rewrap._plan import Planner, Unreadable
+    from secure_serde.stores import Cell, RowRef
+
+    legacy = LangGraphEncryptedSerializer.from_pycryptodome_aes(key=KEY)
+    type_tag, data = legacy.dumps_typed(chat(3))
+    assert type_tag == "msgpack+aes"
+    ours = EncryptedSerializer.from_pycryptodome_aes(key=KEY, compress=True)
+    assert ours.loads_typed((type_tag, data)) == chat(3)  # the control: it reads the row
+    with decompressor_calls() as entered, pytest.raises(DecryptionError, match="tag was changed"):
+        ours.loads_typed(("msgpack+zstd+aes", data))
+    assert entered == []
+
+    planner = Planner(EnvKeyCipher(KEY), compress=CompressedSerializer())
+    ref = RowRef("writes", (("thread_id", "t"), ("idx", 0)))
+    assert not isinstance(planner.plan(Cell(ref, type_tag, data)), Unreadable)
+    outcome = planner.plan(Cell(ref, "msgpack+zstd+aes", data))
+    assert isinstance(outcome, Unreadable)
+    assert "tag was changed" in outcome.reason
+
+
+def test_excluded_types_are_never_compressed() -> None:
+    from tests.graphs_support import Profile
+
+    record = Profile(name="Ada", tags=[f"note {i}" for i in range(200)])
+    serde = CompressedSerializer(exclude=[Profile])
+    type_tag, data = serde.dumps_typed(record)
+    assert type_tag == "msgpack"
+    assert data == JsonPlusSerializer().dumps_typed(record)[1]
+    assert serde.loads_typed((type_tag, data)) == record
+    # Other values, and the same type without exclude=, are compressed.
+    assert serde.dumps_typed(chat(3))[0] == "msgpack+zstd"
+    assert CompressedSerializer().dumps_typed(record)[0] == "msgpack+zstd"
+    with pytest.raises(ConfigurationError):
+        CompressedSerializer(exclude=["Profile"])  # type: ignore[list-item]

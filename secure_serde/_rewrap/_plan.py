@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from secure_serde import _format
-from secure_serde._compress import CompressedSerializer
+from secure_serde._compress import UNBOUND_COMPRESSED, CompressedSerializer, compression_of
 from secure_serde._errors import (
     ConfigurationError,
     DecryptionError,
@@ -160,6 +160,8 @@ class Planner:
                 f"{PickleRefusedError.__name__}: a {type_tag!r} row's type tag is not"
                 " authenticated (see --allow-legacy-pickle)"
             )
+        if not binds_tag and compression_of(inner):
+            return Unreadable(f"{DecryptionError.__name__}: {UNBOUND_COMPRESSED}")
         try:
             plaintext = cipher.decrypt_bound(cipher_name, data, inner)
         except DecryptionError as exc:
