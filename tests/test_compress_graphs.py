@@ -21,8 +21,9 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
 from psycopg.rows import dict_row
 
-from secure_serde import CompressedSerializer, EncryptedSerializer
+from secure_serde import CompressedSerializer, EncryptedSerializer, PickleFallbackSerializer
 from secure_serde.ciphers import EnvKeyCipher
+from secure_serde.pickling import PANDAS
 from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
 from tests.graphs_support import (
     KEY,
@@ -166,6 +167,9 @@ def strict_report() -> dict[str, Any]:
         "compressed": CompressedSerializer(),
         "compressed_encrypted": EncryptedSerializer(EnvKeyCipher(KEY), CompressedSerializer()),
         "drop_in": EncryptedSerializer.from_pycryptodome_aes(key=KEY, compress=True),
+        "pickle_fallback": EncryptedSerializer(
+            EnvKeyCipher(KEY), CompressedSerializer(PickleFallbackSerializer(allowed=[PANDAS]))
+        ),
     }
     report: dict[str, Any] = {"strict": _msgpack.STRICT_MSGPACK_ENABLED, "runs": {}}
     for name, serde in serdes.items():
@@ -219,3 +223,4 @@ def test_strict_msgpack_keeps_the_allowlist_through_compression() -> None:
         suffix = "" if name == "compressed" else "+aesgcm"
         assert f"msgpack+zstd{suffix}" in run["tags"], (name, run["tags"])
     assert report["runs"]["compressed_encrypted"]["inner_type"] == "CompressedSerializer"
+    assert report["runs"]["pickle_fallback"]["inner_type"] == "CompressedSerializer"
