@@ -130,7 +130,7 @@ def _window_log(max_size: int) -> int:
     # The smallest window that holds max_size bytes: a frame needing more
     # cannot decompress to within the bound anyway, and a smaller cap keeps
     # a crafted header from reserving a larger buffer.
-    return min(max(max_size.bit_length(), _MIN_WINDOW_LOG), _MAX_WINDOW_LOG)
+    return min(max((max_size - 1).bit_length(), _MIN_WINDOW_LOG), _MAX_WINDOW_LOG)
 
 
 def _too_large(
