@@ -60,7 +60,7 @@ from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
 from secure_serde import CompressedSerializer, EncryptedSerializer
-from secure_serde._compress import DEFAULT_MIN_SIZE
+from secure_serde._compress import DEFAULT_MAX_SIZE, DEFAULT_MIN_SIZE, ZSTD, decompress
 from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -326,9 +326,9 @@ def section_round_trip(reps: int, target_s: float) -> None:
     print("## 2. Round trip, loads_typed(dumps_typed(messages))\n")
     print(
         "| state | JsonPlus bytes | stored bytes, compressed | plain JsonPlus µs"
-        " | secure_serde | secure_serde, compress=True |"
+        " | secure_serde | secure_serde, compress=True | zstd alone, µs |"
     )
-    print("|---|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     states = {
         "bench_serde, 20 messages": make_state(20)["messages"],
         "bench_serde, 200 messages": make_state(200)["messages"],
@@ -342,18 +342,31 @@ def section_round_trip(reps: int, target_s: float) -> None:
         for serde in serdes.values():
             if serde.loads_typed(serde.dumps_typed(value)) != value:
                 raise RuntimeError(f"{label}: a serializer did not round-trip")
-        size = len(serdes["plain"].dumps_typed(value)[1])
+        inner = serdes["plain"].dumps_typed(value)[1]
         stored = serdes["compressed"].dumps_typed(value)
+        alone = CompressedSerializer()
+        packed = alone.compress_encoded("msgpack", inner)
         subjects = [
             Subject(name, lambda s=serde, v=value: s.loads_typed(s.dumps_typed(v)))
             for name, serde in serdes.items()
         ]
+        # What zstd costs by itself on the same bytes: compress, then bounded decompress.
+        subjects.append(
+            Subject(
+                "zstd alone",
+                lambda i=inner, p=packed[1], a=alone: (
+                    a.compress_encoded("msgpack", i),
+                    decompress(ZSTD, p, DEFAULT_MAX_SIZE),
+                ),
+            )
+        )
         calibrate(subjects, target_s)
         interleave(subjects, reps)
         base = median(subjects[0])
         print(
-            f"| {label} | {size:,} | {len(stored[1]):,} ({stored[0]}) | {base:,.0f}"
-            f" | {median(subjects[1]) / base:.3f}x | {median(subjects[2]) / base:.3f}x |"
+            f"| {label} | {len(inner):,} | {len(stored[1]):,} ({stored[0]}) | {base:,.0f}"
+            f" | {median(subjects[1]) / base:.3f}x | {median(subjects[2]) / base:.3f}x"
+            f" | {median(subjects[3]):,.0f} |"
         )
     print("\nRatios are medians against plain JsonPlus in the same run.\n")
 
