@@ -4,7 +4,8 @@ Layers, top to bottom:
 
 * tools and savers: the ``secure-serde`` CLI (``cli``), `rewrap` over the
   store layer (``stores``), and the sealed PostgreSQL savers (``savers``);
-* serializers: `EncryptedSerializer`, `PickleFallbackSerializer` (``pickling``);
+* serializers: `EncryptedSerializer`, `CompressedSerializer`, `PickleFallbackSerializer`
+  (``pickling``);
 * ciphers (``ciphers``): env key, key rotation, AWS KMS envelope, legacy reader;
 * byte formats: ``_format`` (v1) and ``ciphers/_kms_format``;
 * primitives (``_primitives``): AES-GCM and HKDF from ``cryptography`` or
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING
 
 from secure_serde._errors import (
     ConfigurationError,
+    DecompressionBombError,
+    DecompressionError,
     DecryptionError,
     EncryptionError,
     ForbiddenGlobalError,
@@ -39,6 +42,7 @@ from secure_serde._errors import (
 )
 
 if TYPE_CHECKING:
+    from secure_serde._compress import CompressedSerializer
     from secure_serde._keys import generate_encoded_key
     from secure_serde._migration import Migration
     from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
@@ -50,6 +54,7 @@ else:
     __getattr__, __dir__ = lazy_attributes(
         __name__,
         {
+            "CompressedSerializer": "secure_serde._compress",
             "EncryptedSerializer": "secure_serde._serializer",
             "Migration": "secure_serde._migration",
             "PickleFallbackSerializer": "secure_serde.pickling._serializer",
@@ -62,7 +67,10 @@ else:
     )
 
 __all__ = [
+    "CompressedSerializer",
     "ConfigurationError",
+    "DecompressionBombError",
+    "DecompressionError",
     "DecryptionError",
     "EncryptedSerializer",
     "EncryptionError",

@@ -13,6 +13,8 @@ from typing import Any
 
 __all__ = [
     "ConfigurationError",
+    "DecompressionBombError",
+    "DecompressionError",
     "DecryptionError",
     "EncryptionError",
     "ForbiddenGlobalError",
@@ -94,6 +96,21 @@ class UnknownKeyError(DecryptionError):
 
 class RetiredKeyError(UnknownKeyError):
     """The key id is known but retired: it may no longer decrypt."""
+
+
+class DecompressionError(DecryptionError):
+    """A compressed value is corrupt or truncated, or needs a codec that is not installed."""
+
+
+class DecompressionBombError(DecompressionError):
+    """A compressed value would decompress past ``max_size`` bytes; refused before that.
+
+    ``max_size`` is the bound that was configured (`CompressedSerializer`).
+    """
+
+    def __init__(self, message: str, *, max_size: int) -> None:
+        super().__init__(message)
+        self.max_size = max_size
 
 
 class PickleRefusedError(DecryptionError):

@@ -13,6 +13,7 @@ type tag                                     authenticated by              paylo
 KMS)                                                                       (vouched if it names
                                                                            pickle)
 ``inner+aes`` (langgraph built-in)           the cipher: bytes only        the strict decoder
+``msgpack+zstd+aes`` (compressed, legacy)    bytes only                    refused: a relabel
 ``pickle+aes`` (tag names pickle)            bytes only                    refused; the inner
                                                                            serializer under
                                                                            ``Migration.legacy_pickle``
@@ -38,6 +39,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from secure_serde._compress import UNBOUND_COMPRESSED, compression_of
 from secure_serde._errors import (
     ConfigurationError,
     PickleRefusedError,
@@ -183,6 +185,12 @@ class ReadRule:
                 cipher_name=cipher_name,
             )
         cipher, binds_tag = entry
+        if not binds_tag and compression_of(inner):
+            # langgraph's built-in format never held compressed values: relabelled.
+            raise StrictDecodeError(
+                f"refusing a compressed {cipher_name!r} row: {UNBOUND_COMPRESSED}",
+                type_name=inner,
+            )
         if binds_tag:
             # A substring test errs towards vouching, and keeps the context
             # variable off the hot path of plain rows.

@@ -20,6 +20,7 @@ from typing import Any, Final
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import ConfigurationError, DecryptionError
 from secure_serde._keys import ENV_VAR
 from secure_serde._langgraph import register_allowlist_wrapper
@@ -146,6 +147,7 @@ class EncryptedSerializer:
         allow_plaintext: bool = False,
         allow_legacy_pickle: bool = False,
         backend: Backend = "auto",
+        compress: bool = False,
         **kwargs: Any,
     ) -> EncryptedSerializer:
         """Drop-in for langgraph's ``EncryptedSerializer.from_pycryptodome_aes``.
@@ -155,6 +157,8 @@ class EncryptedSerializer:
         ``mode=`` (EAX when omitted), and writes format v1 with AES-256-GCM,
         through OpenSSL when ``cryptography`` is installed. Those legacy rows
         do not authenticate their type tag, so they are decoded strictly.
+        ``compress=True`` compresses values before encrypting them
+        (`CompressedSerializer`; read SECURITY.md on length leaks first).
         """
         key = kwargs.pop("key", None)
         mode = kwargs.pop("mode", None)
@@ -170,7 +174,7 @@ class EncryptedSerializer:
         )
         return cls(
             cipher,
-            serde,
+            CompressedSerializer(serde) if compress else serde,
             migration=migration,
             allow_plaintext=allow_plaintext,
             allow_legacy_pickle=allow_legacy_pickle,

@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 
+from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import ConfigurationError
 from secure_serde._migration import Migration
 from secure_serde._rewrap._engine import rewrap_range
@@ -35,6 +36,7 @@ def rewrap(
     allow_plaintext: bool = False,
     allow_legacy_pickle: bool = False,
     verify: bool = False,
+    compress: bool | CompressedSerializer = False,
     workers: int = 1,
     progress: Progress | None = None,
 ) -> RewrapReport:
@@ -74,6 +76,9 @@ def rewrap(
         allow_legacy_pickle: 0.1.0 alias: sets ``migration.legacy_pickle``.
         verify: decrypt rows already under the primary too, so that a clean
             report means every row authenticates.
+        compress: also compress each value (``True``, or a `CompressedSerializer`
+            with the settings to use) as `CompressedSerializer` would write it,
+            without deserializing it; rows already compressed are left alone.
         workers: for PostgreSQL, this many forked processes, each on one
             range of thread ids; 1 for SQLite. Each worker builds its own
             KMS client (`KmsEnvelopeCipher.renew_client`); a KMS cipher
@@ -106,6 +111,7 @@ def rewrap(
         allow_legacy_pickle=allow_legacy_pickle,
         seal=not dry_run,
         verify=verify,
+        compress=CompressedSerializer() if compress is True else compress or None,
     )
     owned = not isinstance(store, Store)
     opened = open_store(store)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from secure_serde import _format
+from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import DecryptionError, SecureSerdeError
 from secure_serde._migration import Migration
 from secure_serde._primitives import Buffer
@@ -99,6 +100,7 @@ class Planner:
         allow_legacy_pickle: bool = False,
         seal: bool = True,
         verify: bool = False,
+        compress: CompressedSerializer | None = None,
     ) -> None:
         resolved = Migration.resolve(
             migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
@@ -108,6 +110,7 @@ class Planner:
         self._cipher = cipher
         self._seal = seal
         self._verify = verify
+        self._compress = compress
         self._is_current, self.primary = self._current_test(cipher)
 
     @staticmethod
@@ -147,27 +150,36 @@ class Planner:
             return Unreadable.of(type(exc), str(exc))
         cipher = route.cipher
         if cipher is None:
-            return self._checked(cell, route, data, PLAINTEXT_SOURCE)
+            return self._checked(cell, route, data, PLAINTEXT_SOURCE, current=False)
         current = self._is_current(route.cipher_name, data)
-        if current and not self._verify:
+        compress = self._compress is not None and self._compress.may_compress(
+            route.inner, len(data)
+        )
+        if current and not self._verify and not compress:
             return CURRENT
         try:
             plaintext = cipher.decrypt_bound(route.cipher_name, data, route.inner)
         except DecryptionError as exc:
             return Unreadable.of(type(exc), str(exc))
-        if current:
+        if current and not compress:
             return CURRENT
-        return self._checked(cell, route, plaintext, _source(route.cipher_name, data))
+        return self._checked(
+            cell, route, plaintext, _source(route.cipher_name, data), current=current
+        )
 
     def _checked(
-        self, cell: Cell, route: Route, plaintext: Buffer, source: str
-    ) -> Unreadable | Planned:
+        self, cell: Cell, route: Route, plaintext: Buffer, source: str, *, current: bool
+    ) -> Skip | Unreadable | Planned:
         """Plan the seal, after the strict decoder accepted a value nothing authenticated."""
         if route.decode is Decode.STRICT:
             refused = self._strict_refusal(route.inner, bytes(plaintext))
             if refused is not None:
                 return refused
-        return self._planned(cell, route.inner, plaintext, source)
+        inner, packed = self._compressed(route.inner, plaintext)
+        if current and inner == route.inner:
+            # Under the primary already, and compressing would not change it.
+            return CURRENT
+        return self._planned(cell, inner, packed, source)
 
     def _strict_refusal(self, inner: str, plaintext: bytes) -> Unreadable | None:
         try:
@@ -184,6 +196,11 @@ class Planner:
             f"the strict decoder refused a {inner!r} value whose type tag nothing"
             " authenticates (planted or relabelled?); not sealed",
         )
+
+    def _compressed(self, inner: str, plaintext: Buffer) -> tuple[str, Buffer]:
+        if self._compress is None:
+            return inner, plaintext
+        return self._compress.compress_encoded(inner, bytes(plaintext))
 
     def _planned(self, cell: Cell, inner: str, plaintext: Buffer, source: str) -> Planned:
         if not self._seal:

@@ -32,6 +32,7 @@ import sys
 import time
 from typing import Any, Final, TextIO
 
+from secure_serde._compress import compression_line
 from secure_serde.cli._audit_scan import (
     LANGGRAPH_METADATA_KEYS,
     STATE_METADATA_KEYS,
@@ -199,6 +200,7 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             "by_table": dict(sorted(report.tables.items())),
         },
         "ciphers": [_group_json(g, report.decrypted) for g in _sorted_groups(report)],
+        "compression": dict(sorted(report.compression.items())),
         "stale": report.stale_count if report.decrypted else None,
         "plaintext": {
             "count": report.plaintext_count,
@@ -296,6 +298,7 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
         print(for_terminal(f"keys: {line}" if report.keys else line), file=out)
     tables = ", ".join(f"{name} {n:,}" for name, n in sorted(report.tables.items()))
     print(f"serialized values: {report.cells:,} ({tables}); empty {report.empty:,}", file=out)
+    print(compression_line(report.compression), file=out)
     if report.groups:
         print("encrypted, by cipher, key id and format version:", file=out)
         for group in _sorted_groups(report):

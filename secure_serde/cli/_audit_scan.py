@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from secure_serde import _format
+from secure_serde._compress import UNCOMPRESSED, compression_of
 from secure_serde._errors import DecryptionError
 from secure_serde._migration import Migration
 from secure_serde._readrule import is_refusal
@@ -99,6 +100,7 @@ class AuditReport:
     tables: Counter[str] = field(default_factory=Counter)
     groups: dict[tuple[str, str | None, int | None], CipherGroup] = field(default_factory=dict)
     plaintext: Counter[str] = field(default_factory=Counter)
+    compression: Counter[str] = field(default_factory=Counter)
     plaintext_rows: list[RowRef] = field(default_factory=list)
     failures: list[RowFailure] = field(default_factory=list)
     failure_count: int = 0
@@ -212,6 +214,7 @@ class _Auditor:
                 _NO_TYPE_TAG,
             )
             return
+        report.compression[compression_of(type_tag) or UNCOMPRESSED] += 1
         _, plus, cipher_name = type_tag.rpartition("+")
         if not plus:
             known = type_tag in report.plaintext or len(report.plaintext) < MAX_DISTINCT

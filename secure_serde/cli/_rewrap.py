@@ -94,6 +94,14 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="also decrypt rows already under the primary, to check every row authenticates",
     )
+    parser.add_argument(
+        "--compress",
+        action="store_true",
+        help=(
+            "also compress every value as CompressedSerializer writes it (zstd, or zlib"
+            " without it); read SECURITY.md on compression and length leaks first"
+        ),
+    )
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument(
         "--progress",
@@ -165,6 +173,7 @@ def run(args: argparse.Namespace) -> int:
                 plaintext=args.allow_plaintext, legacy_pickle=args.allow_legacy_pickle
             ),
             verify=args.verify,
+            compress=args.compress,
             workers=args.workers,
             progress=bar,
         )

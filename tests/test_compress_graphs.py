@@ -1,0 +1,226 @@
+"""Compression under encryption on real graphs and savers: SQLite, PostgreSQL, strict msgpack."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
+from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+from psycopg.rows import dict_row
+
+from secure_serde import CompressedSerializer, EncryptedSerializer, PickleFallbackSerializer
+from secure_serde.ciphers import EnvKeyCipher
+from secure_serde.pickling import PANDAS
+from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
+from tests.graphs_support import (
+    KEY,
+    Profile,
+    build_chat_graph,
+    build_strict_graph,
+    reply_text,
+    transcript,
+)
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+TURNS = 12
+# A different sentence each turn, about 400 characters, so the state is worth compressing.
+SENTENCE = "turn {turn}: the checkpoint of a long conversation grows with every message; "
+
+
+def message(turn: int) -> str:
+    return (SENTENCE.format(turn=turn) * 6)[:400]
+
+
+def expected_transcript(turns: int) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    for turn in range(1, turns + 1):
+        pairs += [("human", message(turn)), ("ai", reply_text(turn, message(turn)))]
+    return pairs
+
+
+def cfg(thread_id: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+def run_chat(saver: Any, thread: str, turns: int = TURNS) -> Any:
+    graph = build_chat_graph(saver)
+    for turn in range(1, turns + 1):
+        graph.invoke({"messages": [HumanMessage(content=message(turn))]}, cfg(thread))
+    return graph
+
+
+def compressed_serde() -> EncryptedSerializer:
+    return EncryptedSerializer.from_pycryptodome_aes(key=KEY, compress=True)
+
+
+def check_tags(tags: list[str]) -> None:
+    """Every value encrypted; the large ones compressed under the cipher, the small ones not."""
+    assert tags
+    assert all(tag.endswith("+aesgcm") for tag in tags), tags
+    assert "msgpack+zstd+aesgcm" in tags, tags
+    # Small values (the branch markers' None, say) stay uncompressed.
+    assert any("zstd" not in tag.split("+") for tag in tags), tags
+
+
+# --- SQLite --------------------------------------------------------------------------------
+
+
+def test_chat_graph_on_sqlite(tmp_path: Path) -> None:
+    path = tmp_path / "chat.sqlite"
+    with closing(sqlite3.connect(path, check_same_thread=False)) as conn:
+        graph = run_chat(SqliteSaver(conn, serde=compressed_serde()), "t1")
+        state = graph.get_state(cfg("t1"))
+        assert transcript(state.values["messages"]) == expected_transcript(TURNS)
+        assert len(list(graph.get_state_history(cfg("t1")))) == 3 * TURNS
+    with closing(sqlite3.connect(path)) as conn:
+        tags = [t for (t,) in conn.execute("SELECT type FROM checkpoints")]
+        tags += [t for (t,) in conn.execute("SELECT type FROM writes")]
+        raw = b"".join(b for (b,) in conn.execute("SELECT checkpoint FROM checkpoints"))
+    check_tags(tags)
+    assert b"long conversation" not in raw
+    # A new process (a new serializer, same key) reads the whole history back.
+    with closing(sqlite3.connect(path, check_same_thread=False)) as conn:
+        graph = build_chat_graph(SqliteSaver(conn, serde=compressed_serde()))
+        assert transcript(graph.get_state(cfg("t1")).values["messages"]) == (
+            expected_transcript(TURNS)
+        )
+
+
+def test_turning_compression_on_midway_keeps_the_thread_readable(tmp_path: Path) -> None:
+    path = tmp_path / "mixed.sqlite"
+    plain = EncryptedSerializer.from_pycryptodome_aes(key=KEY)
+    zlib_serde = EncryptedSerializer(EnvKeyCipher(KEY), CompressedSerializer(algorithm="zlib"))
+    with closing(sqlite3.connect(path, check_same_thread=False)) as conn:
+        run_chat(SqliteSaver(conn, serde=plain), "m", turns=3)
+        graph = build_chat_graph(SqliteSaver(conn, serde=zlib_serde))
+        graph.invoke({"messages": [HumanMessage(content=message(4))]}, cfg("m"))
+        graph = build_chat_graph(SqliteSaver(conn, serde=compressed_serde()))
+        graph.invoke({"messages": [HumanMessage(content=message(5))]}, cfg("m"))
+        history = list(graph.get_state_history(cfg("m")))
+        assert transcript(history[0].values["messages"]) == expected_transcript(5)
+        tags = {t for (t,) in conn.execute("SELECT type FROM checkpoints")}
+    assert {"msgpack+aesgcm", "msgpack+zlib+aesgcm", "msgpack+zstd+aesgcm"} <= tags
+
+
+# --- PostgreSQL ----------------------------------------------------------------------------
+
+
+def blob_tags(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT type FROM checkpoint_blobs WHERE type <> 'empty'").fetchall()
+        rows += conn.execute("SELECT type FROM checkpoint_writes").fetchall()
+    return [t for (t,) in rows]
+
+
+@pytest.fixture(params=["stock", "sealed"])
+def pg_saver(request: pytest.FixtureRequest, postgres_url: str) -> Iterator[Any]:
+    cls = StockPostgresSaver if request.param == "stock" else SealedPostgresSaver
+    with psycopg.Connection.connect(
+        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    ) as conn:
+        saver = cls(conn, serde=compressed_serde())
+        saver.setup()
+        yield saver
+
+
+def test_chat_graph_on_postgres(pg_saver: Any, postgres_url: str) -> None:
+    graph = run_chat(pg_saver, "pg")
+    assert transcript(graph.get_state(cfg("pg")).values["messages"]) == (expected_transcript(TURNS))
+    tags = blob_tags(postgres_url)
+    check_tags(tags)
+    with psycopg.connect(postgres_url) as conn:
+        (dump,) = conn.execute(
+            "SELECT string_agg(encode(blob, 'escape'), '') FROM checkpoint_blobs"
+        ).fetchone() or ("",)
+    assert "long conversation" not in (dump or "")
+    # The same store, read by a fresh saver and serializer.
+    with psycopg.Connection.connect(
+        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    ) as conn:
+        again = build_chat_graph(type(pg_saver)(conn, serde=compressed_serde()))
+        messages = again.get_state(cfg("pg")).values["messages"]
+        assert transcript(messages) == expected_transcript(TURNS)
+
+
+# --- strict msgpack, in a subprocess (langgraph reads LANGGRAPH_STRICT_MSGPACK on import) -------
+
+
+def strict_report() -> dict[str, Any]:
+    """Run the strict graph on InMemorySaver with compression in several compositions."""
+    from langgraph.checkpoint.serde import _msgpack
+
+    big = Profile(name="Ada", tags=[f"tag-{i}" for i in range(200)])
+    serdes: dict[str, Any] = {
+        "compressed": CompressedSerializer(),
+        "compressed_encrypted": EncryptedSerializer(EnvKeyCipher(KEY), CompressedSerializer()),
+        "drop_in": EncryptedSerializer.from_pycryptodome_aes(key=KEY, compress=True),
+        "pickle_fallback": EncryptedSerializer(
+            EnvKeyCipher(KEY), CompressedSerializer(PickleFallbackSerializer(allowed=[PANDAS]))
+        ),
+    }
+    report: dict[str, Any] = {"strict": _msgpack.STRICT_MSGPACK_ENABLED, "runs": {}}
+    for name, serde in serdes.items():
+        saver = InMemorySaver(serde=serde)
+        graph = build_strict_graph(saver)
+        config = cfg(f"strict-{name}")
+        graph.invoke({"profile": big}, config)
+        graph.invoke(Command(resume=True), config)
+        values = graph.get_state(config).values
+        used = graph.checkpointer.serde
+        inner = getattr(used, "serde", used)
+        report["runs"][name] = {
+            "profile_type": type(values["profile"]).__name__,
+            "profile_tags": len(values["profile"].tags),
+            "greeting": values["greeting"],
+            "serde_rebuilt": used is not serde,
+            "inner_type": type(inner).__name__,
+            "tags": sorted({tag for tag, _ in saver.blobs.values() if tag != "empty"}),
+        }
+    return report
+
+
+def test_strict_msgpack_keeps_the_allowlist_through_compression() -> None:
+    env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true", "PYTHONPATH": str(REPO_ROOT)}
+    env.pop("LANGGRAPH_AES_KEY", None)
+    script = (
+        "import json, logging\n"
+        "logging.basicConfig(level=logging.WARNING)\n"
+        "from tests.test_compress_graphs import strict_report\n"
+        "print('REPORT=' + json.dumps(strict_report()))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "msgpack allowlist" not in proc.stderr, proc.stderr
+    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT=")]
+    report = json.loads(line.removeprefix("REPORT="))
+    assert report["strict"] is True
+    for name, run in report["runs"].items():
+        assert run["profile_type"] == "Profile", name
+        assert run["profile_tags"] == 200, name
+        assert run["greeting"] == "hello Ada (Profile)", name
+        assert run["serde_rebuilt"] is True, name
+        suffix = "" if name == "compressed" else "+aesgcm"
+        assert f"msgpack+zstd{suffix}" in run["tags"], (name, run["tags"])
+    assert report["runs"]["compressed_encrypted"]["inner_type"] == "CompressedSerializer"
+    assert report["runs"]["pickle_fallback"]["inner_type"] == "CompressedSerializer"
