@@ -63,6 +63,24 @@ def register_allowlist_wrapper(cls: type[Any]) -> None:
     so registering a virtual subclass makes that check pass without
     inheriting any of its encoding code. ``cls`` must implement
     ``with_msgpack_allowlist`` and apply it to the serializer it wraps.
+
+    Why there is no narrower hook (checked against langgraph-checkpoint
+    4.3): the stock savers users pass ``serde=`` to (InMemorySaver,
+    SqliteSaver, PostgresSaver) all inherit ``with_allowlist`` from
+    ``BaseCheckpointSaver``, and it dispatches only on
+    ``isinstance(serde, JsonPlusSerializer)`` or on langgraph's own
+    ``EncryptedSerializer``; there is no protocol or duck-typed method to
+    implement instead. The alternatives are worse: inheriting from
+    ``JsonPlusSerializer`` would inherit its encode/decode paths (and its
+    pickle fallback) under our type; subclassing langgraph's
+    ``EncryptedSerializer`` gets the wrapper rebuilt as the base class on
+    every allowlist call, dropping our behaviour; overriding
+    ``with_allowlist`` covers only our own savers. The cost of the
+    registration is that ``isinstance(x, JsonPlusSerializer)`` is true for
+    our wrappers process-wide; the only such checks in langgraph and
+    langchain-core are the two in ``_with_msgpack_allowlist``
+    (tests/test_langgraph_private.py pins that), which then call
+    ``with_msgpack_allowlist``, the one method we guarantee.
     """
     JsonPlusSerializer.register(cls)
 

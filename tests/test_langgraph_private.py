@@ -62,3 +62,29 @@ def test_langgraph_allowlist_dispatch_is_the_one_we_hook() -> None:
     opaque = Opaque()
     assert _with_msgpack_allowlist(opaque, [("m", "C")]) is opaque  # type: ignore[arg-type]
     assert hasattr(BaseCheckpointSaver, "with_allowlist")
+
+
+def test_the_only_jsonplus_isinstance_checks_are_the_allowlist_dispatch() -> None:
+    """Registering our wrappers as virtual JsonPlusSerializers is safe only while the checks
+    that see them are `_with_msgpack_allowlist`'s two; a new one could call JsonPlus-only
+    attributes on our wrappers. Fails loudly when langgraph adds one."""
+    import re
+    from pathlib import Path
+
+    import langchain_core
+    import langgraph.checkpoint.base
+
+    pattern = re.compile(r"isinstance\([^)]*JsonPlusSerializer")
+    roots = {
+        Path(langgraph.checkpoint.base.__file__).parents[2],  # the langgraph namespace
+        Path(langchain_core.__file__).parent,
+    }
+    found = sorted(
+        f"{path.relative_to(path.parents[3])}:{number}"
+        for root in roots
+        for path in root.rglob("*.py")
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+        if pattern.search(line)
+    )
+    assert len(found) == 2, found
+    assert all("checkpoint/base/__init__.py" in place for place in found), found
