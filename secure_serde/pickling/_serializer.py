@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import importlib
 import logging
+import warnings
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -23,6 +25,17 @@ logger = logging.getLogger("secure_serde")
 _WHOLE_PICKLE: Final = "pickle"
 
 
+def _is_data(pair: tuple[str, str]) -> bool:
+    """Whether an admitted global resolves here to a value that cannot be called (``pandas.NA``)."""
+    with warnings.catch_warnings():
+        # numpy 1's module names (numpy.core) still resolve, with a DeprecationWarning.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        try:
+            return not callable(getattr(importlib.import_module(pair[0]), pair[1]))
+        except (ImportError, AttributeError):
+            return False
+
+
 def _policy(rules: Iterable[Rule]) -> _codec.Policy:
     direct: set[type] = set()
     fallback: set[type] = set()
@@ -37,7 +50,12 @@ def _policy(rules: Iterable[Rule]) -> _codec.Policy:
     return _codec.Policy(
         frozenset(direct),
         frozenset(fallback - direct),
-        Admission(frozenset(globals_), frozenset(methods), frozenset(uncallable)),
+        Admission(
+            frozenset(globals_),
+            frozenset(methods),
+            frozenset(uncallable),
+            frozenset(filter(_is_data, globals_)),
+        ),
     )
 
 

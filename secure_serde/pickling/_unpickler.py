@@ -1,11 +1,13 @@
 """Loading one embedded pickle: the static scan, then an unpickler that knows only admitted globals.
 
 The scan (`_scan.scan`) proves, before anything runs, that every global the
-pickle names is admitted and that no call result is called again. The
-unpickler enforces the same allowlist at run time in ``find_class``, and
-hands out a ``getattr`` that reaches only the admitted (class, attribute)
-pairs. Any failure, including one inside an admitted helper, raises
-`UnsafePickleError`; the value is never replaced by a default.
+pickle names is admitted, that no call result is called again and that no
+BUILD state plants a dunder name or a callable. The unpickler enforces the
+allowlist again at run time in ``find_class``, hands out a ``getattr`` that
+reaches only the admitted (class, attribute) pairs, and checks every BUILD
+state on the real objects before applying it. Any failure, including one
+inside an admitted helper, raises `UnsafePickleError`; the value is never
+replaced by a default.
 """
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ from __future__ import annotations
 import io
 import pickle
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, ClassVar, Final, cast
 
 from secure_serde._errors import ForbiddenGlobalError, UnsafePickleError
-from secure_serde.pickling._scan import GETATTR, Admission, scan
+from secure_serde.pickling._scan import GETATTR, Admission, is_dunder, scan
 
 __all__ = ["PICKLE_PROTOCOL", "dump", "load"]
 
@@ -39,7 +41,59 @@ def _empty_only(reconstruct: Callable[..., Any]) -> Callable[..., Any]:
     return guarded_reconstruct
 
 
-class _RestrictedUnpickler(pickle.Unpickler):
+# Leaves of a BUILD state that need no further look.
+_PLAIN: Final = frozenset({str, bytes, bytearray, int, float, bool, complex, type(None)})
+
+
+def _bad_state(what: str) -> UnsafePickleError:
+    return UnsafePickleError(f"refusing a pickle with a BUILD state that sets {what}")
+
+
+def check_state(state: Any) -> None:
+    """Refuse a BUILD state that sets a dunder name or a callable.
+
+    The scan's rule, on the real objects: the state, the tuples it holds
+    and the dicts BUILD applies (the state dict, a slot-state dict, a dict
+    in a tuple state) may hold no callable; those dicts' keys may not be
+    dunder names, nor str subclasses, which can equal one.
+    """
+    pending = [state]
+    while pending:
+        item = pending.pop()
+        if type(item) in _PLAIN:
+            continue
+        if callable(item):
+            raise _bad_state(f"a callable ({type(item).__name__})")
+        if isinstance(item, tuple):
+            pending += item
+        elif isinstance(item, dict):
+            for key, value in item.items():
+                if isinstance(key, str) and (type(key) is not str or is_dunder(key)):
+                    raise _bad_state("a dunder name")
+                if callable(value):
+                    raise _bad_state(f"a callable ({type(value).__name__})")
+
+
+_BUILD: Final = pickle.BUILD[0]
+_APPLY_BUILD: Final = pickle._Unpickler.dispatch[_BUILD]
+
+
+def _guarded_build(unpickler: pickle.Unpickler) -> None:
+    stack: list[Any] = cast(Any, unpickler).stack
+    if not stack:
+        raise UnsafePickleError("refusing a malformed pickle: stack underflow")
+    check_state(stack[-1])
+    _APPLY_BUILD(unpickler)
+
+
+class _RestrictedUnpickler(pickle._Unpickler):
+    """The pure-Python unpickler: BUILD is an opcode the C unpickler offers no hook for."""
+
+    dispatch: ClassVar[dict[int, Callable[[pickle.Unpickler], None]]] = {
+        **pickle._Unpickler.dispatch,
+        _BUILD: _guarded_build,
+    }
+
     def __init__(self, data: bytes, admission: Admission) -> None:
         super().__init__(io.BytesIO(data), fix_imports=False)
         self._admission = admission
