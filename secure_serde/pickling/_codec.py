@@ -36,7 +36,7 @@ import re
 import uuid
 import zoneinfo
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import ormsgpack
@@ -89,11 +89,16 @@ Allowlist = set[tuple[str, ...]] | Literal[True] | None
 
 @dataclass(frozen=True)
 class Policy:
-    """What may be pickled (``direct``: always; ``fallback``: when JsonPlus cannot) and read."""
+    """What may be pickled (``direct``: always; ``fallback``: when JsonPlus cannot) and read.
+
+    ``prepare`` maps a type to the function giving the equal value pickled in
+    its place (strided numpy views become contiguous copies).
+    """
 
     direct: frozenset[type]
     fallback: frozenset[type]
     admission: Admission
+    prepare: dict[type, Callable[[Any], Any]] = field(default_factory=dict, compare=False)
 
 
 def _callable_attr(obj: Any, name: str) -> bool:
@@ -208,8 +213,9 @@ class _Encoder:
         )
 
     def _pickle(self, obj: Any) -> ormsgpack.Ext:
+        prepare = self._policy.prepare.get(type(obj))
         try:
-            data = _unpickler.dump(obj, self._policy.admission)
+            data = _unpickler.dump(obj if prepare is None else prepare(obj), self._policy.admission)
         except UnsafePickleError as exc:
             missing = getattr(exc, "module", None), getattr(exc, "name", None)
             how = (

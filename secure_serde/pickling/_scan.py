@@ -55,6 +55,7 @@ _REFUSED: Final = frozenset(
 _CALLS: Final = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX"})
 _MUTATORS: Final = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"})
 _CALLABLE_KINDS: Final = frozenset({"global", "method"})
+_DTYPES: Final = frozenset({("numpy", "dtype")})
 _GETS: Final = frozenset({"BINGET", "LONG_BINGET"})
 _PUTS: Final = frozenset({"BINPUT", "LONG_BINPUT"})
 
@@ -148,7 +149,7 @@ def _call(
             " only as an argument"
         )
     if callable_[1:] != GETATTR:
-        return _CALLED
+        return ("called", *callable_[1:])
     # getattr(<global>, "<literal>"): only the admitted triples, which become callables.
     items: tuple[Any, ...] = args[1] if args[0] == "tuple" else ()
     if len(items) == 2 and items[0][0] == "global" and items[1][0] == "str":
@@ -160,7 +161,10 @@ def _call(
 
 
 def _check_state(
-    state: tuple[Any, ...], sealed: dict[int, list[Any]], admission: Admission
+    state: tuple[Any, ...],
+    sealed: dict[int, list[Any]],
+    admission: Admission,
+    nested: bool = True,
 ) -> None:
     """Refuse a BUILD state that plants a dunder name or a callable; seal the dicts it applies.
 
@@ -171,7 +175,9 @@ def _check_state(
     and no value may be a callable global; no item of those tuples may be
     one either. Deeper values are data (``Int8Dtype`` caches a class in a
     nested dict). Call results stay opaque: they were checked when they
-    were called.
+    were called. With ``nested=False`` (a numpy dtype, whose C
+    ``__setstate__`` reads a fields dict keyed by field names, ``__0__``
+    included), only the state itself may not be a dict with such keys.
     """
     pending = [state]
     while pending:
@@ -181,7 +187,7 @@ def _check_state(
         if item[0] == "tuple":
             pending += item[1]
             continue
-        if item[0] != "dict":
+        if item[0] != "dict" or (item is not state and not nested):
             continue
         sealed[id(item[1])] = item[1]
         for key, value in item[1]:
@@ -273,7 +279,7 @@ def scan(data: bytes, admission: Admission) -> None:
                 target, state = _pop(stack, 2)
                 if target[0] in _CALLABLE_KINDS:
                     raise UnsafePickleError("refusing a pickle that applies BUILD to a global")
-                _check_state(state, sealed, admission)
+                _check_state(state, sealed, admission, target[1:] not in _DTYPES)
                 stack.append(target)
             elif name == "EMPTY_DICT":
                 stack.append(("dict", []))

@@ -6,7 +6,7 @@ import copy
 import importlib
 import logging
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -42,8 +42,11 @@ def _policy(rules: Iterable[Rule]) -> _codec.Policy:
     globals_: set[tuple[str, str]] = set()
     methods: set[tuple[str, str, str]] = set()
     uncallable: set[tuple[str, str]] = set()
+    prepare: dict[type, Callable[[Any], Any]] = {}
     for rule in rules:
         (direct if rule.direct else fallback).update(rule.types)
+        if rule.prepare is not None:
+            prepare.update(dict.fromkeys(rule.types, rule.prepare))
         globals_ |= rule.globals
         methods |= rule.methods
         uncallable |= rule.uncallable
@@ -56,6 +59,7 @@ def _policy(rules: Iterable[Rule]) -> _codec.Policy:
             frozenset(uncallable),
             frozenset(filter(_is_data, globals_)),
         ),
+        prepare,
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, Final, cast
 
@@ -49,13 +50,15 @@ def _bad_state(what: str) -> UnsafePickleError:
     return UnsafePickleError(f"refusing a pickle with a BUILD state that sets {what}")
 
 
-def check_state(state: Any) -> None:
+def check_state(state: Any, nested: bool = True) -> None:
     """Refuse a BUILD state that sets a dunder name or a callable.
 
     The scan's rule, on the real objects: the state, the tuples it holds
     and the dicts BUILD applies (the state dict, a slot-state dict, a dict
     in a tuple state) may hold no callable; those dicts' keys may not be
-    dunder names, nor str subclasses, which can equal one.
+    dunder names, nor str subclasses, which can equal one. ``nested=False``
+    (a numpy dtype's state, whose fields dict is keyed by field names)
+    checks dict keys only in the state itself.
     """
     pending = [state]
     while pending:
@@ -66,7 +69,7 @@ def check_state(state: Any) -> None:
             raise _bad_state(f"a callable ({type(item).__name__})")
         if isinstance(item, tuple):
             pending += item
-        elif isinstance(item, dict):
+        elif isinstance(item, dict) and (nested or item is state):
             for key, value in item.items():
                 if isinstance(key, str) and (type(key) is not str or is_dunder(key)):
                     raise _bad_state("a dunder name")
@@ -82,7 +85,9 @@ def _guarded_build(unpickler: pickle.Unpickler) -> None:
     stack: list[Any] = cast(Any, unpickler).stack
     if not stack:
         raise UnsafePickleError("refusing a malformed pickle: stack underflow")
-    check_state(stack[-1])
+    numpy = sys.modules.get("numpy")
+    dtype = numpy is not None and len(stack) > 1 and isinstance(stack[-2], numpy.dtype)
+    check_state(stack[-1], nested=not dtype)
     _APPLY_BUILD(unpickler)
 
 

@@ -199,6 +199,9 @@ def test_real_pickles_with_states_still_pass() -> None:
         frame["s"],
         np.zeros((2, 3), dtype=">i2")[:, ::2],
         np.array([(1, 2.0)], dtype=[("a", "i4"), ("b", "f8")]),
+        # A dtype's state holds its fields dict, keyed by field names: dunder names are data there.
+        np.zeros(2, dtype=[("__0__", "?"), ("__class__", ">i4")]),
+        np.void((False,), dtype=[("__0__", "?")]),
         np.array([1, "x", None], dtype=object),
         pd.period_range("2024-01", periods=3, freq="M"),
         pd.interval_range(0, 3),
