@@ -171,7 +171,7 @@ class PickleFallbackSerializer:
                     " (or pass allow_unauthenticated=True)"
                 )
             return unvouched(
-                _codec.decode, payload, self._policy.admission, self._inner_hook, self._allowlist
+                _codec.decode, payload, self._policy, self._inner_hook, self._allowlist
             )
         if type_tag == _WHOLE_PICKLE:
             raise PickleRefusedError(
