@@ -25,15 +25,20 @@ logger = logging.getLogger("secure_serde")
 _WHOLE_PICKLE: Final = "pickle"
 
 
-def _is_data(pair: tuple[str, str]) -> bool:
-    """Whether an admitted global resolves here to a value that cannot be called (``pandas.NA``)."""
+def _data_globals(pairs: Iterable[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+    """The admitted globals that resolve here to values that cannot be called (``pandas.NA``)."""
+    found = set()
     with warnings.catch_warnings():
         # numpy 1's module names (numpy.core) still resolve, with a DeprecationWarning.
         warnings.simplefilter("ignore", DeprecationWarning)
-        try:
-            return not callable(getattr(importlib.import_module(pair[0]), pair[1]))
-        except (ImportError, AttributeError):
-            return False
+        for module, name in pairs:
+            try:
+                target = getattr(importlib.import_module(module), name)
+            except (ImportError, AttributeError):
+                continue
+            if not callable(target):
+                found.add((module, name))
+    return frozenset(found)
 
 
 def _policy(rules: Iterable[Rule]) -> _codec.Policy:
@@ -57,7 +62,7 @@ def _policy(rules: Iterable[Rule]) -> _codec.Policy:
             frozenset(globals_),
             frozenset(methods),
             frozenset(uncallable),
-            frozenset(filter(_is_data, globals_)),
+            _data_globals(globals_),
         ),
         prepare,
     )
