@@ -18,7 +18,8 @@ string literals, and which are the results of calls. It refuses:
 * ``BUILD`` states that plant a dunder name, a key no string literal
   spells or a callable global (in the state dict, a slot-state dict, or a
   dict nested in a tuple state, which some admitted ``__setstate__``
-  methods apply with ``setattr``). Otherwise a first
+  methods apply with ``setattr``), or that an admitted dict type built by
+  a call, whose keys the scan cannot see. Otherwise a first
   BUILD can put ``{"__setstate__": numpy.ndarray}`` on an instance and a
   second BUILD calls it, or ``{"extend": f}`` and APPENDS calls ``f``. A
   dict that a BUILD applied may not be changed afterwards;
@@ -69,19 +70,20 @@ class Admission:
     may appear only as arguments (``numpy.ndarray``: calling it allocates
     whatever shape the pickle asks for). ``data`` globals are admitted
     globals that are not callable (``pandas.NA``), which a BUILD state may
-    hold.
+    hold. ``mappings`` are admitted dict types (``builtins.dict``), whose
+    call results the scan cannot see into.
     """
 
     globals: frozenset[tuple[str, str]]
     methods: frozenset[tuple[str, str, str]] = frozenset()
     uncallable: frozenset[tuple[str, str]] = frozenset()
     data: frozenset[tuple[str, str]] = frozenset()
+    mappings: frozenset[tuple[str, str]] = frozenset()
 
 
 # Symbolic stack items. Anything that is not one of these tuples is plain data.
 _MARK: Final[tuple[Any, ...]] = ("mark",)
 _DATA: Final[tuple[Any, ...]] = ("data",)
-_CALLED: Final[tuple[Any, ...]] = ("called",)
 
 
 def is_dunder(name: str) -> bool:
@@ -137,7 +139,7 @@ def _call(
 ) -> tuple[Any, ...]:
     """The symbolic result of calling ``callable_`` with ``args``."""
     if callable_[0] == "method":
-        return _CALLED
+        return ("called", *callable_[1:])
     if callable_[0] != "global":
         raise UnsafePickleError(
             "refusing a pickle with a nested reduce chain: it calls something that is not"
@@ -184,6 +186,9 @@ def _check_state(
         item = pending.pop()
         if _is_callable(item, admission):
             raise _bad_state(f"a callable ({item[1]}.{item[2]})")
+        if item[0] == "called" and item[1:3] in admission.mappings:
+            # dict(pairs) fills a dict the scan cannot see into.
+            raise _bad_state(f"a dict built by a call ({item[1]}.{item[2]})")
         if item[0] == "tuple":
             pending += item[1]
             continue

@@ -6,7 +6,7 @@ import copy
 import importlib
 import logging
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -25,9 +25,12 @@ logger = logging.getLogger("secure_serde")
 _WHOLE_PICKLE: Final = "pickle"
 
 
-def _data_globals(pairs: Iterable[tuple[str, str]]) -> frozenset[tuple[str, str]]:
-    """The admitted globals that resolve here to values that cannot be called (``pandas.NA``)."""
-    found = set()
+def _kinds(
+    pairs: Iterable[tuple[str, str]],
+) -> tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]:
+    """The admitted globals that resolve here to data (``pandas.NA``), and to dict types."""
+    data = set()
+    mappings = set()
     with warnings.catch_warnings():
         # numpy 1's module names (numpy.core) still resolve, with a DeprecationWarning.
         warnings.simplefilter("ignore", DeprecationWarning)
@@ -37,8 +40,10 @@ def _data_globals(pairs: Iterable[tuple[str, str]]) -> frozenset[tuple[str, str]
             except (ImportError, AttributeError):
                 continue
             if not callable(target):
-                found.add((module, name))
-    return frozenset(found)
+                data.add((module, name))
+            elif isinstance(target, type) and issubclass(target, Mapping):
+                mappings.add((module, name))
+    return frozenset(data), frozenset(mappings)
 
 
 def _policy(rules: Iterable[Rule]) -> _codec.Policy:
@@ -62,7 +67,7 @@ def _policy(rules: Iterable[Rule]) -> _codec.Policy:
             frozenset(globals_),
             frozenset(methods),
             frozenset(uncallable),
-            _data_globals(globals_),
+            *_kinds(globals_),
         ),
         prepare,
     )

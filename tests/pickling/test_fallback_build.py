@@ -51,7 +51,12 @@ def mark(*args: Any) -> str:
     return "gadget"
 
 
-EXTRA: list[Any] = [(HERE, "Target"), (__name__, "dunder"), (__name__, "mark")]
+EXTRA: list[Any] = [
+    (HERE, "Target"),
+    (__name__, "dunder"),
+    (__name__, "mark"),
+    ("builtins", "dict"),
+]
 
 
 def admission() -> Admission:
@@ -116,6 +121,19 @@ GADGETS: dict[str, bytes] = {
         target_instance(),
         state((call(glob(__name__, "dunder"), text("__setstate__")), glob(__name__, "mark"))),
         text("x") + pickle.BUILD,
+    ),
+    # A state dict no literal spells: dict([("__setstate__", ndarray)]), builtins.dict admitted.
+    "dict-call": build(
+        target_instance(),
+        call(
+            glob("builtins", "dict"),
+            pickle.EMPTY_LIST
+            + pickle.MARK
+            + text("__setstate__")
+            + NDARRAY
+            + pickle.TUPLE2
+            + pickle.APPENDS,
+        ),
     ),
     # Dicts nested in a tuple state: NDArrayBacked.__setstate__ setattrs state[2]'s items.
     "nested-dict": build(
