@@ -57,7 +57,7 @@ _FREQS = ("D", "h", "min", "MS", "ME", "W-MON", "B", "QS", "YE")
 
 def _native_times(dtype: np.dtype[Any]) -> bool:
     # numpy's own pickle turns a big-endian datetime64/timedelta64 array native-endian (values
-    # kept); test_pickle_fallback_numpy pins that quirk, the strategies avoid it.
+    # kept); tests/pickling/test_fallback.py pins that quirk, the strategies avoid it.
     return dtype.kind not in "mM" or dtype.isnative
 
 

@@ -36,7 +36,7 @@ import re
 import uuid
 import zoneinfo
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import ormsgpack
@@ -47,6 +47,7 @@ from secure_serde import _langgraph as lg
 from secure_serde._errors import DecryptionError, PickleNotAllowedError, UnsafePickleError
 from secure_serde.pickling import _unpickler
 from secure_serde.pickling._scan import Admission
+from secure_serde.pickling._verdicts import ScanVerdicts
 
 __all__ = ["EXT_NESTED", "EXT_PICKLE", "TAG", "Policy", "decode", "encode"]
 
@@ -89,11 +90,18 @@ Allowlist = set[tuple[str, ...]] | Literal[True] | None
 
 @dataclass(frozen=True)
 class Policy:
-    """What may be pickled (``direct``: always; ``fallback``: when JsonPlus cannot) and read."""
+    """What may be pickled (``direct``: always; ``fallback``: when JsonPlus cannot) and read.
+
+    ``prepare`` maps a type to the function giving the equal value pickled in
+    its place (strided numpy views become contiguous copies); ``verdicts``
+    remembers the pickles that passed the static scan under ``admission``.
+    """
 
     direct: frozenset[type]
     fallback: frozenset[type]
     admission: Admission
+    prepare: dict[type, Callable[[Any], Any]] = field(default_factory=dict, compare=False)
+    verdicts: ScanVerdicts = field(default_factory=ScanVerdicts, compare=False)
 
 
 def _callable_attr(obj: Any, name: str) -> bool:
@@ -208,8 +216,13 @@ class _Encoder:
         )
 
     def _pickle(self, obj: Any) -> ormsgpack.Ext:
+        prepare = self._policy.prepare.get(type(obj))
         try:
-            data = _unpickler.dump(obj, self._policy.admission)
+            data = _unpickler.dump(
+                obj if prepare is None else prepare(obj),
+                self._policy.admission,
+                self._policy.verdicts,
+            )
         except UnsafePickleError as exc:
             missing = getattr(exc, "module", None), getattr(exc, "name", None)
             how = (
@@ -244,12 +257,12 @@ def encode(obj: Any, policy: Policy) -> tuple[str, bytes]:
 class _Decoder:
     """One ``loads``: pickles, snapshots and nested containers here, the rest to JsonPlus's hook."""
 
-    __slots__ = ("_admission", "_allowlist", "_inner_hook", "error")
+    __slots__ = ("_allowlist", "_inner_hook", "_policy", "error")
 
     def __init__(
-        self, admission: Admission, inner_hook: Callable[[int, bytes], Any], allowlist: Allowlist
+        self, policy: Policy, inner_hook: Callable[[int, bytes], Any], allowlist: Allowlist
     ) -> None:
-        self._admission = admission
+        self._policy = policy
         self._inner_hook = inner_hook
         self._allowlist = allowlist
         self.error: BaseException | None = None
@@ -267,7 +280,7 @@ class _Decoder:
 
     def _ext(self, code: int, data: bytes) -> Any:
         if code == EXT_PICKLE:
-            return _unpickler.load(data, self._admission)
+            return _unpickler.load(data, self._policy.admission, self._policy.verdicts)
         if code == lg.EXT_DELTA_SNAPSHOT:
             return lg.DeltaSnapshot(self.unpack(data))
         if code == EXT_NESTED:
@@ -327,12 +340,12 @@ class _Decoder:
 
 def decode(
     data: bytes,
-    admission: Admission,
+    policy: Policy,
     inner_hook: Callable[[int, bytes], Any],
     allowlist: Allowlist,
 ) -> Any:
-    """Decode a `TAG` payload written by `encode`."""
-    decoder = _Decoder(admission, inner_hook, allowlist)
+    """Decode a `TAG` payload written by `encode`, reading pickles as ``policy`` admits."""
+    decoder = _Decoder(policy, inner_hook, allowlist)
     try:
         return decoder.unpack(data)
     except ValueError:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -174,7 +175,8 @@ class Rule:
     ``direct`` types are pickled without asking JsonPlus first, because
     JsonPlus would encode them lossily (numpy arrays come back read-only,
     ``pd.Timestamp`` as a string); other types are pickled only when
-    JsonPlus cannot encode them at all.
+    JsonPlus cannot encode them at all. ``prepare`` turns a value into the
+    equal value that is pickled in its place.
     """
 
     types: frozenset[type]
@@ -182,6 +184,7 @@ class Rule:
     methods: frozenset[tuple[str, str, str]] = frozenset()
     direct: bool = True
     uncallable: frozenset[tuple[str, str]] = frozenset()
+    prepare: Callable[[Any], Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -209,6 +212,22 @@ def _import(module: str, extra: str) -> Any:
         ) from exc
 
 
+def keep_byte_order(array: Any) -> Any:
+    """A C-contiguous copy of a strided array view, so that its byte order survives pickling.
+
+    numpy pickles an array that is neither C- nor Fortran-contiguous as the
+    native-endian bytes of a C copy, with a native dtype: ``np.zeros(4,
+    ">i2")[::2]`` would come back ``int16``. A copy is what unpickling gives
+    anyway; taking it first keeps the dtype, byte order included. (Big-endian
+    datetime64 and timedelta64 arrays still come back native-endian, values
+    kept: numpy does that to contiguous ones too.)
+    """
+    flags = array.flags
+    if flags.c_contiguous or flags.f_contiguous:
+        return array
+    return array.copy(order="C")
+
+
 @functools.cache
 def _numpy_rules() -> tuple[Rule, ...]:
     np = _import("numpy", "numpy")
@@ -226,6 +245,7 @@ def _numpy_rules() -> tuple[Rule, ...]:
             frozenset({np.ndarray}),
             NUMPY_ARRAY_GLOBALS | NUMPY_1_ALIASES,
             uncallable=NUMPY_UNCALLABLE,
+            prepare=keep_byte_order,
         ),
         Rule(frozenset(scalars), NUMPY_SCALAR_GLOBALS | NUMPY_1_ALIASES),
         Rule(frozenset(dtypes), frozenset({("numpy", "dtype")})),

@@ -15,6 +15,14 @@ string literals, and which are the results of calls. It refuses:
 * calls to globals admitted only as arguments (``numpy.ndarray``);
 * ``BUILD``/``APPEND``/``SETITEM`` aimed at a global: that would set
   attributes on an admitted class, process-wide;
+* ``BUILD`` states that plant a dunder name, a key no string literal
+  spells or a callable global (in the state dict, a slot-state dict, or a
+  dict nested in a tuple state, which some admitted ``__setstate__``
+  methods apply with ``setattr``), or that an admitted dict type built by
+  a call, whose keys the scan cannot see. Otherwise a first
+  BUILD can put ``{"__setstate__": numpy.ndarray}`` on an instance and a
+  second BUILD calls it, or ``{"extend": f}`` and APPENDS calls ``f``. A
+  dict that a BUILD applied may not be changed afterwards;
 * persistent ids, out-of-band buffers, the protocol-0/1 ``INST``/``OBJ``
   calls and text-protocol arguments, none of which this library writes;
 * truncated, malformed or trailing bytes and stack underflows.
@@ -31,7 +39,7 @@ from typing import Any, Final, cast
 
 from secure_serde._errors import ForbiddenGlobalError, UnsafePickleError
 
-__all__ = ["GETATTR", "Admission", "scan"]
+__all__ = ["GETATTR", "Admission", "is_dunder", "scan"]
 
 GETATTR: Final = ("builtins", "getattr")
 
@@ -45,9 +53,10 @@ _REFUSED: Final = frozenset(
         "FLOAT", "GET", "PUT",
     }
 )  # fmt: skip
-_MARKED_BUILDS: Final = frozenset({"LIST", "DICT", "FROZENSET"})
 _CALLS: Final = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX"})
-_MUTATORS: Final = frozenset({"BUILD", "APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"})
+_MUTATORS: Final = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"})
+_CALLABLE_KINDS: Final = frozenset({"global", "method"})
+_DTYPES: Final = frozenset({("numpy", "dtype")})
 _GETS: Final = frozenset({"BINGET", "LONG_BINGET"})
 _PUTS: Final = frozenset({"BINPUT", "LONG_BINPUT"})
 
@@ -59,18 +68,31 @@ class Admission:
     ``globals`` holds ``(module, qualified name)`` pairs; ``methods`` holds
     ``(module, qualified name, attribute)`` triples; ``uncallable`` globals
     may appear only as arguments (``numpy.ndarray``: calling it allocates
-    whatever shape the pickle asks for).
+    whatever shape the pickle asks for). ``data`` globals are admitted
+    globals that are not callable (``pandas.NA``), which a BUILD state may
+    hold. ``mappings`` are admitted dict types (``builtins.dict``), whose
+    call results the scan cannot see into.
     """
 
     globals: frozenset[tuple[str, str]]
     methods: frozenset[tuple[str, str, str]] = frozenset()
     uncallable: frozenset[tuple[str, str]] = frozenset()
+    data: frozenset[tuple[str, str]] = frozenset()
+    mappings: frozenset[tuple[str, str]] = frozenset()
 
 
 # Symbolic stack items. Anything that is not one of these tuples is plain data.
 _MARK: Final[tuple[Any, ...]] = ("mark",)
 _DATA: Final[tuple[Any, ...]] = ("data",)
-_CALLED: Final[tuple[Any, ...]] = ("called",)
+
+
+def is_dunder(name: str) -> bool:
+    """Whether ``name`` is a special name (``__setstate__``, ``__class__``, ``__dict__``...)."""
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
+
+
+def _bad_state(what: str) -> UnsafePickleError:
+    return UnsafePickleError(f"refusing a pickle with a BUILD state that sets {what}")
 
 
 def _forbidden(module: str, name: str) -> ForbiddenGlobalError:
@@ -117,7 +139,7 @@ def _call(
 ) -> tuple[Any, ...]:
     """The symbolic result of calling ``callable_`` with ``args``."""
     if callable_[0] == "method":
-        return _CALLED
+        return ("called", *callable_[1:])
     if callable_[0] != "global":
         raise UnsafePickleError(
             "refusing a pickle with a nested reduce chain: it calls something that is not"
@@ -129,7 +151,7 @@ def _call(
             " only as an argument"
         )
     if callable_[1:] != GETATTR:
-        return _CALLED
+        return ("called", *callable_[1:])
     # getattr(<global>, "<literal>"): only the admitted triples, which become callables.
     items: tuple[Any, ...] = args[1] if args[0] == "tuple" else ()
     if len(items) == 2 and items[0][0] == "global" and items[1][0] == "str":
@@ -140,11 +162,75 @@ def _call(
     raise UnsafePickleError("refusing a pickle that calls getattr on something computed")
 
 
+def _check_state(
+    state: tuple[Any, ...],
+    sealed: dict[int, list[Any]],
+    admission: Admission,
+    nested: bool = True,
+) -> None:
+    """Refuse a BUILD state that plants a dunder name or a callable; seal the dicts it applies.
+
+    BUILD applies the state itself and what it holds through tuples: a
+    slot-state dict, and the dict that some admitted ``__setstate__``
+    methods ``setattr`` from a tuple state (pandas' ``NDArrayBacked``). In
+    those dicts every key must be a string literal and not a dunder name,
+    and no value may be a callable global; no item of those tuples may be
+    one either. Deeper values are data (``Int8Dtype`` caches a class in a
+    nested dict). Call results stay opaque: they were checked when they
+    were called. With ``nested=False`` (a numpy dtype, whose C
+    ``__setstate__`` reads a fields dict keyed by field names, ``__0__``
+    included), only the state itself may not be a dict with such keys.
+    """
+    pending = [state]
+    while pending:
+        item = pending.pop()
+        if _is_callable(item, admission):
+            raise _bad_state(f"a callable ({item[1]}.{item[2]})")
+        if item[0] == "called" and item[1:3] in admission.mappings:
+            # dict(pairs) fills a dict the scan cannot see into.
+            raise _bad_state(f"a dict built by a call ({item[1]}.{item[2]})")
+        if item[0] == "tuple":
+            pending += item[1]
+            continue
+        if item[0] != "dict" or (item is not state and not nested):
+            continue
+        sealed[id(item[1])] = item[1]
+        for key, value in item[1]:
+            if key[0] == "str" and is_dunder(key[1]):
+                raise _bad_state("a dunder name")
+            if key[0] == "called" or _is_callable(key, admission):
+                raise _bad_state("a name that no string literal spells")
+            if _is_callable(value, admission):
+                raise _bad_state(f"a callable ({value[1]}.{value[2]})")
+
+
+def _is_callable(item: tuple[Any, ...], admission: Admission) -> bool:
+    return item[0] == "method" or (item[0] == "global" and item[1:] not in admission.data)
+
+
+def _add_to(target: tuple[Any, ...], items: list[tuple[Any, ...]], sealed: dict[int, Any]) -> None:
+    """Record what SETITEM(S)/APPEND(S) add to a tracked dict or list."""
+    if target[0] in _CALLABLE_KINDS:
+        raise UnsafePickleError("refusing a pickle that changes a global")
+    if target[0] not in ("dict", "list"):
+        return
+    if id(target[1]) in sealed:
+        raise UnsafePickleError("refusing a pickle that changes a BUILD state after its BUILD")
+    if target[0] == "dict":
+        if len(items) % 2:
+            raise _malformed("odd number of dict items")
+        target[1].extend(zip(items[::2], items[1::2], strict=True))
+    else:
+        target[1].extend(items)
+
+
 def scan(data: bytes, admission: Admission) -> None:
     """Raise `UnsafePickleError` (or `ForbiddenGlobalError`) unless ``data`` is safe to load."""
     stack: list[tuple[Any, ...]] = []
     marks: list[int] = []
     memo: dict[int, tuple[Any, ...]] = {}
+    # Containers a BUILD consumed, by id (kept alive here so that no id is reused).
+    sealed: dict[int, list[Any]] = {}
     end = -1
     try:
         for opcode, arg, pos in pickletools.genops(data):
@@ -185,13 +271,31 @@ def scan(data: bytes, admission: Admission) -> None:
                 stack.append(_call(popped[0], popped[1], admission))
             elif name in _MUTATORS:
                 if name in ("APPENDS", "SETITEMS", "ADDITEMS"):
-                    _pop_mark(stack, marks)
+                    items = _pop_mark(stack, marks)
                     target = _pop(stack, 1)[0]
                 else:
-                    target = _pop(stack, len(opcode.stack_before))[0]
-                if target[0] in ("global", "method"):
+                    target, *items = _pop(stack, len(opcode.stack_before))
+                if target[0] in _CALLABLE_KINDS:
                     raise UnsafePickleError(f"refusing a pickle that applies {name} to a global")
+                if name != "ADDITEMS":
+                    _add_to(target, items, sealed)
                 stack.append(target)
+            elif name == "BUILD":
+                target, state = _pop(stack, 2)
+                if target[0] in _CALLABLE_KINDS:
+                    raise UnsafePickleError("refusing a pickle that applies BUILD to a global")
+                _check_state(state, sealed, admission, target[1:] not in _DTYPES)
+                stack.append(target)
+            elif name == "EMPTY_DICT":
+                stack.append(("dict", []))
+            elif name == "EMPTY_LIST":
+                stack.append(("list", []))
+            elif name == "DICT":
+                items = _pop_mark(stack, marks)
+                stack.append(("dict", []))
+                _add_to(stack[-1], items, sealed)
+            elif name == "LIST":
+                stack.append(("list", _pop_mark(stack, marks)))
             elif name == "POP_MARK":
                 _pop_mark(stack, marks)
             elif name == "DUP":
@@ -200,7 +304,7 @@ def scan(data: bytes, admission: Admission) -> None:
             elif name == "STOP":
                 _pop(stack, 1)
                 end = cast(int, pos) + 1
-            elif name in _MARKED_BUILDS:
+            elif name == "FROZENSET":
                 _pop_mark(stack, marks)
                 stack.append(_DATA)
             else:

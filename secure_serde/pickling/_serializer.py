@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import importlib
 import logging
-from collections.abc import Iterable
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -23,21 +25,51 @@ logger = logging.getLogger("secure_serde")
 _WHOLE_PICKLE: Final = "pickle"
 
 
+def _kinds(
+    pairs: Iterable[tuple[str, str]],
+) -> tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]:
+    """The admitted globals that resolve here to data (``pandas.NA``), and to dict types."""
+    data = set()
+    mappings = set()
+    with warnings.catch_warnings():
+        # numpy 1's module names (numpy.core) still resolve, with a DeprecationWarning.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        for module, name in pairs:
+            try:
+                target = getattr(importlib.import_module(module), name)
+            except (ImportError, AttributeError):
+                continue
+            if not callable(target):
+                data.add((module, name))
+            elif isinstance(target, type) and issubclass(target, Mapping):
+                mappings.add((module, name))
+    return frozenset(data), frozenset(mappings)
+
+
 def _policy(rules: Iterable[Rule]) -> _codec.Policy:
     direct: set[type] = set()
     fallback: set[type] = set()
     globals_: set[tuple[str, str]] = set()
     methods: set[tuple[str, str, str]] = set()
     uncallable: set[tuple[str, str]] = set()
+    prepare: dict[type, Callable[[Any], Any]] = {}
     for rule in rules:
         (direct if rule.direct else fallback).update(rule.types)
+        if rule.prepare is not None:
+            prepare.update(dict.fromkeys(rule.types, rule.prepare))
         globals_ |= rule.globals
         methods |= rule.methods
         uncallable |= rule.uncallable
     return _codec.Policy(
         frozenset(direct),
         frozenset(fallback - direct),
-        Admission(frozenset(globals_), frozenset(methods), frozenset(uncallable)),
+        Admission(
+            frozenset(globals_),
+            frozenset(methods),
+            frozenset(uncallable),
+            *_kinds(globals_),
+        ),
+        prepare,
     )
 
 
@@ -149,7 +181,7 @@ class PickleFallbackSerializer:
                     " (or pass allow_unauthenticated=True)"
                 )
             return unvouched(
-                _codec.decode, payload, self._policy.admission, self._inner_hook, self._allowlist
+                _codec.decode, payload, self._policy, self._inner_hook, self._allowlist
             )
         if type_tag == _WHOLE_PICKLE:
             raise PickleRefusedError(
