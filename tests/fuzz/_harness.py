@@ -1,0 +1,40 @@
+"""The one ``main`` every ``fuzz_*.py`` harness calls.
+
+Usage (from the repository root; docs/fuzzing.md has the full commands)::
+
+    python tests/fuzz/fuzz_v1_env.py CORPUS_DIR -runs=200000 -timeout=1 \
+        -rss_limit_mb=2048 -malloc_limit_mb=1024
+
+An empty or missing first corpus directory is filled with the target's
+seeds from `tests.fuzz.seeds` first, so no binary corpus is kept in git.
+Only `SecureSerdeError` may escape a target; atheris reports anything else
+as a crash and writes the input to ``crash-<sha1>``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import atheris
+
+__all__ = ["main"]
+
+
+def _corpus_dir(argv: list[str]) -> Path | None:
+    for arg in argv[1:]:
+        if not arg.startswith("-"):
+            return Path(arg)
+    return None
+
+
+def main(name: str, target: Callable[[bytes], None]) -> None:
+    corpus = _corpus_dir(sys.argv)
+    if corpus is not None and (not corpus.is_dir() or not any(corpus.iterdir())):
+        from tests.fuzz.seeds import write_seeds
+
+        count = write_seeds(name, corpus)
+        print(f"#seeds: wrote {count} seed inputs for {name} to {corpus}", file=sys.stderr)
+    atheris.Setup(sys.argv, target)
+    atheris.Fuzz()
