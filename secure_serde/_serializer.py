@@ -162,9 +162,18 @@ class EncryptedSerializer:
 
     def loads_typed(self, data: tuple[str, bytes]) -> Any:
         type_tag, payload = data
+        if not isinstance(type_tag, str):
+            # A NULL or non-text type column of a damaged store row.
+            raise DecryptionError(
+                f"a stored value's type tag is {type(type_tag).__name__}, not str"
+            )
         inner, plus, cipher_name = type_tag.rpartition("+")
         if not plus:
             return self._load_plaintext(type_tag, payload)
+        if not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise DecryptionError(
+                f"a stored {cipher_name!r} value is {type(payload).__name__}, not bytes"
+            )
         entry = self._decryptors.get(cipher_name)
         if entry is None:
             raise UnknownCipherError(

@@ -50,7 +50,7 @@ class Input:
         return self.take(self.byte())
 
     def text(self, errors: str = "replace") -> str:
-        """Text as a database hands it over (valid UTF-8); ``surrogateescape`` for the environment."""
+        """Text as a database hands it over (valid UTF-8); ``surrogateescape`` for os.environ."""
         return self.sized().decode("utf-8", errors)
 
     def rest(self) -> bytes:

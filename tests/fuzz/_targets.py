@@ -14,6 +14,7 @@ because they need a SQLite store built by a real graph first.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import tempfile
@@ -93,18 +94,12 @@ def v1_env(data: bytes) -> None:
     serde = legacy_pickle if source.flag() else strict
     tag = _full_tag(source)
     blob = source.rest()
-    try:
+    with contextlib.suppress(SecureSerdeError):
         v1_format.parse_header(blob)
-    except SecureSerdeError:
-        pass
-    try:
+    with contextlib.suppress(SecureSerdeError):
         serde.cipher.decrypt("aesgcm", blob)
-    except SecureSerdeError:
-        pass
-    try:
+    with contextlib.suppress(SecureSerdeError):
         serde.loads_typed((tag, blob))
-    except SecureSerdeError:
-        pass
 
 
 @cache
@@ -122,14 +117,10 @@ def v1_rotation(data: bytes) -> None:
     serde, keyring = _rotation()
     tag = _full_tag(source)
     blob = source.rest()
-    try:
+    with contextlib.suppress(SecureSerdeError):
         keyring.open(blob, tag.rpartition("+")[0])
-    except SecureSerdeError:
-        pass
-    try:
+    with contextlib.suppress(SecureSerdeError):
         serde.loads_typed((tag, blob))
-    except SecureSerdeError:
-        pass
     cipher = serde.cipher
     if isinstance(cipher, KeyRotationCipher):
         cipher.label_for(blob[1:5].hex())
@@ -203,14 +194,10 @@ def legacy_aes(data: bytes) -> None:
     body = source.rest()
     if sealed_here:
         _, body = _builtin(mode).cipher.encrypt(body)
-    try:
+    with contextlib.suppress(SecureSerdeError):
         serde.loads_typed((f"{inner}+aes", body))
-    except SecureSerdeError:
-        pass
-    try:
+    with contextlib.suppress(SecureSerdeError):
         serde.cipher.decrypt("aes", body)
-    except SecureSerdeError:
-        pass
 
 
 # -- msgpack+pickle --------------------------------------------------------------------------
@@ -244,10 +231,8 @@ def pickle_fallback(data: bytes) -> None:
     serde = serdes["numpy" if mode & 2 else "pandas"]
     payload = embed_pickle(source.rest()) if mode & 1 else source.rest()
     cipher_name, blob = serde.cipher.encrypt_bound(payload, TAG)
-    try:
+    with contextlib.suppress(SecureSerdeError):
         serde.loads_typed((f"{TAG}+{cipher_name}", blob))
-    except SecureSerdeError:
-        pass
     if mode & 4:
         try:
             serdes["bare"].loads_typed((TAG, payload))
@@ -289,10 +274,8 @@ def metadata_envelope(data: bytes) -> None:
     envelope = metadata.get(SEALED_METADATA_KEY)
     parse_envelope(envelope)
     envelope_cell(_REF, envelope)
-    try:
+    with contextlib.suppress(SecureSerdeError):
         unseal_metadata(serde, metadata)
-    except SecureSerdeError:
-        pass
 
 
 # -- keyring JSON --------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""atheris harness for the ``metadata_envelope`` target (see `tests.fuzz._targets.metadata_envelope`)."""
+"""atheris harness for `tests.fuzz._targets.metadata_envelope`."""
 
 import sys
 from pathlib import Path

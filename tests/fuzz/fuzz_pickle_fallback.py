@@ -1,4 +1,4 @@
-"""atheris harness for the ``pickle_fallback`` target (see `tests.fuzz._targets.pickle_fallback`)."""
+"""atheris harness for `tests.fuzz._targets.pickle_fallback`."""
 
 import sys
 from pathlib import Path

@@ -118,8 +118,15 @@ def _kms_blobs() -> Iterator[tuple[int, bytes]]:
     primary = _kms.primary_cipher()
     for index, context in enumerate(("msgpack", "json", "bytes")):
         for plaintext in (b"", b"\x81\xa1a\x01", bytes(300)):
-            yield index, primary._seal_with_nonce(
-                plaintext, context, data_key=_kms.DATA_KEY, wrapped_key=_kms.WRAPPED_A, nonce=_NONCE
+            yield (
+                index,
+                primary._seal_with_nonce(
+                    plaintext,
+                    context,
+                    data_key=_kms.DATA_KEY,
+                    wrapped_key=_kms.WRAPPED_A,
+                    nonce=_NONCE,
+                ),
             )
 
 
