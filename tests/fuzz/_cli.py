@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
-import pandas as pd
+import pandas as pd  # type: ignore[import-untyped]
 from Crypto.Cipher import AES
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -207,7 +207,7 @@ def _run(argv: list[str]) -> int:
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
-            code = args.func(args)
+            code: int = args.func(args)
         except SecureSerdeError:
             code = 2
     if code not in (0, 1, 2):

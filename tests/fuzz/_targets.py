@@ -20,10 +20,11 @@ import os
 import tempfile
 from functools import cache
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import ormsgpack
 from Crypto.Cipher import AES
+from langgraph.checkpoint.base import CheckpointMetadata
 
 from secure_serde import EncryptedSerializer, SecureSerdeError
 from secure_serde import _format as v1_format
@@ -160,8 +161,9 @@ def kms_blob(data: bytes) -> None:
 
 @cache
 def _legacy() -> dict[tuple[int, bool], EncryptedSerializer]:
-    serdes = {}
-    for mode in (AES.MODE_EAX, AES.MODE_GCM):
+    serdes: dict[tuple[int, bool], EncryptedSerializer] = {}
+    modes: tuple[int, ...] = (AES.MODE_EAX, AES.MODE_GCM)
+    for mode in modes:
         for with_pickle in (False, True):
             inner: Any = fx.pickle_serde() if with_pickle else fx.strict_jsonplus()
             serdes[mode, with_pickle] = EncryptedSerializer.from_pycryptodome_aes(
@@ -275,7 +277,7 @@ def metadata_envelope(data: bytes) -> None:
     parse_envelope(envelope)
     envelope_cell(_REF, envelope)
     with contextlib.suppress(SecureSerdeError):
-        unseal_metadata(serde, metadata)
+        unseal_metadata(serde, cast(CheckpointMetadata, metadata))
 
 
 # -- keyring JSON --------------------------------------------------------------------------------
