@@ -55,5 +55,8 @@ def main(name: str, target: Callable[[bytes], None]) -> None:
         count = write_seeds(name, corpus)
         print(f"#seeds: wrote {count} seed inputs for {name} to {corpus}", file=sys.stderr)
     _cap_address_space()
+    # Build the target's keys, serializers and store before the clock starts:
+    # under load that first call alone can take longer than -timeout=1.
+    target(b"")
     atheris.Setup(sys.argv, target)
     atheris.Fuzz()
