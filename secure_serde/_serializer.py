@@ -195,6 +195,11 @@ class EncryptedSerializer:
         if cipher is None:
             self._plaintext_log.record(type_tag)
             return self._strict.loads_typed((type_tag, payload))
+        if type(payload) is not bytes and not isinstance(payload, (bytearray, memoryview)):
+            # A damaged store row (found by fuzzing): refuse it typed, not with a TypeError.
+            raise DecryptionError(
+                f"a stored {route.cipher_name!r} value is {type(payload).__name__}, not bytes"
+            )
         plaintext = cipher.decrypt_bound(route.cipher_name, payload, route.inner)
         if decode is _INNER:
             return self._serde.loads_typed((route.inner, plaintext))
@@ -206,6 +211,11 @@ class EncryptedSerializer:
         return self._load_unbound(route, plaintext)
 
     def _route(self, type_tag: str) -> Route:
+        if not isinstance(type_tag, str):
+            # A NULL or non-text type column of a damaged store row (found by fuzzing).
+            raise DecryptionError(
+                f"a stored value's type tag is {type(type_tag).__name__}, not str"
+            )
         route = self._rule.route(type_tag)  # raises the typed refusal
         if len(self._routes) < _MAX_CACHED_ROUTES:
             self._routes[type_tag] = route

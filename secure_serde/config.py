@@ -172,7 +172,7 @@ def _kms_context() -> dict[str, str] | None:
         return None
     try:
         context: Any = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise ConfigurationError(f"{KMS_CONTEXT_VAR} is not valid JSON") from None
     if not isinstance(context, dict) or not all(
         isinstance(k, str) and isinstance(v, str) for k, v in context.items()

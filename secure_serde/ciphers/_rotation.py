@@ -262,8 +262,9 @@ def _read_keyring_file(path: Path) -> dict[str, Any]:
         raise ConfigurationError(problem)
     try:
         config = json.loads(data.decode("utf-8"))
-    except ValueError:
-        problem = f"keyring file {path} is not valid JSON (or not UTF-8)"
+    except (ValueError, RecursionError):
+        # RecursionError: nesting deeper than the interpreter's stack.
+        problem = f"keyring file {path} is not valid JSON (or not UTF-8, or nested too deeply)"
     if problem is not None:
         raise ConfigurationError(problem)
     if not isinstance(config, dict):
@@ -282,7 +283,8 @@ def _read_keyring_file(path: Path) -> dict[str, Any]:
     legacy_key = config.get("legacy_key")
     if legacy_key is not None and not isinstance(legacy_key, str):
         raise ConfigurationError(f"'legacy_key' in keyring file {path} must be a key id or null")
-    if config.get("legacy_mode", "eax") not in _LEGACY_MODES:
+    legacy_mode = config.get("legacy_mode", "eax")
+    if not isinstance(legacy_mode, str) or legacy_mode not in _LEGACY_MODES:
         raise ConfigurationError(
             f"'legacy_mode' in keyring file {path} must be one of {sorted(_LEGACY_MODES)}"
         )

@@ -45,8 +45,15 @@ WHERE attrelid = to_regclass('checkpoints') AND attname = 'checkpoint_id' AND NO
 _DELTA_COUNTERS: Final = "counters_since_delta_snapshot"
 # Errors a stored value can raise while being decrypted or decoded; each is
 # shown in place of that checkpoint. JsonPlus raises NotImplementedError for
-# an inner type tag it does not know.
-_READ_ERRORS: Final = (SecureSerdeError, ValueError, TypeError, NotImplementedError)
+# an inner type tag it does not know; the stock saver's json.loads of the
+# metadata column raises RecursionError for nesting deeper than the stack.
+_READ_ERRORS: Final = (
+    SecureSerdeError,
+    ValueError,
+    TypeError,
+    NotImplementedError,
+    RecursionError,
+)
 _PICKLE_TAG: Final = "msgpack+pickle"
 
 

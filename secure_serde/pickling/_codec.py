@@ -44,7 +44,12 @@ from langgraph.checkpoint.serde.types import SendProtocol
 from langgraph.store.base import Item
 
 from secure_serde import _langgraph as lg
-from secure_serde._errors import DecryptionError, PickleNotAllowedError, UnsafePickleError
+from secure_serde._errors import (
+    DecryptionError,
+    PickleNotAllowedError,
+    SecureSerdeError,
+    UnsafePickleError,
+)
 from secure_serde.pickling import _unpickler
 from secure_serde.pickling._scan import Admission
 from secure_serde.pickling._verdicts import ScanVerdicts
@@ -349,6 +354,8 @@ def decode(
     try:
         return decoder.unpack(data)
     except ValueError:
-        if decoder.error is not None:
+        # Our own refusals keep their type; anything else a hook raised (JsonPlus's
+        # hook raises KeyError for some malformed ext payloads) is a malformed value.
+        if isinstance(decoder.error, SecureSerdeError):
             raise decoder.error from None
         raise DecryptionError("refusing a malformed msgpack+pickle value") from None

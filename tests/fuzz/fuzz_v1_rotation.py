@@ -1,0 +1,16 @@
+"""atheris harness for the ``v1_rotation`` target (see `tests.fuzz._targets.v1_rotation`)."""
+
+import sys
+from pathlib import Path
+
+import atheris  # type: ignore[import-untyped]
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+with atheris.instrument_imports(include=["secure_serde"]):
+    from tests.fuzz._targets import v1_rotation
+
+from tests.fuzz._harness import main
+
+if __name__ == "__main__":
+    main("v1_rotation", v1_rotation)
