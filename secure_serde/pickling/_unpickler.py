@@ -13,6 +13,7 @@ replaced by a default.
 from __future__ import annotations
 
 import io
+import math
 import pickle
 import sys
 from collections.abc import Callable
@@ -109,7 +110,26 @@ def _guarded_build(unpickler: pickle.Unpickler) -> None:
     numpy = sys.modules.get("numpy")
     dtype = numpy is not None and len(stack) > 1 and isinstance(stack[-2], numpy.dtype)
     check_state(stack[-1], nested=not dtype)
+    if numpy is not None and len(stack) > 1 and isinstance(stack[-2], numpy.ndarray):
+        _check_array_state(numpy, stack[-1])
     _APPLY_BUILD(unpickler)
+
+
+def _check_array_state(numpy: Any, state: Any) -> None:
+    """Refuse an object-array state whose item list does not fill its shape.
+
+    numpy's ``ndarray.__setstate__`` trusts the list's length and reads past
+    its end otherwise: a crash of the process, or worse (fuzzing finding F6).
+    """
+    if not isinstance(state, tuple) or len(state) not in (4, 5):
+        return  # numpy itself refuses other shapes of state with a TypeError
+    shape, dtype, items = state[-4], state[-3], state[-1]
+    if not isinstance(dtype, numpy.dtype) or not dtype.hasobject:
+        return
+    if not isinstance(shape, tuple) or not all(type(n) is int and n >= 0 for n in shape):
+        raise UnsafePickleError("refusing a pickle with a malformed object-array shape")
+    if not isinstance(items, list) or len(items) != math.prod(shape):
+        raise UnsafePickleError("refusing a pickle whose object-array items do not match its shape")
 
 
 class _RestrictedUnpickler(pickle._Unpickler):

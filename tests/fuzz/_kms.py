@@ -20,8 +20,8 @@ import boto3
 from botocore.stub import Stubber
 
 from secure_serde import SecureSerdeError
+from secure_serde import config as _config
 from secure_serde.ciphers import KmsEnvelopeCipher
-from secure_serde.cli import _config
 from tests.fuzz._input import Input
 
 __all__ = [
