@@ -18,6 +18,7 @@ load the rewrap engine, the stores or a database driver.
 from typing import TYPE_CHECKING
 
 from secure_serde._errors import (
+    BlindIndexError,
     ConfigurationError,
     DecryptionError,
     EncryptionError,
@@ -26,6 +27,7 @@ from secure_serde._errors import (
     KmsEncryptionError,
     KmsError,
     MetadataDowngradeError,
+    MetadataMovedError,
     PickleNotAllowedError,
     PickleRefusedError,
     PlaintextRefusedError,
@@ -37,6 +39,7 @@ from secure_serde._errors import (
     UnknownKeyError,
     UnsafePickleError,
 )
+
 if TYPE_CHECKING:
     from secure_serde._keys import generate_encoded_key
     from secure_serde._migration import Migration
@@ -61,6 +64,7 @@ else:
     )
 
 __all__ = [
+    "BlindIndexError",
     "ConfigurationError",
     "DecryptionError",
     "EncryptedSerializer",
@@ -70,6 +74,7 @@ __all__ = [
     "KmsEncryptionError",
     "KmsError",
     "MetadataDowngradeError",
+    "MetadataMovedError",
     "Migration",
     "PickleFallbackSerializer",
     "PickleNotAllowedError",

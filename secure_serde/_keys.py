@@ -51,6 +51,9 @@ ENCODED_PREFIX: Final = "base64:"
 FULL_ENTROPY_SIZE: Final = 32
 _INFO_AEAD: Final = b"secure_serde/v1/aes-256-gcm"
 _INFO_KEY_ID: Final = b"secure_serde/v1/key-id"
+# Blind indexes of sealed metadata (secure_serde/savers/_blind_index.py): an
+# HMAC key of its own, so an index never touches the data key.
+_INFO_BLIND_INDEX: Final = b"secure_serde/v1/blind-index-hmac"
 
 
 def parse_key(value: str | bytes, *, source: str = "key") -> bytes:
@@ -118,6 +121,8 @@ class Key(SecretHolder):
     key_id: bytes
     label: str
     aead: AesGcm = field(compare=False)
+    # HKDF(key, "secure_serde/v1/blind-index-hmac"); empty for keys built by hand.
+    blind_index_key: bytes = field(default=b"", compare=False)
 
     @classmethod
     def derive(cls, key: str | bytes, *, label: str = "", backend: Backend = "auto") -> Key:
@@ -126,6 +131,7 @@ class Key(SecretHolder):
             key_id=hkdf_sha256(material, _INFO_KEY_ID, KEY_ID_SIZE, backend),
             label=label,
             aead=new_aes_gcm(hkdf_sha256(material, _INFO_AEAD, 32, backend), backend),
+            blind_index_key=hkdf_sha256(material, _INFO_BLIND_INDEX, 32, backend),
         )
 
     @property
