@@ -40,7 +40,7 @@ from secure_serde.savers.postgres import AsyncPostgresSaver
 
 KEY_A = b"conformance-key-a-0123456789abcd"
 KEY_B = b"conformance-key-b-0123456789abcd"
-_INDEX_KEY = b"conformance-index-key-0123456789a"
+_INDEX_KEY = b"conformance-index-key-0123456789"
 BASE = sorted(c.value for c in BASE_CAPABILITIES)
 
 
