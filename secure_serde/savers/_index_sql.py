@@ -38,11 +38,16 @@ def with_predicate(
 
 
 def postgres_index_predicate(plan: FilterPlan) -> tuple[str, list[dict[str, Any]]]:
-    """``(metadata @> %s OR ...)`` and its JSON documents; ``("", [])`` without index terms."""
+    """``(metadata @> %s OR ...)`` and its JSON documents; ``("", [])`` without index terms.
+
+    Each document carries the plaintext terms too, so that with index terms
+    the whole filter is one containment per index key, as the stock filter
+    is one containment (pass the stock predicate no filter then).
+    """
     if not plan.alternatives:
         return "", []
     predicate = "(" + " OR ".join("metadata @> %s" for _ in plan.alternatives) + ")"
-    return predicate, [{INDEX_METADATA_KEY: tokens} for tokens in plan.alternatives]
+    return predicate, [{**plan.plain, INDEX_METADATA_KEY: t} for t in plan.alternatives]
 
 
 def sqlite_search_where(

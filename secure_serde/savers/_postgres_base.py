@@ -150,6 +150,8 @@ class SealedPostgresBase(BasePostgresSaver):
         # Plaintext terms go to the stock containment; indexed ones become
         # an OR of containments on the blind-index entry (one per index key).
         plan = self._metadata_sealer.plan_filter(filter)
-        where, params = super()._search_where(config, plan.plain or None, before)
         predicate, documents = postgres_index_predicate(plan)
+        # With index terms, the documents carry the plaintext terms as well.
+        stock_filter = None if documents else (plan.plain or None)
+        where, params = super()._search_where(config, stock_filter, before)
         return with_predicate(where, params, predicate, [Jsonb(d) for d in documents])
