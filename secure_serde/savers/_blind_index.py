@@ -107,7 +107,9 @@ def canonical_value(value: Any) -> bytes:
         separators=(",", ":"),
         ensure_ascii=False,
         allow_nan=False,
-    ).encode("utf-8")
+        # A lone surrogate (langgraph copies config strings as they are) still
+        # encodes, the same way every time.
+    ).encode("utf-8", "surrogatepass")
 
 
 @dataclass(frozen=True, eq=False, repr=False)

@@ -28,6 +28,7 @@ def test_canonical_values() -> None:
     assert canonical_value(1) == canonical_value(1.0) == b"1"
     assert canonical_value(True) == b"true" != canonical_value(1)
     assert canonical_value("1") == b'"1"'
+    assert canonical_value("\ud800") == b'"\xed\xa0\x80"'  # a lone surrogate still encodes
     assert canonical_value({"b": 1, "a": [1.5, None]}) == b'{"a":[1.5,null],"b":1}'
     assert canonical_value("é") == '"é"'.encode()
     for bad in (float("nan"), float("inf"), b"bytes", {1: "x"}, object()):
