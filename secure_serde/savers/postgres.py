@@ -62,12 +62,15 @@ from secure_serde.savers._metadata import (
     MetadataSealer,
 )
 from secure_serde.savers._postgres_base import SealedPostgresBase
+from secure_serde.savers._reseal import ResealReport, reseal_postgres_metadata
 
 __all__ = [
     "SEALED_METADATA_KEY",
     "STRUCTURAL_METADATA_KEYS",
     "AsyncPostgresSaver",
     "PostgresSaver",
+    "ResealReport",
+    "reseal_postgres_metadata",
 ]
 
 
