@@ -311,7 +311,8 @@ def subjects_for(serde: EncryptedSerializer, sync: bool) -> list[Subject]:
     return [
         Subject("stock + JsonPlus", lambda c: stock(c, serde=JsonPlusSerializer())),
         Subject(BASE, lambda c: stock(c, serde=serde)),
-        Subject("sealed + secure_serde", lambda c: sealed(c, serde=serde)),
+        # Metadata sealing is the default now: this subject keeps 0.1.0's plaintext metadata.
+        Subject("sealed + secure_serde", lambda c: sealed(c, serde=serde, seal_metadata=False)),
         Subject(
             "sealed + sealed metadata",
             lambda c: sealed(c, serde=serde, plaintext_metadata=()),

@@ -19,6 +19,7 @@ load the rewrap engine, the stores or a database driver.
 from typing import TYPE_CHECKING
 
 from secure_serde._errors import (
+    BlindIndexError,
     ConfigurationError,
     DecompressionBombError,
     DecompressionError,
@@ -29,6 +30,7 @@ from secure_serde._errors import (
     KmsEncryptionError,
     KmsError,
     MetadataDowngradeError,
+    MetadataMovedError,
     PickleNotAllowedError,
     PickleRefusedError,
     PlaintextRefusedError,
@@ -68,6 +70,7 @@ else:
 
 __all__ = [
     "CompressedSerializer",
+    "BlindIndexError",
     "ConfigurationError",
     "DecompressionBombError",
     "DecompressionError",
@@ -79,6 +82,7 @@ __all__ = [
     "KmsEncryptionError",
     "KmsError",
     "MetadataDowngradeError",
+    "MetadataMovedError",
     "Migration",
     "PickleFallbackSerializer",
     "PickleNotAllowedError",

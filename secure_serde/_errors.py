@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BlindIndexError",
     "ConfigurationError",
     "DecompressionBombError",
     "DecompressionError",
@@ -22,6 +23,7 @@ __all__ = [
     "KmsEncryptionError",
     "KmsError",
     "MetadataDowngradeError",
+    "MetadataMovedError",
     "PickleNotAllowedError",
     "PickleRefusedError",
     "PlaintextRefusedError",
@@ -149,6 +151,23 @@ class MetadataDowngradeError(DecryptionError):
     def __init__(self, message: str, *, keys: tuple[str, ...]) -> None:
         super().__init__(message)
         self.keys = keys
+
+
+class BlindIndexError(DecryptionError):
+    """A stored blind index does not match the sealed metadata value it claims to index.
+
+    It was copied from another row, rewritten, planted without its sealed
+    value, or is under a key this saver no longer reads. ``key`` names the
+    metadata key (never a value or a token).
+    """
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class MetadataMovedError(DecryptionError):
+    """A sealed metadata entry belongs to another checkpoint (thread, namespace or id)."""
 
 
 class UnsafePickleError(DecryptionError):

@@ -61,6 +61,10 @@ _WEAK_RAW_DISTINCT: Final = 8
 
 _log = logging.getLogger("secure_serde")
 
+# Blind indexes of sealed metadata (secure_serde/savers/_blind_index.py): an
+# HMAC key of its own, so an index never touches the data key.
+_INFO_BLIND_INDEX: Final = b"secure_serde/v1/blind-index-hmac"
+
 
 @scrubbed
 def parse_key(value: str | bytes, *, source: str = "key") -> bytes:
@@ -205,6 +209,8 @@ class Key(SecretHolder):
     key_id: bytes
     label: str
     aead: AesGcm = field(compare=False)
+    # HKDF(key, "secure_serde/v1/blind-index-hmac"); empty for keys built by hand.
+    blind_index_key: bytes = field(default=b"", compare=False)
 
     @classmethod
     @scrubbed
@@ -214,6 +220,7 @@ class Key(SecretHolder):
             key_id=hkdf_sha256(material, _INFO_KEY_ID, KEY_ID_SIZE, backend),
             label=label,
             aead=new_aes_gcm(hkdf_sha256(material, _INFO_AEAD, 32, backend), backend),
+            blind_index_key=hkdf_sha256(material, _INFO_BLIND_INDEX, 32, backend),
         )
 
     @property

@@ -119,7 +119,18 @@ async def test_postgres_dump_holds_no_state_canary(
     dump = pg_dump(postgres_server, migrated)
     assert_graph_stored_everything(migrated, dump)
     assert canary.leaks(dump, every_canary(), hex_too=True) == set()
-    # The default keeps the stock metadata, configurable values included.
+    # Metadata is sealed by default: configurable values are not in the dump.
+    assert postgres_metadata_keys(migrated) == SEALED_PLAINTEXT_METADATA
+    assert canary.API_KEY.encode() not in dump
+
+
+async def test_postgres_unsealed_metadata_dump_shows_configurable(
+    postgres_server: PostgresServer, migrated: str
+) -> None:
+    """``seal_metadata=False`` (0.1.0's default) keeps the stock metadata, in the clear."""
+    await _run_ours(migrated, is_async=False, seal_metadata=False)
+    dump = pg_dump(postgres_server, migrated)
+    assert canary.leaks(dump, every_canary(), hex_too=True) == set()
     assert postgres_metadata_keys(migrated) == DEFAULT_PLAINTEXT_METADATA
     assert canary.API_KEY.encode() in dump
 
@@ -155,7 +166,9 @@ def test_unencrypted_serde_dump_shows_every_canary(
     postgres_server: PostgresServer, migrated: str
 ) -> None:
     """Our saver without encryption: every canary is in a blob, and the hex search finds it."""
-    with PostgresSaver.from_conn_string(migrated, serde=JsonPlusSerializer()) as saver:
+    with PostgresSaver.from_conn_string(
+        migrated, serde=JsonPlusSerializer(), seal_metadata=False
+    ) as saver:
         canary.check_final_state(canary.run_sync(canary.build_canary_graph(saver), "canary"))
     dump = pg_dump(postgres_server, migrated)
     # The bool has no pattern of its own outside the stock saver's inline JSON.

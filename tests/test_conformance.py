@@ -40,6 +40,7 @@ from secure_serde.savers.postgres import AsyncPostgresSaver
 
 KEY_A = b"conformance-key-a-0123456789abcd"
 KEY_B = b"conformance-key-b-0123456789abcd"
+_INDEX_KEY = b"conformance-index-key-0123456789"
 BASE = sorted(c.value for c in BASE_CAPABILITIES)
 
 
@@ -182,7 +183,11 @@ class Case:
         assert pg_url is not None
 
         async def postgres() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-            async with AsyncPostgresSaver.from_conn_string(pg_url, serde=serde) as saver:
+            # The suite filters on a custom key ("score"): metadata is sealed by
+            # default, so it is indexed (an explicit index key: KMS has no local one).
+            async with AsyncPostgresSaver.from_conn_string(
+                pg_url, serde=serde, indexed_metadata=["score"], index_key=_INDEX_KEY
+            ) as saver:
                 await saver.setup()
                 yield saver
 

@@ -212,7 +212,17 @@ def postgres_savers(
                 ).fetchall()
             ]
 
-        yield (lambda serde: saver_cls(conn, serde=serde)), types
+        # Sealing metadata needs an encrypting serde: the plain run keeps it plaintext.
+        yield (
+            (
+                lambda serde: (
+                    saver_cls(conn, serde=serde, seal_metadata=False)
+                    if saver_cls is SealedPostgresSaver and isinstance(serde, JsonPlusSerializer)
+                    else saver_cls(conn, serde=serde)
+                )
+            ),
+            types,
+        )
 
 
 def compare_runs(

@@ -64,6 +64,11 @@ class Keyring(SecretHolder):
     def key_for(self, key_id: bytes) -> Key | None:
         return self._by_id.get(key_id)
 
+    def readable(self) -> tuple[Key, ...]:
+        """Every key that may still open rows, the primary first (for blind indexes)."""
+        rest = (k for i, k in self._by_id.items() if i not in self._retired)
+        return (self._primary, *(k for k in rest if k is not self._primary))
+
     def is_retired(self, key_id: bytes) -> bool:
         return key_id in self._retired
 

@@ -44,7 +44,7 @@ from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import for_terminal
 from secure_serde.cli._rewrap import _positive
 from secure_serde.config import require_ciphers
-from secure_serde.stores import DEFAULT_BATCH_SIZE, RowRef, open_store
+from secure_serde.stores import DEFAULT_BATCH_SIZE, SEALED_METADATA_KEY, RowRef, open_store
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "register", "report_json"]
 
@@ -246,6 +246,8 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             "checkpoints": report.metadata.checkpoints,
             "not_objects": report.metadata.not_objects,
             "keys": report.metadata.counts,
+            "sealed": report.metadata.counts.get(SEALED_METADATA_KEY, 0),
+            "indexed": report.metadata.indexed,
             "truncated": report.metadata.truncated,
             "flagged": flagged,
             "allowed": sorted(report.allowed_metadata_keys),
@@ -374,3 +376,11 @@ def _print_metadata(report: AuditReport, out: TextIO) -> None:
         print(f"  {for_terminal(key)}: {count:,} ({note})", file=out)
     if meta.truncated:
         print(f"  ... more keys, not listed (the first {len(meta.counts):,} by name are)", file=out)
+    sealed = meta.counts.get(SEALED_METADATA_KEY, 0)
+    print(
+        f"sealed metadata: {sealed:,} of {meta.checkpoints:,} checkpoints carry a sealed entry"
+        " (its key names are encrypted)",
+        file=out,
+    )
+    for key, count in sorted(meta.indexed.items()):
+        print(f"  {key}: sealed, blind-indexed in {count:,} checkpoint(s)", file=out)

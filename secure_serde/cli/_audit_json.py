@@ -18,7 +18,7 @@ langgraph's own prune SQL uses to recognise such snapshots.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -56,6 +56,24 @@ CROSS JOIN LATERAL jsonb_object_keys(
     CASE WHEN jsonb_typeof(c.metadata) = 'object' THEN c.metadata ELSE '{}'::jsonb END) AS k
 GROUP BY k ORDER BY k LIMIT {limit}
 """
+# Names of the blind-indexed (sealed) keys: the entries of __secure_serde_index__.
+_PG_INDEXED_KEYS: Final = """
+SELECT k, count(*)
+FROM checkpoints AS c
+CROSS JOIN LATERAL jsonb_object_keys(
+    CASE WHEN jsonb_typeof(c.metadata -> '__secure_serde_index__') = 'object'
+         THEN c.metadata -> '__secure_serde_index__' ELSE '{}'::jsonb END) AS k
+GROUP BY k ORDER BY k LIMIT {limit}
+"""
+_SQLITE_INDEXED_KEYS: Final = """
+SELECT j.key, count(*)
+FROM (SELECT json_extract(CAST(metadata AS TEXT), '$.__secure_serde_index__') AS m
+      FROM checkpoints
+      WHERE json_valid(CAST(metadata AS TEXT))
+        AND json_type(CAST(metadata AS TEXT), '$.__secure_serde_index__') = 'object'
+     ) AS c, json_each(c.m) AS j
+GROUP BY j.key ORDER BY j.key LIMIT {limit}
+"""
 _PG_INLINE: Final = """
 SELECT v.key, array_agg(DISTINCT jsonb_typeof(v.value)), count(*), count(DISTINCT c.thread_id)
 FROM checkpoints AS c
@@ -83,6 +101,8 @@ class MetadataKeys:
     not_objects: int
     counts: dict[str, int]
     truncated: bool = False
+    # Sealed keys with a blind index (secure_serde/savers/_blind_index.py), by name.
+    indexed: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -141,12 +161,17 @@ class JsonColumns:
             return MetadataKeys(0, 0, {})
         if self._kind == "postgres":
             count_sql, keys_sql = _PG_METADATA_ROWS, _PG_METADATA_KEYS
+            indexed_sql = _PG_INDEXED_KEYS
         else:
             count_sql, keys_sql = _SQLITE_METADATA_ROWS, _SQLITE_METADATA_KEYS
+            indexed_sql = _SQLITE_INDEXED_KEYS
         total, not_objects = self._query(count_sql)[0]
         rows = self._query(keys_sql.replace("{limit}", _LIMIT))
         counts = {str(k): int(n) for k, n in rows[:MAX_NAMES]}
-        return MetadataKeys(int(total), int(not_objects), counts, len(rows) > MAX_NAMES)
+        indexed_rows = self._query(indexed_sql.replace("{limit}", _LIMIT))
+        indexed = {str(k): int(n) for k, n in indexed_rows[:MAX_NAMES]}
+        truncated = len(rows) > MAX_NAMES or len(indexed_rows) > MAX_NAMES
+        return MetadataKeys(int(total), int(not_objects), counts, truncated, indexed)
 
     def inline_channels(self) -> list[InlineChannel] | None:
         """Channels with unbacked values inline in the checkpoint JSON; ``None`` for SQLite.

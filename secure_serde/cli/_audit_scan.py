@@ -30,6 +30,7 @@ from secure_serde.ciphers import LEGACY_CIPHER_NAME, _kms_format
 from secure_serde.cli._audit_json import InlineChannel, JsonColumns, MetadataKeys
 from secure_serde.config import ConfiguredCiphers
 from secure_serde.savers import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
+from secure_serde.savers._blind_index import INDEX_METADATA_KEY
 from secure_serde.stores import Cell, RowRef, Store
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
 LANGGRAPH_METADATA_KEYS: Final = frozenset(
     {"source", "step", "parents", "run_id", "counters_since_delta_snapshot"}
     | STRUCTURAL_METADATA_KEYS
-    | {SEALED_METADATA_KEY}
+    | {SEALED_METADATA_KEY, INDEX_METADATA_KEY}
 )
 # Older langgraph versions stored every node's output under "writes": state in plaintext.
 STATE_METADATA_KEYS: Final = frozenset({"writes"})

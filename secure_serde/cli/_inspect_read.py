@@ -134,7 +134,11 @@ class CheckpointReader:
             self._conn.execute("SET default_transaction_read_only = on")
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect: {first_line(exc)}") from None
-        self.saver = PostgresSaver(self._conn, serde=serde, migration=migration)
+        # A viewer, not a writer: it unseals whatever is sealed and enforces no
+        # metadata policy (which keys a deployment seals is not known here).
+        self.saver = PostgresSaver(
+            self._conn, serde=serde, migration=migration, seal_metadata=False
+        )
         self._mark = "%s"
         self._driver_error = psycopg.Error
         if not self._rows(_HAS_HISTORY_SQL, ())[0][0]:

@@ -1,25 +1,47 @@
-"""Keep chosen metadata out of the plaintext ``metadata`` JSON column.
+"""Sealed checkpoint metadata: what stays plaintext, what is sealed, what is indexed.
 
 langgraph copies every ``str``/``int``/``float``/``bool`` value of
 ``config["configurable"]`` and ``config["metadata"]`` into each checkpoint's
-metadata, which the Postgres savers store as plaintext JSONB so that
-``list(filter=...)`` can query it. An API key passed in ``configurable``
-therefore lands in the clear.
+metadata, which savers store as plaintext JSON so that ``list(filter=...)``
+can query it. An API key passed in ``configurable`` therefore lands in the
+clear. The sealed savers seal it by default.
 
-With a `MetadataSealer`, every metadata key outside an allowlist is moved
-into one encrypted entry, ``SEALED_METADATA_KEY``, whose value is
-``{"type": <serde type tag>, "data": <base64 ciphertext>}``. Our savers open
-it on every read, so callers see the full metadata again. The keys
-langgraph's own SQL reads (``STRUCTURAL_METADATA_KEYS``) always stay
-plaintext. A stock saver reading a sealed row sees the plaintext keys and the
-envelope, not the sealed values.
+This module is saver-agnostic: a saver calls
 
-Nothing authenticates the plaintext JSON itself, so on read a key that this
-saver seals but finds in plaintext (the envelope deleted and the value
-written in the clear, or planted beside it) raises `MetadataDowngradeError`,
-except under ``Migration.plaintext_metadata`` (logged, rate-limited), where
-the sealed value still wins over a plaintext one of the same name. Whether
-the serde's output is sealed at all is the read rule's decision
+* `MetadataSealer.from_options` (argument checks, before connecting), then
+  `MetadataSealer.with_keys` (blind-index keys from the serde, or
+  ``index_key=``);
+* `MetadataSealer.seal` in ``put``: the metadata JSON to store, and a config
+  holding only the ids, so the stock ``put`` adds nothing back;
+* `MetadataSealer.plan_filter` in ``list``: a `FilterPlan` that
+  secure_serde/savers/_index_sql.py turns into SQL (PostgreSQL containment,
+  or SQLite ``json_extract``);
+* `MetadataOpener.open` on every row read: the caller's metadata back,
+  after every check below.
+
+Stored layout (the ``metadata`` JSON column)::
+
+    {<structural and user-chosen plaintext keys>,
+     "__secure_serde_sealed__": {"type": <serde type tag>, "data": <base64>},
+     "__secure_serde_index__": {<indexed key>: "<key id>:<mac>"}}
+
+The sealed entry holds every other key plus ``__secure_serde_row__``:
+``[thread_id, checkpoint_ns, checkpoint_id]``, so an entry copied to
+another checkpoint is refused (`MetadataMovedError`). A sealing saver
+writes the entry on every row, even with nothing else to seal, so a
+deleted entry is noticed. On read:
+
+* a key that should be sealed found in plaintext, or no sealed entry at
+  all: `MetadataDowngradeError`, except under ``Migration.plaintext_metadata``
+  (logged; the sealed value wins over a plaintext one of the same name);
+* an entry without a row (written by secure_serde 0.1.0) is read only under
+  ``Migration.unbound``; one for another row raises `MetadataMovedError`;
+* every stored index token is recomputed from the unsealed value it claims
+  to index: a token moved from another row, rewritten, or left without its
+  value raises `BlindIndexError`. A missing token only makes filters miss
+  that row, as deleting it would.
+
+Whether the serde's output is sealed at all is the read rule's decision
 (secure_serde/_readrule.py), not a guess from its type tag.
 """
 
@@ -27,7 +49,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -35,32 +57,51 @@ from langgraph.checkpoint.base import CheckpointMetadata, get_serializable_check
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde._errors import (
+    BlindIndexError,
     ConfigurationError,
     DecryptionError,
     EncryptionError,
     MetadataDowngradeError,
+    MetadataMovedError,
 )
 from secure_serde._migration import Migration
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde._readrule import seals
+from secure_serde.savers._blind_index import (
+    INDEX_METADATA_KEY,
+    BlindIndexKeys,
+    FilterPlan,
+    check_index_name,
+)
 from secure_serde.stores import SEALED_METADATA_KEY, parse_envelope
 
 __all__ = [
+    "INDEX_METADATA_KEY",
+    "ROW_KEY",
     "SEALED_METADATA_KEY",
     "STRUCTURAL_METADATA_KEYS",
     "MetadataOpener",
     "MetadataSealer",
+    "Row",
     "refuse_reserved_key",
     "unseal_metadata",
 ]
 
-# source/step/parents: what every langgraph checkpoint carries and what
-# history filters use. The last two are queried by the stock saver's prune SQL
-# (``metadata ? 'counters_since_delta_snapshot'``, ``metadata -> 'parents'``),
-# which must keep recognising DeltaChannel threads.
+# The keys langgraph itself writes and reads back from the database, so they
+# stay plaintext (see docs/postgres.md, "Metadata sealed by default"):
+# source/step/parents are in every checkpoint and are what history filters
+# and LangGraph Studio use; the stock PostgreSQL prune SQL reads
+# ``metadata ? 'counters_since_delta_snapshot'``, ``metadata ? 'delta_writes_versioned'``
+# and ``metadata -> 'parents' ->> ''`` to recognise DeltaChannel threads and
+# subgraph roots.
 STRUCTURAL_METADATA_KEYS: Final = frozenset(
     {"source", "step", "parents", "counters_since_delta_snapshot", "delta_writes_versioned"}
 )
+ROW_KEY: Final = "__secure_serde_row__"
+_RESERVED: Final = (SEALED_METADATA_KEY, INDEX_METADATA_KEY, ROW_KEY)
+
+# (thread_id, checkpoint_ns, checkpoint_id): where a row lives.
+Row = tuple[str, str, str]
 
 # The only parts of ``config`` the stock ``put`` reads besides metadata.
 _ID_KEYS: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
@@ -69,145 +110,282 @@ _DATA: Final = "data"
 
 
 def refuse_reserved_key(metadata: Mapping[str, Any]) -> None:
-    """Refuse caller metadata that would be mistaken for a sealed entry on read."""
-    if SEALED_METADATA_KEY in metadata:
-        raise ConfigurationError(
-            f"metadata key {SEALED_METADATA_KEY!r} is reserved for sealed metadata"
-        )
+    """Refuse caller metadata that would be mistaken for our entries on read."""
+    for name in _RESERVED:
+        if name in metadata:
+            raise ConfigurationError(f"metadata key {name!r} is reserved by secure_serde")
+
+
+def _names(option: str, keys: Iterable[str] | None) -> frozenset[str]:
+    if keys is None:
+        return frozenset()
+    if isinstance(keys, (str, bytes)):
+        raise ConfigurationError(f"{option} takes a collection of key names, not one string")
+    names = frozenset(keys)
+    for name in names:
+        if not isinstance(name, str):
+            raise ConfigurationError(f"{option} key names must be str")
+        if name in _RESERVED:
+            raise ConfigurationError(f"{name!r} is reserved by secure_serde")
+    return names
 
 
 @dataclass(frozen=True)
 class MetadataSealer:
-    """Seals every metadata key except ``plaintext`` (structural keys included)."""
+    """Seals every metadata key except ``plaintext``; indexes ``indexed`` (sealed) keys."""
 
     plaintext: frozenset[str]
+    indexed: frozenset[str] = frozenset()
+    index_keys: BlindIndexKeys | None = field(default=None, compare=False, repr=False)
 
     @classmethod
-    def from_option(cls, keys: Iterable[str] | None) -> MetadataSealer | None:
-        """The sealer for a saver's ``plaintext_metadata`` argument; ``None`` seals nothing."""
-        if keys is None:
+    def from_options(
+        cls,
+        *,
+        seal_metadata: bool = True,
+        plaintext_metadata: Iterable[str] | None = None,
+        indexed_metadata: Iterable[str] | None = None,
+    ) -> MetadataSealer | None:
+        """The policy for a saver's arguments; ``None`` (``seal_metadata=False``) seals nothing.
+
+        Raises:
+            ConfigurationError: a malformed name list, an indexed key that
+                is also plaintext or structural, or ``seal_metadata=False``
+                with keys named.
+        """
+        if not isinstance(seal_metadata, bool):
+            raise ConfigurationError("seal_metadata must be True or False")
+        plaintext = _names("plaintext_metadata", plaintext_metadata)
+        indexed = _names("indexed_metadata", indexed_metadata)
+        if not seal_metadata:
+            if plaintext or indexed:
+                raise ConfigurationError(
+                    "seal_metadata=False keeps every key plaintext; plaintext_metadata and"
+                    " indexed_metadata need sealing on"
+                )
             return None
-        if isinstance(keys, (str, bytes)):
+        for name in indexed:
+            check_index_name(name)
+        if both := sorted(indexed & (plaintext | STRUCTURAL_METADATA_KEYS)):
             raise ConfigurationError(
-                "plaintext_metadata takes a collection of key names, not one string"
+                f"metadata key(s) {both} are plaintext: only sealed keys get a blind index"
             )
-        names = frozenset(keys)
-        for name in names:
-            if not isinstance(name, str):
-                raise ConfigurationError("plaintext_metadata key names must be str")
-        if SEALED_METADATA_KEY in names:
-            raise ConfigurationError(f"{SEALED_METADATA_KEY!r} cannot stay plaintext")
-        return cls(names | STRUCTURAL_METADATA_KEYS)
+        return cls(plaintext | STRUCTURAL_METADATA_KEYS, indexed)
+
+    def with_keys(
+        self, serde: SerializerProtocol, index_key: str | bytes | Iterable[str | bytes] | None
+    ) -> MetadataSealer:
+        """This policy with its blind-index keys: ``index_key`` if given, else the serde's.
+
+        Without indexed keys, keys are still looked up (best effort) so that
+        tokens already stored keep being verified.
+
+        Raises:
+            ConfigurationError: keys are indexed but the serde's cipher has
+                no local key (KMS) and no ``index_key`` was given.
+        """
+        if index_key is not None:
+            keys: BlindIndexKeys | None = BlindIndexKeys.from_keys(index_key)
+        else:
+            keys = BlindIndexKeys.from_serde(serde)
+        if keys is None and self.indexed:
+            raise ConfigurationError(
+                "indexed_metadata needs a key for its blind indexes: the serde's cipher holds"
+                " no local key (KMS?); pass index_key= (a key as `secure-serde keygen` prints)"
+            )
+        return MetadataSealer(self.plaintext, self.indexed, keys)
 
     def seal(
         self,
         serde: SerializerProtocol,
         config: RunnableConfig,
         metadata: CheckpointMetadata,
+        checkpoint_id: str,
     ) -> tuple[RunnableConfig, CheckpointMetadata]:
-        """The config and metadata to give the stock ``put``.
-
-        The metadata is computed here, as the stock saver would, and the
-        config returned carries only the ids, so the stock ``put`` adds
-        nothing from ``configurable`` back in plaintext.
+        """The config and metadata to give the stock ``put`` for checkpoint ``checkpoint_id``.
 
         Raises:
-            EncryptionError: the serde does not encrypt: by the read rule,
-                its type tag is not one a cipher authenticates
-                (``msgpack+pickle`` is an encoding); sealing with it would
-                only encode.
+            EncryptionError: the serde does not encrypt (by the read rule,
+                its type tag is not one a cipher authenticates).
+            ConfigurationError: an indexed value cannot be indexed.
         """
         full = cast(dict[str, Any], get_serializable_checkpoint_metadata(config, metadata))
+        configurable = config.get("configurable") or {}
         plain = {k: v for k, v in full.items() if k in self.plaintext}
         sealed = {k: v for k, v in full.items() if k not in self.plaintext}
-        configurable = config.get("configurable") or {}
+        if self.indexed:
+            keys = cast(BlindIndexKeys, self.index_keys)
+            index = {k: keys.token(k, sealed[k]) for k in sorted(self.indexed) if k in sealed}
+            if index:
+                plain[INDEX_METADATA_KEY] = index
+        sealed[ROW_KEY] = [
+            str(configurable.get("thread_id", "")),
+            str(configurable.get("checkpoint_ns", "")),
+            checkpoint_id,
+        ]
+        type_tag, data = serde.dumps_typed(sealed)
+        if not seals(serde, type_tag):
+            raise EncryptionError(
+                f"sealing metadata needs an encrypting serde; {type(serde).__name__}"
+                f" wrote an unencrypted {type_tag!r} value (pass seal_metadata=False to"
+                " store metadata in plaintext)"
+            )
+        plain[SEALED_METADATA_KEY] = {_TYPE: type_tag, _DATA: base64.b64encode(data).decode()}
         ids_only: RunnableConfig = {
             "configurable": {k: configurable[k] for k in _ID_KEYS if k in configurable}
         }
-        if sealed:
-            type_tag, data = serde.dumps_typed(sealed)
-            if not seals(serde, type_tag):
-                raise EncryptionError(
-                    f"sealing metadata needs an encrypting serde; {type(serde).__name__}"
-                    f" wrote an unencrypted {type_tag!r} value"
-                )
-            plain[SEALED_METADATA_KEY] = {
-                _TYPE: type_tag,
-                _DATA: base64.b64encode(data).decode("ascii"),
-            }
         return ids_only, cast(CheckpointMetadata, plain)
 
     def exposed(self, metadata: Mapping[str, Any]) -> list[str]:
         """Keys of a stored row that this sealer would have sealed, found in plaintext."""
-        return sorted(k for k in metadata if k not in self.plaintext and k != SEALED_METADATA_KEY)
+        return sorted(k for k in metadata if k not in self.plaintext and k not in _RESERVED)
 
-    def check_filter(self, filter: Mapping[str, Any] | None) -> None:
-        """Refuse a ``list`` filter on a sealed key, which could only ever match nothing."""
+    def plan_filter(self, filter: Mapping[str, Any] | None) -> FilterPlan:
+        """Split a ``list`` filter into plaintext terms and index tokens.
+
+        Raises:
+            ConfigurationError: the filter names a sealed key with no index,
+                which could only ever match nothing.
+        """
         if not filter:
-            return
-        if sealed := sorted(k for k in filter if k not in self.plaintext):
+            return FilterPlan({})
+        if sealed := sorted(k for k in filter if k not in self.plaintext | self.indexed):
             raise ConfigurationError(
                 f"cannot filter on sealed metadata key(s) {sealed}: their values are"
-                " encrypted; list them in plaintext_metadata to filter on them"
+                " encrypted; list them in indexed_metadata (a blind index) or"
+                " plaintext_metadata to filter on them"
             )
+        plain = {k: v for k, v in filter.items() if k in self.plaintext}
+        wanted = {k: v for k, v in filter.items() if k in self.indexed}
+        if not wanted:
+            return FilterPlan(plain)
+        keys = cast(BlindIndexKeys, self.index_keys)
+        per_key: dict[str, dict[str, str]] = {key_id: {} for key_id in keys.key_ids}
+        for name, value in wanted.items():
+            for key_id, token in keys.tokens(name, value).items():
+                per_key[key_id][name] = token
+        return FilterPlan(plain, tuple(per_key.values()))
+
+    def check_filter(self, filter: Mapping[str, Any] | None) -> None:
+        """`plan_filter`, for its refusal only."""
+        self.plan_filter(filter)
 
 
 def unseal_metadata(serde: SerializerProtocol, metadata: CheckpointMetadata) -> CheckpointMetadata:
-    """``metadata`` with its sealed entry, if any, decrypted and merged back in.
+    """``metadata`` with its sealed entry, if any, decrypted and merged back in, unchecked.
 
     Sealed values win over plaintext ones of the same name: only the sealed
-    ones are authenticated.
+    ones are authenticated. For tools; savers use `MetadataOpener.open`.
 
     Raises:
         DecryptionError: the entry is malformed, or the serde refuses it.
     """
+    sealed = _open_entry(serde, metadata)
+    if sealed is None:
+        return metadata
+    sealed.pop(ROW_KEY, None)
+    plain = {k: v for k, v in metadata.items() if k not in _RESERVED}
+    return cast(CheckpointMetadata, {**plain, **sealed})
+
+
+def _open_entry(serde: SerializerProtocol, metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     envelope = metadata.get(SEALED_METADATA_KEY)
     if envelope is None:
-        return metadata
+        return None
     parsed = parse_envelope(envelope)
     if parsed is None:
         raise DecryptionError("malformed sealed metadata entry")
     sealed = serde.loads_typed(parsed)
     if not isinstance(sealed, dict):
         raise DecryptionError("sealed metadata entry does not hold a mapping")
-    plain = {k: v for k, v in metadata.items() if k != SEALED_METADATA_KEY}
-    return cast(CheckpointMetadata, {**plain, **sealed})
+    return sealed
 
 
 class MetadataOpener:
-    """Checks and unseals the metadata of rows read by a saver.
+    """Checks and unseals the metadata of rows read by a saver (see the module docstring)."""
 
-    With a sealer, keys it would seal found in plaintext raise
-    `MetadataDowngradeError` unless ``migration.plaintext_metadata``, which
-    logs them instead.
-    """
-
-    __slots__ = ("_allow", "_log", "_sealer")
+    __slots__ = ("_allow", "_log", "_sealer", "_unbound", "_unbound_log")
 
     def __init__(self, sealer: MetadataSealer | None, migration: Migration) -> None:
         self._sealer = sealer
         self._allow = migration.plaintext_metadata
+        self._unbound = migration.unbound
         self._log = RateLimitedWarning(
-            "secure_serde read %d checkpoint(s) with metadata keys that should be sealed in"
+            "secure_serde read %d checkpoint(s) with metadata that should be sealed in"
             " plaintext (latest keys %s) because Migration.plaintext_metadata is on"
+        )
+        self._unbound_log = RateLimitedWarning(
+            "secure_serde read %d checkpoint(s) whose sealed metadata names no row"
+            " (latest %s) because Migration.unbound is on"
         )
 
     def check(self, metadata: Mapping[str, Any]) -> None:
-        """Refuse (or log) sealed keys found in plaintext; cheap, no cipher call."""
+        """Refuse (or log) downgraded metadata; cheap, no cipher call."""
         if self._sealer is None:
             return
         exposed = self._sealer.exposed(metadata)
-        if not exposed:
+        missing = SEALED_METADATA_KEY not in metadata
+        if not exposed and not missing:
             return
+        if missing and INDEX_METADATA_KEY in metadata:
+            index = metadata[INDEX_METADATA_KEY]
+            name = str(next(iter(index), "?")) if isinstance(index, dict) else "?"
+            raise BlindIndexError("blind index stored without a sealed entry", key=name)
         if not self._allow:
+            what = f"key(s) {exposed} that should be sealed are" if exposed else "the entry is"
             raise MetadataDowngradeError(
-                f"metadata key(s) {exposed} should be sealed but are stored in plaintext:"
-                " the sealed entry was removed or bypassed (Migration.plaintext_metadata is off)",
+                f"sealed metadata was removed or bypassed: {what} stored in plaintext"
+                " (Migration.plaintext_metadata is off)",
                 keys=tuple(exposed),
             )
-        self._log.record(exposed)
+        self._log.record(exposed or ["<no sealed entry>"])
 
-    def open(self, serde: SerializerProtocol, metadata: CheckpointMetadata) -> CheckpointMetadata:
-        """`check`, then `unseal_metadata`."""
+    def open(
+        self, serde: SerializerProtocol, metadata: CheckpointMetadata, row: Row
+    ) -> CheckpointMetadata:
+        """`check`, then unseal, check the row and the blind indexes; the caller's metadata.
+
+        Raises:
+            MetadataDowngradeError, MetadataMovedError, BlindIndexError, or
+            the serde's `DecryptionError`.
+        """
         self.check(metadata)
-        return unseal_metadata(serde, metadata)
+        if self._sealer is None:
+            return unseal_metadata(serde, metadata)
+        sealed = _open_entry(serde, metadata)
+        if sealed is None:  # allowed by check(): a row written before sealing
+            return metadata
+        self._check_row(sealed.pop(ROW_KEY, None), row)
+        self._check_index(metadata.get(INDEX_METADATA_KEY), sealed)
+        plain = {k: v for k, v in metadata.items() if k not in _RESERVED}
+        return cast(CheckpointMetadata, {**plain, **sealed})
+
+    def _check_row(self, bound: Any, row: Row) -> None:
+        if bound is None:
+            if not self._unbound:
+                raise MetadataMovedError(
+                    "sealed metadata names no row (written by secure_serde 0.1.0?);"
+                    " read it under Migration.unbound and rewrap"
+                )
+            self._unbound_log.record(row[2])
+            return
+        if bound != list(row):
+            raise MetadataMovedError("sealed metadata entry belongs to another checkpoint")
+
+    def _check_index(self, index: Any, sealed: Mapping[str, Any]) -> None:
+        if index is None:
+            return
+        if not isinstance(index, dict):
+            raise BlindIndexError("malformed blind index entry", key="?")
+        sealer = cast(MetadataSealer, self._sealer)
+        for name, token in index.items():
+            if name not in sealed:
+                raise BlindIndexError(
+                    f"blind index for metadata key {name!r} has no sealed value", key=str(name)
+                )
+            if sealer.index_keys is None:
+                raise BlindIndexError(
+                    f"cannot verify the blind index of {name!r}: no index key configured",
+                    key=str(name),
+                )
+            sealer.index_keys.verify(name, sealed[name], token)

@@ -12,7 +12,7 @@ stock savers already goes through: ``_dump_blobs`` (writes),
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from langchain_core.runnables import RunnableConfig
@@ -24,14 +24,15 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 from langgraph.checkpoint.postgres.base import BasePostgresSaver
+from psycopg.types.json import Jsonb
 
 from secure_serde._migration import Migration
+from secure_serde.savers._index_sql import postgres_index_predicate, with_predicate
 from secure_serde.savers._inline import InlineValueGuard, blob_channels
 from secure_serde.savers._metadata import (
     MetadataOpener,
     MetadataSealer,
     refuse_reserved_key,
-    unseal_metadata,
 )
 from secure_serde.savers._values import StoredPrimitives, route_primitives_to_blobs, unbox
 
@@ -43,7 +44,7 @@ _Stored = tuple[str, str, ChannelVersions]
 
 
 class SealedPostgresBase(BasePostgresSaver):
-    """Routes primitives to blobs, seals metadata on request, checks and unseals on read."""
+    """Routes primitives to blobs, seals metadata, checks and unseals on read."""
 
     _metadata_sealer: MetadataSealer | None = None
     _metadata_opener: MetadataOpener
@@ -51,7 +52,16 @@ class SealedPostgresBase(BasePostgresSaver):
     _stored_primitives: StoredPrimitives
     _migration: Migration = Migration.NONE
 
-    def _configure(self, sealer: MetadataSealer | None, migration: Migration) -> None:
+    def _configure(
+        self,
+        sealer: MetadataSealer | None,
+        migration: Migration,
+        index_key: str | bytes | Iterable[str | bytes] | None = None,
+    ) -> None:
+        # Metadata (issue 11): the blind-index keys come from the serde, so
+        # they are resolved here, once the stock __init__ has set it.
+        if sealer is not None:
+            sealer = sealer.with_keys(self.serde, index_key)
         self._metadata_sealer = sealer
         self._migration = migration
         self._metadata_opener = MetadataOpener(sealer, migration)
@@ -60,7 +70,7 @@ class SealedPostgresBase(BasePostgresSaver):
 
     @property
     def metadata_sealer(self) -> MetadataSealer | None:
-        """The metadata policy; ``None`` keeps every key in plaintext, like the stock saver."""
+        """The metadata policy; ``None`` (``seal_metadata=False``) keeps every key in plaintext."""
         return self._metadata_sealer
 
     def _prepare_put(
@@ -78,7 +88,9 @@ class SealedPostgresBase(BasePostgresSaver):
             checkpoint, new_versions, self._stored_primitives.versions(thread_id, checkpoint_ns)
         )
         if self._metadata_sealer is not None:
-            config, metadata = self._metadata_sealer.seal(self.serde, config, metadata)
+            config, metadata = self._metadata_sealer.seal(
+                self.serde, config, metadata, checkpoint["id"]
+            )
         return (config, checkpoint, metadata, new_versions), (thread_id, checkpoint_ns, primitives)
 
     def _check_row(self, value: Mapping[str, Any]) -> None:
@@ -87,11 +99,15 @@ class SealedPostgresBase(BasePostgresSaver):
         if inline:
             self._inline_guard.check_row(inline, blob_channels(value["channel_values"]))
 
-    def _unseal(self, checkpoint_tuple: CheckpointTuple, checked: bool = False) -> CheckpointTuple:
-        """Refuse downgraded metadata (unless ``checked`` already), then unseal it."""
-        if not checked:
-            self._metadata_opener.check(checkpoint_tuple.metadata)
-        metadata = unseal_metadata(self.serde, checkpoint_tuple.metadata)
+    def _unseal(self, checkpoint_tuple: CheckpointTuple) -> CheckpointTuple:
+        """Check the row's metadata (downgrade, row, blind indexes), then unseal it."""
+        configurable = checkpoint_tuple.config["configurable"]
+        row = (
+            configurable["thread_id"],
+            configurable["checkpoint_ns"],
+            configurable["checkpoint_id"],
+        )
+        metadata = self._metadata_opener.open(self.serde, checkpoint_tuple.metadata, row)
         if metadata is checkpoint_tuple.metadata:
             return checkpoint_tuple
         return checkpoint_tuple._replace(metadata=metadata)
@@ -129,6 +145,13 @@ class SealedPostgresBase(BasePostgresSaver):
         filter: dict[str, Any] | None,
         before: RunnableConfig | None = None,
     ) -> tuple[str, list[Any]]:
-        if self._metadata_sealer is not None:
-            self._metadata_sealer.check_filter(filter)
-        return super()._search_where(config, filter, before)
+        if self._metadata_sealer is None:
+            return super()._search_where(config, filter, before)
+        # Plaintext terms go to the stock containment; indexed ones become
+        # an OR of containments on the blind-index entry (one per index key).
+        plan = self._metadata_sealer.plan_filter(filter)
+        predicate, documents = postgres_index_predicate(plan)
+        # With index terms, the documents carry the plaintext terms as well.
+        stock_filter = None if documents else (plan.plain or None)
+        where, params = super()._search_where(config, stock_filter, before)
+        return with_predicate(where, params, predicate, [Jsonb(d) for d in documents])

@@ -7,10 +7,11 @@ the SQL and the rows are the stock ones, with two differences:
   goes through the serde into ``checkpoint_blobs``; the ``checkpoint`` JSONB
   keeps only structure (ids, versions, ``versions_seen``) and the ``true``
   markers the stock saver writes for ``DeltaChannel`` snapshots;
-* with ``plaintext_metadata=[...]``, every metadata key outside that list
-  (and outside `STRUCTURAL_METADATA_KEYS`) is sealed into one encrypted
-  entry, so values copied from ``config["configurable"]`` (an API key, say)
-  are not stored in the clear.
+* every metadata key outside `STRUCTURAL_METADATA_KEYS` and
+  ``plaintext_metadata`` is sealed into one encrypted entry (unless
+  ``seal_metadata=False``), so values copied from ``config["configurable"]``
+  (an API key, say) are not stored in the clear; ``indexed_metadata`` keys
+  stay filterable through blind indexes (secure_serde/savers/_metadata.py).
 
 The stock saver, given the same serde, reads everything these write (it
 already reads primitives stored as blobs). These read what it wrote too, but
@@ -61,12 +62,15 @@ from secure_serde.savers._metadata import (
     MetadataSealer,
 )
 from secure_serde.savers._postgres_base import SealedPostgresBase
+from secure_serde.savers._reseal import ResealReport, reseal_postgres_metadata
 
 __all__ = [
     "SEALED_METADATA_KEY",
     "STRUCTURAL_METADATA_KEYS",
     "AsyncPostgresSaver",
     "PostgresSaver",
+    "ResealReport",
+    "reseal_postgres_metadata",
 ]
 
 
@@ -79,21 +83,31 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             the stock saver.
         pipe: a pipeline on ``conn``, as for the stock saver.
         serde: the serializer; pass an `EncryptedSerializer`.
-        plaintext_metadata: ``None`` (the default) stores metadata as the
-            stock saver does, every key in plaintext. A collection of key
-            names seals every other key (except `STRUCTURAL_METADATA_KEYS`)
-            into one encrypted entry; ``list(filter=...)`` then accepts only
-            plaintext keys and raises `ConfigurationError` for sealed ones.
-            Sealing needs an encrypting serde.
+        seal_metadata: ``True`` (the default) seals every metadata key
+            except `STRUCTURAL_METADATA_KEYS` and ``plaintext_metadata``
+            into one encrypted entry bound to its checkpoint; it needs an
+            encrypting serde. ``False`` stores metadata as the stock saver
+            (and secure_serde 0.1.0 by default) does, every key in plaintext.
+        plaintext_metadata: more keys to keep in plaintext (0.1.0 meaning;
+            only the default changed: ``None`` now seals too).
+            ``list(filter=...)`` on a sealed key without an index raises
+            `ConfigurationError`.
+        indexed_metadata: sealed keys that ``list(filter=...)`` can match
+            by equality, through a keyed blind index (docs/postgres.md).
+        index_key: the blind-index key(s), in any form a key is written
+            (the first writes); default: derived from the serde's keyring
+            (HKDF, never the data key). Needed with KMS ciphers.
         migration: what unauthenticated content may still be read
             (`secure_serde.Migration`). ``inline_values``: state values found
             in the plaintext checkpoint JSON, which only a stock saver
             writes (threads it started); off, they raise
             `PlaintextRefusedError`, and even on, anything but a JSON
             primitive raises `StrictDecodeError`. ``plaintext_metadata``:
-            keys that ``plaintext_metadata`` seals but that are found in
-            plaintext; off, they raise `MetadataDowngradeError`. Each read
-            under a switch is logged (rate-limited).
+            sealed keys found in plaintext, or rows with no sealed entry
+            (written before sealing); off, they raise
+            `MetadataDowngradeError`. ``unbound``: sealed entries written by
+            0.1.0, which name no row. Each read under a switch is logged
+            (rate-limited).
         allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
     """
 
@@ -103,14 +117,21 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         pipe: Pipeline | None = None,
         serde: SerializerProtocol | None = None,
         *,
+        seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
+        indexed_metadata: Iterable[str] | None = None,
+        index_key: str | bytes | Iterable[str | bytes] | None = None,
         migration: Migration | None = None,
         allow_inline_values: bool = False,
     ) -> None:
-        sealer = MetadataSealer.from_option(plaintext_metadata)
+        sealer = MetadataSealer.from_options(
+            seal_metadata=seal_metadata,
+            plaintext_metadata=plaintext_metadata,
+            indexed_metadata=indexed_metadata,
+        )
         resolved = Migration.resolve(migration, allow_inline_values=allow_inline_values)
         super().__init__(conn, pipe, serde)
-        self._configure(sealer, resolved)
+        self._configure(sealer, resolved, index_key)
 
     @classmethod
     @contextmanager
@@ -120,7 +141,10 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         *,
         pipeline: bool = False,
         serde: SerializerProtocol | None = None,
+        seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
+        indexed_metadata: Iterable[str] | None = None,
+        index_key: str | bytes | Iterable[str | bytes] | None = None,
         migration: Migration | None = None,
         allow_inline_values: bool = False,
     ) -> Iterator[PostgresSaver]:
@@ -129,7 +153,11 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         The connection is opened as the stock ``from_conn_string`` opens it
         (``autocommit=True, prepare_threshold=0, row_factory=dict_row``).
         """
-        MetadataSealer.from_option(plaintext_metadata)  # fail before connecting
+        MetadataSealer.from_options(  # fail before connecting
+            seal_metadata=seal_metadata,
+            plaintext_metadata=plaintext_metadata,
+            indexed_metadata=indexed_metadata,
+        )
         with Connection.connect(
             conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
@@ -139,7 +167,10 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                         conn,
                         pipe,
                         serde,
+                        seal_metadata=seal_metadata,
                         plaintext_metadata=plaintext_metadata,
+                        indexed_metadata=indexed_metadata,
+                        index_key=index_key,
                         migration=migration,
                         allow_inline_values=allow_inline_values,
                     )
@@ -148,7 +179,10 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                     conn,
                     None,
                     serde,
+                    seal_metadata=seal_metadata,
                     plaintext_metadata=plaintext_metadata,
+                    indexed_metadata=indexed_metadata,
+                    index_key=index_key,
                     migration=migration,
                     allow_inline_values=allow_inline_values,
                 )
@@ -178,21 +212,31 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             ``row_factory=dict_row``) or an ``AsyncConnectionPool`` of them.
         pipe: a pipeline on ``conn``, as for the stock saver.
         serde: the serializer; pass an `EncryptedSerializer`.
-        plaintext_metadata: ``None`` (the default) stores metadata as the
-            stock saver does, every key in plaintext. A collection of key
-            names seals every other key (except `STRUCTURAL_METADATA_KEYS`)
-            into one encrypted entry; ``list(filter=...)`` then accepts only
-            plaintext keys and raises `ConfigurationError` for sealed ones.
-            Sealing needs an encrypting serde.
+        seal_metadata: ``True`` (the default) seals every metadata key
+            except `STRUCTURAL_METADATA_KEYS` and ``plaintext_metadata``
+            into one encrypted entry bound to its checkpoint; it needs an
+            encrypting serde. ``False`` stores metadata as the stock saver
+            (and secure_serde 0.1.0 by default) does, every key in plaintext.
+        plaintext_metadata: more keys to keep in plaintext (0.1.0 meaning;
+            only the default changed: ``None`` now seals too).
+            ``list(filter=...)`` on a sealed key without an index raises
+            `ConfigurationError`.
+        indexed_metadata: sealed keys that ``list(filter=...)`` can match
+            by equality, through a keyed blind index (docs/postgres.md).
+        index_key: the blind-index key(s), in any form a key is written
+            (the first writes); default: derived from the serde's keyring
+            (HKDF, never the data key). Needed with KMS ciphers.
         migration: what unauthenticated content may still be read
             (`secure_serde.Migration`). ``inline_values``: state values found
             in the plaintext checkpoint JSON, which only a stock saver
             writes (threads it started); off, they raise
             `PlaintextRefusedError`, and even on, anything but a JSON
             primitive raises `StrictDecodeError`. ``plaintext_metadata``:
-            keys that ``plaintext_metadata`` seals but that are found in
-            plaintext; off, they raise `MetadataDowngradeError`. Each read
-            under a switch is logged (rate-limited).
+            sealed keys found in plaintext, or rows with no sealed entry
+            (written before sealing); off, they raise
+            `MetadataDowngradeError`. ``unbound``: sealed entries written by
+            0.1.0, which name no row. Each read under a switch is logged
+            (rate-limited).
         allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
     """
 
@@ -202,14 +246,21 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         pipe: AsyncPipeline | None = None,
         serde: SerializerProtocol | None = None,
         *,
+        seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
+        indexed_metadata: Iterable[str] | None = None,
+        index_key: str | bytes | Iterable[str | bytes] | None = None,
         migration: Migration | None = None,
         allow_inline_values: bool = False,
     ) -> None:
-        sealer = MetadataSealer.from_option(plaintext_metadata)
+        sealer = MetadataSealer.from_options(
+            seal_metadata=seal_metadata,
+            plaintext_metadata=plaintext_metadata,
+            indexed_metadata=indexed_metadata,
+        )
         resolved = Migration.resolve(migration, allow_inline_values=allow_inline_values)
         super().__init__(conn, pipe, serde)
-        self._configure(sealer, resolved)
+        self._configure(sealer, resolved, index_key)
 
     @classmethod
     @asynccontextmanager
@@ -219,12 +270,19 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         *,
         pipeline: bool = False,
         serde: SerializerProtocol | None = None,
+        seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
+        indexed_metadata: Iterable[str] | None = None,
+        index_key: str | bytes | Iterable[str | bytes] | None = None,
         migration: Migration | None = None,
         allow_inline_values: bool = False,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """A saver on a new connection, closed on exit, opened as the stock one opens it."""
-        MetadataSealer.from_option(plaintext_metadata)  # fail before connecting
+        MetadataSealer.from_options(  # fail before connecting
+            seal_metadata=seal_metadata,
+            plaintext_metadata=plaintext_metadata,
+            indexed_metadata=indexed_metadata,
+        )
         async with await AsyncConnection.connect(
             conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
@@ -234,7 +292,10 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                         conn,
                         pipe,
                         serde,
+                        seal_metadata=seal_metadata,
                         plaintext_metadata=plaintext_metadata,
+                        indexed_metadata=indexed_metadata,
+                        index_key=index_key,
                         migration=migration,
                         allow_inline_values=allow_inline_values,
                     )
@@ -243,7 +304,10 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                     conn,
                     None,
                     serde,
+                    seal_metadata=seal_metadata,
                     plaintext_metadata=plaintext_metadata,
+                    indexed_metadata=indexed_metadata,
+                    index_key=index_key,
                     migration=migration,
                     allow_inline_values=allow_inline_values,
                 )
@@ -274,4 +338,5 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         self._metadata_opener.check(metadata)
         if SEALED_METADATA_KEY not in metadata:
             return checkpoint_tuple
-        return await asyncio.to_thread(self._unseal, checkpoint_tuple, True)
+        # Unsealing runs the cipher (a KMS call, maybe): off the loop.
+        return await asyncio.to_thread(self._unseal, checkpoint_tuple)

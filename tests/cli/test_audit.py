@@ -460,6 +460,10 @@ def test_postgres_stock_saver_inline_values(
     assert document["plaintext"]["count"] == 0
     cells = pg_count(postgres_url, "SELECT count(*) FROM checkpoint_blobs")
     cells += pg_count(postgres_url, "SELECT count(*) FROM checkpoint_writes")
+    # The sealed thread's metadata is sealed by default: one envelope per checkpoint.
+    cells += pg_count(
+        postgres_url, "SELECT count(*) FROM checkpoints WHERE metadata ? '__secure_serde_sealed__'"
+    )
     assert document["cells"]["total"] == cells
     empty = pg_count(postgres_url, "SELECT count(*) FROM checkpoint_blobs WHERE blob IS NULL")
     assert document["cells"]["empty"] == empty

@@ -206,7 +206,7 @@ def test_wrong_key_cannot_read_a_primitive(postgres_url: str) -> None:
 
 def test_stock_saver_reads_every_checkpoint(postgres_url: str) -> None:
     with connect(postgres_url) as conn:
-        ours = PostgresSaver(conn, serde=serde())
+        ours = PostgresSaver(conn, serde=serde(), seal_metadata=False)
         ours.setup()
         canary.run_sync(canary.build_canary_graph(ours), "t")
         stock = StockSaver(conn, serde=serde())
@@ -244,11 +244,13 @@ def test_ours_continue_a_thread_the_stock_saver_started(postgres_url: str) -> No
         assert inline_values(postgres_url)  # the stock saver did inline its primitives
 
         # Strict by default: those inline values are plaintext nothing authenticates.
-        strict = PostgresSaver(conn, serde=serde())
+        strict = PostgresSaver(conn, serde=serde(), seal_metadata=False)
         with pytest.raises(PlaintextRefusedError, match="allow_inline_values"):
             strict.get_tuple(canary.canary_config("t"))
 
-        migrating = PostgresSaver(conn, serde=serde(), allow_inline_values=True)
+        migrating = PostgresSaver(
+            conn, serde=serde(), seal_metadata=False, allow_inline_values=True
+        )
         # The primitives set before the interrupt did not change after it: they only exist
         # inline in the stock rows, so ours must write their blobs at the old versions.
         canary.check_final_state(_resume(migrating, "t"))
@@ -272,13 +274,15 @@ def test_ours_continue_a_thread_the_stock_saver_started(postgres_url: str) -> No
 
 def test_stock_saver_continues_a_thread_ours_started(postgres_url: str) -> None:
     with connect(postgres_url) as conn:
-        ours = PostgresSaver(conn, serde=serde())
+        ours = PostgresSaver(conn, serde=serde(), seal_metadata=False)
         ours.setup()
         _run_to_interrupt(ours, "t")
         assert_no_inline_state(postgres_url, "t")
         stock = StockSaver(conn, serde=serde())
         canary.check_final_state(_resume(stock, "t"))
-        migrating = PostgresSaver(conn, serde=serde(), allow_inline_values=True)
+        migrating = PostgresSaver(
+            conn, serde=serde(), seal_metadata=False, allow_inline_values=True
+        )
         same_tuples(all_tuples(stock, postgres_url, "t"), all_tuples(migrating, postgres_url, "t"))
 
 
@@ -321,20 +325,22 @@ def test_str_channel_migrates_to_a_delta_channel(postgres_url: str, first_writer
     with connect(postgres_url) as conn:
         StockSaver(conn).setup()
         first = (
-            PostgresSaver(conn, serde=serde())
+            PostgresSaver(conn, serde=serde(), seal_metadata=False)
             if first_writer == "ours"
             else StockSaver(conn, serde=serde())
         )
         for _ in range(2):
             _notes_graph(NotesV1, first).invoke({}, config)
 
-        migrating = PostgresSaver(conn, serde=serde(), allow_inline_values=True)
+        migrating = PostgresSaver(
+            conn, serde=serde(), seal_metadata=False, allow_inline_values=True
+        )
         for _ in range(2):
             _notes_graph(NotesV2, migrating).invoke({}, config)
         for reader in (migrating, StockSaver(conn, serde=serde())):
             assert _notes_graph(NotesV2, reader).get_state(config).values["notes"] == expected
 
-        strict = _notes_graph(NotesV2, PostgresSaver(conn, serde=serde()))
+        strict = _notes_graph(NotesV2, PostgresSaver(conn, serde=serde(), seal_metadata=False))
         if first_writer == "ours":
             assert strict.get_state(config).values["notes"] == expected
         else:
@@ -347,7 +353,7 @@ def test_planted_inline_value_is_refused(
     postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     with connect(postgres_url) as conn:
-        ours = PostgresSaver(conn, serde=serde())
+        ours = PostgresSaver(conn, serde=serde(), seal_metadata=False)
         ours.setup()
         canary.run_sync(canary.build_canary_graph(ours), "t")
         conn.execute(
@@ -364,7 +370,9 @@ def test_planted_inline_value_is_refused(
         with pytest.raises(PlaintextRefusedError):
             list(ours.list(config))
         with caplog.at_level(logging.WARNING, logger="secure_serde"):
-            allowed = PostgresSaver(conn, serde=serde(), allow_inline_values=True).get_tuple(config)
+            allowed = PostgresSaver(
+                conn, serde=serde(), seal_metadata=False, allow_inline_values=True
+            ).get_tuple(config)
         assert allowed is not None
         assert allowed.checkpoint["channel_values"]["verdict"] == "approved"
         assert any("allow_inline_values=True" in r.getMessage() for r in caplog.records)
@@ -378,19 +386,23 @@ async def test_async_saver_refuses_inline_values(postgres_url: str) -> None:
         stock.setup()
         for _ in range(2):
             _notes_graph(NotesV1, stock).invoke({}, config)  # "notes" and "turn" inline
-    async with AsyncPostgresSaver.from_conn_string(postgres_url, serde=serde()) as strict:
+    async with AsyncPostgresSaver.from_conn_string(
+        postgres_url, serde=serde(), seal_metadata=False
+    ) as strict:
         with pytest.raises(PlaintextRefusedError, match="notes"):
             await strict.aget_tuple(config)
         with pytest.raises(PlaintextRefusedError):
             _ = [t async for t in strict.alist(config)]
     async with AsyncPostgresSaver.from_conn_string(
-        postgres_url, serde=serde(), allow_inline_values=True
+        postgres_url, serde=serde(), seal_metadata=False, allow_inline_values=True
     ) as migrating:
         await _notes_graph(NotesV2, migrating).ainvoke({}, config)
         expected = "".join(f"[note {t}: secret-{t * 7919}]" for t in (1, 2, 3))
         state = await _notes_graph(NotesV2, migrating).aget_state(config)
         assert state.values["notes"] == expected
-    async with AsyncPostgresSaver.from_conn_string(postgres_url, serde=serde()) as strict:
+    async with AsyncPostgresSaver.from_conn_string(
+        postgres_url, serde=serde(), seal_metadata=False
+    ) as strict:
         # The latest checkpoint is ours and clean; its delta seed is a stock inline value.
         assert await strict.aget_tuple(config) is not None
         with pytest.raises(PlaintextRefusedError, match="notes"):
@@ -418,9 +430,11 @@ def _put(saver: Any, thread_id: str, **configurable: Any) -> Any:
     )
 
 
-def test_default_metadata_is_the_stock_metadata(postgres_url: str) -> None:
+def test_unsealed_metadata_is_the_stock_metadata(postgres_url: str) -> None:
+    """``seal_metadata=False``: 0.1.0's default, the stock saver's metadata exactly."""
     with connect(postgres_url) as conn:
-        stock, ours = StockSaver(conn, serde=serde()), PostgresSaver(conn, serde=serde())
+        stock = StockSaver(conn, serde=serde())
+        ours = PostgresSaver(conn, serde=serde(), seal_metadata=False)
         stock.setup()
         _put(stock, "stock", api_key=canary.API_KEY, tenant="acme")
         _put(ours, "ours", api_key=canary.API_KEY, tenant="acme")
@@ -431,7 +445,9 @@ def test_default_metadata_is_the_stock_metadata(postgres_url: str) -> None:
     assert stored["ours"]["api_key"] == canary.API_KEY
     with connect(postgres_url) as conn:
         found = list(
-            PostgresSaver(conn, serde=serde()).list(None, filter={"api_key": canary.API_KEY})
+            PostgresSaver(conn, serde=serde(), seal_metadata=False).list(
+                None, filter={"api_key": canary.API_KEY}
+            )
         )
     assert sorted(t.config["configurable"]["thread_id"] for t in found) == ["ours", "stock"]
 
