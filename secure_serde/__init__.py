@@ -69,8 +69,8 @@ else:
     )
 
 __all__ = [
-    "CompressedSerializer",
     "BlindIndexError",
+    "CompressedSerializer",
     "ConfigurationError",
     "DecompressionBombError",
     "DecompressionError",
