@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+# Support modules (tests/*_support.py and the like) check with assert too; rewrite them
+# like test modules, so that they still check when CI runs the suite under python -O.
+pytest.register_assert_rewrite("tests")
+
 pytest_plugins = ("tests.fixtures_services",)
 
 # A raw 32-character key, the form langgraph's own LANGGRAPH_AES_KEY takes.
