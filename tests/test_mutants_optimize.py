@@ -9,6 +9,7 @@ rewrites the asserts of test modules into explicit raises.
 from __future__ import annotations
 
 import ast
+import importlib
 import sys
 from pathlib import Path
 
@@ -42,6 +43,15 @@ def test_test_asserts_still_check_in_this_interpreter() -> None:
     """Under ``-O`` a plain assert would pass silently; pytest's rewritten one must not."""
     with pytest.raises(AssertionError):
         assert sys.flags.optimize < 0
+
+
+@pytest.mark.parametrize(
+    "support", ["tests.graphs_support", "tests.ciphers.kms_support", "tests.cli.cli_support"]
+)
+def test_support_modules_are_rewritten_too(support: str) -> None:
+    """Their asserts are checks as well; tests/conftest.py registers them for rewriting."""
+    module = importlib.import_module(support)
+    assert type(module.__loader__).__name__ == "AssertionRewritingHook"
 
 
 def test_refusals_do_not_depend_on_the_interpreter_mode() -> None:
