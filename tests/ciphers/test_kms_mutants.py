@@ -23,15 +23,19 @@ from secure_serde import (
     KmsEncryptionError,
 )
 from secure_serde.ciphers import KmsEnvelopeCipher
-from tests.ciphers.kms_proxy import DROP, KmsKeyIdProxy
+from tests.ciphers.kms_proxy import KmsRewritingProxy, drop_field, set_field
 from tests.ciphers.kms_support import kms_client, new_cmk
 
 STATE = {"ssn": "123-45-6789", "n": 7}
 
 
+def _key_id_edit(answered: str, other_cmk: str) -> Any:
+    return set_field("KeyId", other_cmk) if answered == "other" else drop_field("KeyId")
+
+
 @pytest.fixture
-def proxy(kms_endpoint: str) -> Iterator[KmsKeyIdProxy]:
-    server = KmsKeyIdProxy(kms_endpoint)
+def proxy(kms_endpoint: str) -> Iterator[KmsRewritingProxy]:
+    server = KmsRewritingProxy(kms_endpoint)
     server.start()
     try:
         yield server
@@ -45,7 +49,7 @@ def direct(kms_endpoint: str) -> Any:
 
 
 @pytest.fixture
-def proxied(proxy: KmsKeyIdProxy) -> Any:
+def proxied(proxy: KmsRewritingProxy) -> Any:
     return kms_client(proxy.endpoint, attempts=1, timeout=30.0)
 
 
@@ -59,7 +63,7 @@ def other_cmk(direct: Any) -> str:
     return new_cmk(direct, "another CMK a misbehaving endpoint names")
 
 
-def test_the_proxy_alone_changes_nothing(proxy: KmsKeyIdProxy, proxied: Any, cmk: str) -> None:
+def test_the_proxy_alone_changes_nothing(proxy: KmsRewritingProxy, proxied: Any, cmk: str) -> None:
     """Without rewrites, the proxied client writes and reads: the refusals below are the KeyId."""
     writer = EncryptedSerializer(KmsEnvelopeCipher(cmk, client=proxied))
     row = writer.dumps_typed(STATE)
@@ -67,11 +71,11 @@ def test_the_proxy_alone_changes_nothing(proxy: KmsKeyIdProxy, proxied: Any, cmk
     assert proxy.seen == ["GenerateDataKey", "Decrypt"]
 
 
-@pytest.mark.parametrize("answered", ["other", DROP], ids=["another-key", "no-key"])
+@pytest.mark.parametrize("answered", ["other", "none"], ids=["another-key", "no-key"])
 def test_generate_data_key_answered_for_another_key_is_refused(
-    proxy: KmsKeyIdProxy, proxied: Any, cmk: str, other_cmk: str, answered: str
+    proxy: KmsRewritingProxy, proxied: Any, cmk: str, other_cmk: str, answered: str
 ) -> None:
-    proxy.rewrites["GenerateDataKey"] = other_cmk if answered == "other" else DROP
+    proxy.rewrites["GenerateDataKey"] = _key_id_edit(answered, other_cmk)
     serde = EncryptedSerializer(KmsEnvelopeCipher(cmk, client=proxied))
     with pytest.raises(KmsEncryptionError) as raised:
         serde.dumps_typed(STATE)
@@ -86,9 +90,9 @@ def test_generate_data_key_answered_for_another_key_is_refused(
     assert proxy.seen == ["GenerateDataKey", "GenerateDataKey"]
 
 
-@pytest.mark.parametrize("answered", ["other", DROP], ids=["another-key", "no-key"])
+@pytest.mark.parametrize("answered", ["other", "none"], ids=["another-key", "no-key"])
 def test_decrypt_answered_for_another_key_is_refused(
-    proxy: KmsKeyIdProxy,
+    proxy: KmsRewritingProxy,
     direct: Any,
     proxied: Any,
     cmk: str,
@@ -96,7 +100,7 @@ def test_decrypt_answered_for_another_key_is_refused(
     answered: str,
 ) -> None:
     row = EncryptedSerializer(KmsEnvelopeCipher(cmk, client=direct)).dumps_typed(STATE)
-    proxy.rewrites["Decrypt"] = other_cmk if answered == "other" else DROP
+    proxy.rewrites["Decrypt"] = _key_id_edit(answered, other_cmk)
     reader = EncryptedSerializer(KmsEnvelopeCipher(cmk, client=proxied))
     with pytest.raises(KmsDecryptionError) as raised:
         reader.loads_typed(row)
@@ -111,11 +115,11 @@ def test_decrypt_answered_for_another_key_is_refused(
 
 
 def test_an_answer_naming_an_allowed_decrypt_key_still_differs_from_the_one_asked(
-    proxy: KmsKeyIdProxy, direct: Any, proxied: Any, cmk: str, other_cmk: str
+    proxy: KmsRewritingProxy, direct: Any, proxied: Any, cmk: str, other_cmk: str
 ) -> None:
     """Both CMKs are configured, but a Decrypt sent for one must be answered for that one."""
     row = EncryptedSerializer(KmsEnvelopeCipher(cmk, client=direct)).dumps_typed(STATE)
-    proxy.rewrites["Decrypt"] = other_cmk
+    proxy.rewrites["Decrypt"] = set_field("KeyId", other_cmk)
     reader = EncryptedSerializer(
         KmsEnvelopeCipher(other_cmk, client=proxied, decrypt_key_ids=[cmk])
     )
