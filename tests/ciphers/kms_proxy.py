@@ -55,7 +55,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
         operation = self.headers.get("X-Amz-Target", "").rpartition(".")[2]
-        failure = self.server.failure_for(operation)
+        failure = self.server.failure_for(operation, body)
         if failure is not None:
             status, headers = 400, [("Content-Type", "application/x-amz-json-1.1")]
             payload = json.dumps({"__type": failure, "message": "refused by the test"}).encode()
@@ -99,6 +99,7 @@ class KmsRewritingProxy(ThreadingHTTPServer):
         self.rewrites: dict[str, Edit] = {}
         self.failures: dict[str, str] = {}
         self.seen: list[str] = []
+        self.requests: list[tuple[str, dict[str, Any]]] = []
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
 
@@ -115,9 +116,10 @@ class KmsRewritingProxy(ThreadingHTTPServer):
         self.server_close()
         self._thread.join(timeout=5)
 
-    def failure_for(self, operation: str) -> str | None:
+    def failure_for(self, operation: str, body: bytes) -> str | None:
         with self._lock:
             self.seen.append(operation)
+            self.requests.append((operation, json.loads(body or b"{}")))
             return self.failures.get(operation)
 
     def rewrite(self, operation: str, status: int, payload: bytes) -> bytes:

@@ -8,6 +8,7 @@ rewriting proxy of `tests.ciphers.kms_proxy` where an answer must be wrong.
 
 from __future__ import annotations
 
+import base64
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,6 +129,58 @@ def test_a_describe_key_answer_without_a_key_arn_is_refused(
         assert proxy.seen == ["DescribeKey", "DescribeKey", "GenerateDataKey"]
     finally:
         direct.delete_alias(AliasName=alias)
+
+
+# --- data keys of the wrong size, or none ------------------------------------------------------
+
+SHORT_KEY = base64.b64encode(bytes(16)).decode()
+BAD_DATA_KEYS: dict[str, tuple[Edit, str]] = {
+    "short-key": (set_field("Plaintext", SHORT_KEY), "a data key that is not 32 bytes"),
+    "no-key": (drop_field("Plaintext"), "a data key that is not 32 bytes"),
+    "empty-wrapped-key": (set_field("CiphertextBlob", ""), "no wrapped data key"),
+    "no-wrapped-key": (drop_field("CiphertextBlob"), "no wrapped data key"),
+}
+
+
+@pytest.mark.parametrize(("edit", "what"), BAD_DATA_KEYS.values(), ids=BAD_DATA_KEYS.keys())
+def test_generate_data_key_without_a_usable_key_is_refused(
+    proxy: KmsRewritingProxy, proxied: Any, cmk: str, edit: Edit, what: str
+) -> None:
+    proxy.rewrites["GenerateDataKey"] = edit
+    with pytest.raises(KmsEncryptionError) as raised:
+        EncryptedSerializer(KmsEnvelopeCipher(cmk, client=proxied)).dumps_typed(STATE)
+    assert (raised.value.operation, raised.value.key_arn) == ("GenerateDataKey", cmk)
+    assert raised.value.error_code == "BadResponse"
+    assert str(raised.value) == f"KMS GenerateDataKey for {cmk} returned {what}"
+
+
+@pytest.mark.parametrize("edit", [set_field("Plaintext", SHORT_KEY), drop_field("Plaintext")])
+def test_decrypt_without_a_usable_key_is_refused(
+    proxy: KmsRewritingProxy, direct: Any, proxied: Any, cmk: str, edit: Edit
+) -> None:
+    row = EncryptedSerializer(KmsEnvelopeCipher(cmk, client=direct)).dumps_typed(STATE)
+    proxy.rewrites["Decrypt"] = edit
+    with pytest.raises(KmsDecryptionError) as raised:
+        EncryptedSerializer(KmsEnvelopeCipher(cmk, client=proxied)).loads_typed(row)
+    assert (raised.value.operation, raised.value.key_arn) == ("Decrypt", cmk)
+    assert raised.value.error_code == "BadResponse"
+    assert str(raised.value) == f"KMS Decrypt for {cmk} returned a data key that is not 32 bytes"
+
+
+def test_every_request_names_the_cmk_and_the_context(
+    proxy: KmsRewritingProxy, proxied: Any, cmk: str
+) -> None:
+    """KMS is told which key must answer: Decrypt under any other CMK then fails at KMS."""
+    context = {"tenant": "acme"}
+    writer = KmsEnvelopeCipher(cmk, client=proxied, encryption_context=context)
+    row = EncryptedSerializer(writer).dumps_typed(STATE)
+    reader = KmsEnvelopeCipher(cmk, client=proxied, encryption_context=context)
+    assert EncryptedSerializer(reader).loads_typed(row) == STATE
+    assert [op for op, _ in proxy.requests] == ["GenerateDataKey", "Decrypt"]
+    for _, request in proxy.requests:
+        assert request["KeyId"] == cmk
+        assert request["EncryptionContext"] == writer.encryption_context
+    assert proxy.requests[0][1]["KeySpec"] == "AES_256"
 
 
 # --- failed calls: the error code and its hint ------------------------------------------------
