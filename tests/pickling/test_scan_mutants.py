@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import pytest
 
-from secure_serde import ForbiddenGlobalError
+from secure_serde import ForbiddenGlobalError, UnsafePickleError
 from secure_serde.pickling._scan import Admission, scan
 
 ADMITTED = Admission(
@@ -150,3 +150,79 @@ def test_a_frame_does_not_hide_a_foreign_global() -> None:
     scan(framed(*STAND_IN), ADMITTED)
     with pytest.raises(ForbiddenGlobalError):
         scan(framed("posix", "system"), ADMITTED)
+
+
+# --- stack bookkeeping that the scan's rules rely on (more surviving mutants) ------------------
+
+GETATTR_PAIR = (
+    stack_glob("builtins", "getattr")
+    + stack_glob("zoneinfo", "ZoneInfo")
+    + text("_unpickle")
+    + pickle.TUPLE2
+    + pickle.REDUCE
+)
+WITH_METHODS = Admission(
+    frozenset({("builtins", "getattr"), ("zoneinfo", "ZoneInfo"), ("collections", "OrderedDict")}),
+    frozenset({("zoneinfo", "ZoneInfo", "_unpickle")}),
+)
+
+MALFORMED = {
+    "MEMOIZE on an empty stack": v4(pickle.MEMOIZE + pickle.NONE),
+    "MEMOIZE of a mark": v4(pickle.MARK + pickle.MEMOIZE + pickle.POP_MARK + pickle.NONE),
+    "BINPUT on an empty stack": v4(pickle.BINPUT + b"\x00" + pickle.NONE),
+    "BINPUT of a mark": v4(pickle.MARK + pickle.BINPUT + b"\x00" + pickle.POP_MARK + pickle.NONE),
+    "a mark as REDUCE's argument": v4(
+        stack_glob("collections", "OrderedDict") + pickle.MARK + pickle.REDUCE + pickle.POP_MARK
+    ),
+}
+
+
+@pytest.mark.parametrize("data", MALFORMED.values(), ids=MALFORMED.keys())
+def test_malformed_stack_use_is_refused(data: bytes) -> None:
+    with pytest.raises(UnsafePickleError, match="malformed"):
+        scan(data, ADMITTED)
+
+
+MUTATING_A_GLOBAL = {
+    "BUILD on a DUP of a global": v4(
+        stack_glob("collections", "OrderedDict") + pickle.DUP + pickle.EMPTY_DICT + pickle.BUILD
+    ),
+    "BUILD on a memoized global": v4(
+        stack_glob("collections", "OrderedDict")
+        + pickle.BINPUT
+        + b"\x00"
+        + pickle.POP
+        + pickle.BINGET
+        + b"\x00"
+        + pickle.EMPTY_DICT
+        + pickle.BUILD
+    ),
+    "BUILD on a getattr method": v4(GETATTR_PAIR + pickle.EMPTY_DICT + pickle.BUILD),
+}
+
+
+@pytest.mark.parametrize("data", MUTATING_A_GLOBAL.values(), ids=MUTATING_A_GLOBAL.keys())
+def test_state_aimed_at_a_global_is_refused(data: bytes) -> None:
+    with pytest.raises(UnsafePickleError, match="BUILD to a global"):
+        scan(data, WITH_METHODS)
+
+
+def test_calling_a_built_instance_is_a_nested_reduce_chain() -> None:
+    built = ORDERED_DICT_CALLED + pickle.EMPTY_DICT + pickle.BUILD
+    scan(v4(built), ADMITTED)
+    with pytest.raises(UnsafePickleError, match="nested reduce chain"):
+        scan(v4(built + pickle.EMPTY_TUPLE + pickle.REDUCE), ADMITTED)
+
+
+VALID = {
+    "a set (ADDITEMS)": pickle.dumps({1, 2, 3}, protocol=4),
+    "shared references (BINPUT/BINGET)": pickle.dumps(
+        [collections.OrderedDict(a=1)] * 3, protocol=2
+    ),
+    "POP_MARK": v4(pickle.MARK + pickle.NONE + pickle.NONE + pickle.POP_MARK + pickle.NONE),
+}
+
+
+@pytest.mark.parametrize("data", VALID.values(), ids=VALID.keys())
+def test_valid_stack_use_passes(data: bytes) -> None:
+    scan(data, ADMITTED)
