@@ -77,3 +77,9 @@ def test_the_plaintext_migration_log_names_the_type_read(caplog: pytest.LogCaptu
     messages = [r.getMessage() for r in caplog.records if "plaintext" in r.getMessage()]
     assert len(messages) == 1
     assert "'msgpack'" in messages[0]
+
+
+def test_a_cipher_without_the_legacy_reader_does_not_claim_its_name() -> None:
+    """The serializer dispatches on these names; ``aes`` must stay free for another reader."""
+    assert EnvKeyCipher(key=KEY, legacy_mode=None).cipher_names == frozenset({"aesgcm"})
+    assert EnvKeyCipher(key=KEY).cipher_names == frozenset({"aesgcm", "aes"})
