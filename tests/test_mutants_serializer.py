@@ -11,6 +11,7 @@ import logging
 import pickle
 
 import pytest
+from Crypto.Cipher import AES
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -19,6 +20,7 @@ from secure_serde import (
     EncryptedSerializer,
     PickleRefusedError,
     PlaintextRefusedError,
+    UnknownCipherError,
 )
 from secure_serde.ciphers import EnvKeyCipher
 from tests.planted import PlantedPickle
@@ -83,3 +85,13 @@ def test_a_cipher_without_the_legacy_reader_does_not_claim_its_name() -> None:
     """The serializer dispatches on these names; ``aes`` must stay free for another reader."""
     assert EnvKeyCipher(key=KEY, legacy_mode=None).cipher_names == frozenset({"aesgcm"})
     assert EnvKeyCipher(key=KEY).cipher_names == frozenset({"aesgcm", "aes"})
+
+
+@pytest.mark.parametrize("legacy_mode", [None, AES.MODE_EAX], ids=["no-legacy", "legacy"])
+def test_a_cipher_alone_refuses_a_name_it_does_not_read(legacy_mode: int | None) -> None:
+    """Used without the serializer (CipherProtocol), an unknown name is not handed to a reader."""
+    cipher = EnvKeyCipher(key=KEY, legacy_mode=legacy_mode)
+    blob = BuiltinSerializer.from_pycryptodome_aes(key=KEY).dumps_typed({"a": 1})[1]
+    with pytest.raises(UnknownCipherError) as raised:
+        cipher.decrypt_bound("rot13", blob, "msgpack")
+    assert raised.value.cipher_name == "rot13"
