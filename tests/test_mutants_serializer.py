@@ -17,6 +17,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde import (
     ConfigurationError,
+    DecryptionError,
     EncryptedSerializer,
     PickleRefusedError,
     PlaintextRefusedError,
@@ -95,3 +96,16 @@ def test_a_cipher_alone_refuses_a_name_it_does_not_read(legacy_mode: int | None)
     with pytest.raises(UnknownCipherError) as raised:
         cipher.decrypt_bound("rot13", blob, "msgpack")
     assert raised.value.cipher_name == "rot13"
+
+
+def test_an_opted_in_legacy_pickle_row_is_not_vouched_for() -> None:
+    """``allow_legacy_pickle`` opens the row to the inner serializer, never as authenticated.
+
+    Its failures stay a `DecryptionError` without the inner error (which could quote the
+    plaintext) attached.
+    """
+    _, blob = BuiltinSerializer.from_pycryptodome_aes(key=KEY).dumps_typed(b"not a pickle")
+    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), allow_legacy_pickle=True)
+    with pytest.raises(DecryptionError) as raised:
+        serde.loads_typed(("msgpack+pickle+aes", blob))
+    assert raised.value.__context__ is None
