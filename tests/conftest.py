@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+
+# Support modules (tests/*_support.py and the like) check with assert too; rewrite them
+# like test modules, so that they still check when CI runs the suite under python -O.
+_HERE = Path(__file__).parent
+pytest.register_assert_rewrite(
+    *(f"tests.{p.stem}" for p in _HERE.glob("*.py") if p.stem not in ("__init__", "conftest")),
+    *(f"tests.{p.parent.name}" for p in _HERE.glob("*/__init__.py")),
+)
 
 pytest_plugins = ("tests.fixtures_services",)
 
