@@ -35,10 +35,14 @@ def test_the_ci_script_runs_the_readme_test_command() -> None:
 
 
 def test_version_claims_match_pyproject() -> None:
+    import secure_serde
+
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert secure_serde.__version__ == version
     for doc in ("README.md", "SECURITY.md"):
-        claims = re.findall(r"secure_serde` (\d+\.\d+\.\d+)", (ROOT / doc).read_text())
+        claims = re.findall(r"covers `secure_serde` (\d+\.\d+\.\d+)", (ROOT / doc).read_text())
         assert all(claim == version for claim in claims), (doc, claims, version)
+    assert "covers `secure_serde`" in (ROOT / "SECURITY.md").read_text()
 
 
 def test_production_recipe_runs_as_written(
