@@ -271,7 +271,7 @@ class CompressedSerializer:
         "_serde",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - public constructor: keyword-only limits with measured defaults
         self,
         serde: SerializerProtocol | None = None,
         *,

@@ -239,7 +239,7 @@ def legacy_supported() -> bool:
 
 
 @scrubbed
-def legacy_open(
+def legacy_open(  # noqa: PLR0913 - the legacy format's fields, one argument each
     key: bytes, mode: int, nonce: bytes, tag: bytes, ciphertext: bytes, aad: bytes = b""
 ) -> bytes:
     """Decrypt one value the way langgraph's built-in ``PycryptodomeAesCipher`` wrote it.

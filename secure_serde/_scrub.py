@@ -55,7 +55,7 @@ def scrubbed(function: Callable[_P, _R]) -> Callable[_P, _R]:
         handling = sys.exception()
         try:
             return function(*args, **kwargs)
-        except BaseException as exc:  # re-raised below, after the frames are cleared
+        except BaseException as exc:  # noqa: BLE001 - re-raised below, after the frames are cleared
             error = exc
         # Outside the ``except`` block, so no second error is chained to it.
         del args, kwargs

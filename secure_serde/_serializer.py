@@ -79,7 +79,7 @@ class EncryptedSerializer:
         "_strict",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - public constructor: keyword-only switches, default off
         self,
         cipher: BoundCipher,
         serde: SerializerProtocol | None = None,
@@ -139,7 +139,7 @@ class EncryptedSerializer:
 
     @classmethod
     @scrubbed
-    def from_pycryptodome_aes(
+    def from_pycryptodome_aes(  # noqa: PLR0913 - public constructor: keyword-only switches, default off
         cls,
         serde: SerializerProtocol | None = None,
         *,
@@ -231,7 +231,7 @@ class EncryptedSerializer:
         """
         try:
             value = self._serde.loads_typed((route.inner, plaintext))
-        except Exception:
+        except Exception:  # noqa: BLE001 - becomes one DecryptionError, raised outside the handler
             value = _UNREADABLE
         if value is _UNREADABLE:
             raise DecryptionError(

@@ -303,7 +303,7 @@ def _attempt(function: Any, *args: Any, **kwargs: Any) -> Any:
     """``function(*args, **kwargs)``, or `_FAILED` if it raised; callers raise a typed error."""
     try:
         return function(*args, **kwargs)
-    except Exception:
+    except Exception:  # noqa: BLE001 - every caller turns _FAILED into StrictDecodeError
         return _FAILED
 
 

@@ -89,7 +89,7 @@ def _holds(value: Any, texts: list[str], raw: list[bytes], depth: int = 0) -> bo
         return True
     try:
         shown = repr(value)
-    except Exception:  # a broken repr shows nothing
+    except Exception:  # noqa: BLE001 - a broken repr shows nothing
         return False
     return any(t in shown for t in texts)
 

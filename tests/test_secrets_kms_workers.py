@@ -121,7 +121,7 @@ def _child(cipher: KmsEnvelopeCipher, parent_client_id: int, conn: Connection) -
         cipher.renew_client()
         name, blob = cipher.encrypt(b"from the child")
         conn.send((id(cipher.client) != parent_client_id, cipher.decrypt(name, blob)))
-    except Exception as exc:  # reported to the parent, which fails the test
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which fails the test
         conn.send((False, repr(exc).encode()))
     finally:
         conn.close()

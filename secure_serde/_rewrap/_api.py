@@ -25,7 +25,7 @@ Progress = Callable[[RewrapProgress], None]
 
 
 @scrubbed  # a DSN may hold a password: no error leaves it in a frame local
-def rewrap(
+def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a safe default
     store: Store | str | os.PathLike[str],
     cipher: BoundCipher | EncryptedSerializer,
     *,

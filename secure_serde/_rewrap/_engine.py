@@ -34,7 +34,7 @@ MAX_ATTEMPTS: Final = 5
 BatchDone = Callable[[Tally], None]
 
 
-def rewrap_range(
+def rewrap_range(  # noqa: PLR0913 - the range, its store and the options it runs with
     store: Store,
     planner: Planner,
     thread_range: ThreadRange,
@@ -54,7 +54,7 @@ def rewrap_range(
     return tally
 
 
-def _settle(
+def _settle(  # noqa: C901 - one compare-and-swap round: each outcome of a row is one branch
     store: Store, planner: Planner, cells: Sequence[Cell], tally: Tally, dry_run: bool
 ) -> None:
     pending: list[tuple[Swap, str]] = []

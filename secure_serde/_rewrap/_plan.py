@@ -89,7 +89,7 @@ class Planner:
     run, which is safe but not idempotent.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - keyword-only options, each with a safe default
         self,
         cipher: BoundCipher,
         decrypt_only: Iterable[BoundCipher] = (),

@@ -42,7 +42,7 @@ def _fork_context() -> Any:
     return multiprocessing.get_context("fork")
 
 
-def _worker(
+def _worker(  # noqa: PLR0913 - what each forked worker needs, passed explicitly
     location: str,
     planner: Planner,
     thread_range: ThreadRange,
@@ -82,7 +82,7 @@ def _worker(
         conn.close()
 
 
-def rewrap_in_workers(
+def rewrap_in_workers(  # noqa: C901, PLR0913 - fork, run, reap in one place; explicit inputs
     location: str,
     planner: Planner,
     ranges: Sequence[ThreadRange],

@@ -169,7 +169,7 @@ class KmsEnvelopeCipher(SecretHolder):
         "_unwrap_lock",
     )
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - public constructor: the cache limits are explicit by design
         self,
         key_id: str,
         *,

@@ -103,7 +103,7 @@ def compact(value: Any, max_chars: int) -> list[str]:
     return [shorten(for_terminal(repr(value)), max_chars)]
 
 
-def to_jsonable(value: Any) -> Any:
+def to_jsonable(value: Any) -> Any:  # noqa: C901 - one branch per JSON-able type
     """``value`` as JSON-compatible data, structure kept (see the module docstring)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value

@@ -117,7 +117,7 @@ def _names(obj: Any) -> tuple[str, str]:
     return obj.__class__.__module__, obj.__class__.__name__
 
 
-def container_payload(obj: Any) -> tuple[int, tuple[Any, ...]] | None:
+def container_payload(obj: Any) -> tuple[int, tuple[Any, ...]] | None:  # noqa: C901 - JsonPlus's _msgpack_default order, branch for branch (pinned by a test)
     """JsonPlus's ext code and payload for a container, or None for a leaf.
 
     The checks run in ``_msgpack_default``'s order, so an object matching
@@ -322,10 +322,10 @@ class _Decoder:
                 cls = getattr(importlib.import_module(module), name)
                 try:
                     return cls(**arg)
-                except Exception:
+                except Exception:  # noqa: BLE001 - JsonPlus's own fallback, mirrored exactly
                     fallback = "construct" if code == lg.EXT_PYDANTIC_V1 else "model_construct"
                     return getattr(cls, fallback)(**arg)
-            except Exception:
+            except Exception:  # noqa: BLE001 - JsonPlus returns the kwargs here too (pinned)
                 return arg
         try:
             if code == lg.EXT_CONSTRUCTOR_POS_ARGS and (module, name) == (
@@ -339,7 +339,7 @@ class _Decoder:
             if code == lg.EXT_CONSTRUCTOR_POS_ARGS:
                 return cls(*arg)
             return cls(**arg)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - langgraph's reconstruction_fallback decides
             return lg.reconstruction_fallback(tup, exc)
 
 

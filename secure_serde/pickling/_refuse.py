@@ -177,7 +177,7 @@ def _refuse(module: str, name: str, why: str) -> ConfigurationError:
     return ConfigurationError(f"{module}.{name} is never admitted: {why}")
 
 
-def refuse_dangerous(pair: tuple[str, str], target: object = None) -> None:
+def refuse_dangerous(pair: tuple[str, str], target: object = None) -> None:  # noqa: C901 - one rule per dangerous kind of global, read top to bottom
     """Raise `ConfigurationError` if ``(module, name)`` must never be admitted.
 
     ``target`` is the object itself when the developer passed a class rather

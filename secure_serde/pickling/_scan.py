@@ -224,7 +224,7 @@ def _add_to(target: tuple[Any, ...], items: list[tuple[Any, ...]], sealed: dict[
         target[1].extend(items)
 
 
-def scan(data: bytes, admission: Admission) -> None:
+def scan(data: bytes, admission: Admission) -> None:  # noqa: C901 - one opcode dispatch over one stack model; split, the model would scatter
     """Raise `UnsafePickleError` (or `ForbiddenGlobalError`) unless ``data`` is safe to load."""
     stack: list[tuple[Any, ...]] = []
     marks: list[int] = []

@@ -226,7 +226,7 @@ def load(data: bytes, admission: Admission, verdicts: ScanVerdicts | None = None
         return _RestrictedUnpickler(data, admission).load()
     except UnsafePickleError:
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - re-raised as UnsafePickleError just below
         # Only the exception type: its text could quote stored values.
         raise UnsafePickleError(
             f"an admitted helper failed to rebuild a pickled value ({type(exc).__name__})"

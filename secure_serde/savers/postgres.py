@@ -111,7 +111,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
         self,
         conn: Conn,
         pipe: Pipeline | None = None,
@@ -135,7 +135,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
 
     @classmethod
     @contextmanager
-    def from_conn_string(
+    def from_conn_string(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
         cls,
         conn_string: str,
         *,
@@ -240,7 +240,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
         self,
         conn: AsyncConn,
         pipe: AsyncPipeline | None = None,
@@ -264,7 +264,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
 
     @classmethod
     @asynccontextmanager
-    async def from_conn_string(
+    async def from_conn_string(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
         cls,
         conn_string: str,
         *,

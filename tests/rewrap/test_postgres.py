@@ -91,7 +91,7 @@ def test_live_writer_during_rewrap_with_workers(postgres_url: str, tmp_path: Pat
                     run_turns(graph, thread, 1, start=100 + turn)
                     done.append((thread, time.monotonic()))
                     turn += 1
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - the writer thread hands it to the test
             errors.append(exc)
 
     worker = threading.Thread(target=writer)
