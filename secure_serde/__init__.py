@@ -12,6 +12,7 @@ Layers, top to bottom:
 """
 
 from secure_serde._errors import (
+    BindingError,
     ConfigurationError,
     DecryptionError,
     EncryptionError,
@@ -25,6 +26,7 @@ from secure_serde._errors import (
     RetiredKeyError,
     SecretPicklingError,
     SecureSerdeError,
+    UnboundValueError,
     UnknownCipherError,
     UnknownKeyError,
     UnsafePickleError,
@@ -35,6 +37,7 @@ from secure_serde._serializer import EncryptedSerializer
 from secure_serde.pickling import PickleFallbackSerializer
 
 __all__ = [
+    "BindingError",
     "ConfigurationError",
     "DecryptionError",
     "EncryptedSerializer",
@@ -53,6 +56,7 @@ __all__ = [
     "RowFailure",
     "SecretPicklingError",
     "SecureSerdeError",
+    "UnboundValueError",
     "UnknownCipherError",
     "UnknownKeyError",
     "UnsafePickleError",

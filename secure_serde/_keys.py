@@ -28,6 +28,7 @@ from typing import Final
 
 from secure_serde._errors import ConfigurationError
 from secure_serde._format import KEY_ID_SIZE, key_id_hex
+from secure_serde._format_v2 import KeyCommitment
 from secure_serde._primitives import (
     AES_KEY_SIZES,
     AesGcm,
@@ -51,6 +52,8 @@ ENCODED_PREFIX: Final = "base64:"
 FULL_ENTROPY_SIZE: Final = 32
 _INFO_AEAD: Final = b"secure_serde/v1/aes-256-gcm"
 _INFO_KEY_ID: Final = b"secure_serde/v1/key-id"
+# Format v2's key commitment (see _format_v2): a third, independent derivation.
+_INFO_COMMITMENT: Final = b"secure_serde/v2/commitment"
 
 
 def parse_key(value: str | bytes, *, source: str = "key") -> bytes:
@@ -118,6 +121,7 @@ class Key(SecretHolder):
     key_id: bytes
     label: str
     aead: AesGcm = field(compare=False)
+    commitment: KeyCommitment = field(compare=False)
 
     @classmethod
     def derive(cls, key: str | bytes, *, label: str = "", backend: Backend = "auto") -> Key:
@@ -126,6 +130,7 @@ class Key(SecretHolder):
             key_id=hkdf_sha256(material, _INFO_KEY_ID, KEY_ID_SIZE, backend),
             label=label,
             aead=new_aes_gcm(hkdf_sha256(material, _INFO_AEAD, 32, backend), backend),
+            commitment=KeyCommitment(hkdf_sha256(material, _INFO_COMMITMENT, 32, backend)),
         )
 
     @property

@@ -192,7 +192,7 @@ def test_clean_store_exits_zero(
     code, out, err = audit(capsys, str(store))
     assert code == 0, out + err
     assert (
-        f"aesgcm key {key_id(KEY_A)} (env) format v1: {rows:,} ({rows:,} under the primary" in out
+        f"aesgcm key {key_id(KEY_A)} (env) format v2: {rows:,} ({rows:,} under the primary" in out
     )
     assert "findings: 0" in out
     code, document = audit_json(capsys, str(store))
@@ -216,7 +216,7 @@ def test_mixed_store_every_finding_counted(
     assert cells["empty"] == 0
 
     a = group(document, "aesgcm", key_id(KEY_A))
-    assert (a["key_label"], a["format_version"], a["legacy"]) == ("env", 1, False)
+    assert (a["key_label"], a["format_version"], a["legacy"]) == ("env", 2, False)
     assert (a["count"], a["readable"], a["current"], a["failed"]) == (good, good - 1, good - 1, 1)
     c = group(document, "aesgcm", key_id(KEY_C))
     assert (c["key_label"], c["count"], c["readable"], c["failed"]) == (None, unknown, 0, unknown)
