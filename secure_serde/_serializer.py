@@ -17,20 +17,24 @@ from typing import Any, Final
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from secure_serde._binding import Location
 from secure_serde._errors import (
+    BindingError,
     ConfigurationError,
     DecryptionError,
     PickleRefusedError,
     PlaintextRefusedError,
+    UnboundValueError,
     UnknownCipherError,
 )
 from secure_serde._keys import ENV_VAR
 from secure_serde._langgraph import register_allowlist_wrapper
+from secure_serde._migration import Migration
 from secure_serde._primitives import MODE_EAX, Backend
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde._trust import load_authenticated
 from secure_serde.ciphers._env import EnvKeyCipher
-from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher
 
 __all__ = ["EncryptedSerializer"]
 
@@ -38,6 +42,10 @@ logger = logging.getLogger("secure_serde")
 
 _PICKLE: Final = "pickle"
 _UNREADABLE: Final = object()
+_UNBOUND_LOG: Final = RateLimitedWarning(
+    "secure_serde read %d value(s) with no binding to their row (latest type %r) because"
+    " Migration(unbound=True); rewrap the store and turn it off"
+)
 
 
 def _has_pickle(type_tag: str) -> bool:
@@ -217,6 +225,106 @@ class EncryptedSerializer:
             )
         self._plaintext_log.record(type_tag)
         return self._serde.loads_typed((type_tag, payload))
+
+    # -- Binding to a row (issue 10). Additive: the sealed savers' entry points. --
+
+    @property
+    def binds_locations(self) -> bool:
+        """True when the encrypting cipher can bind values to their row (format v2)."""
+        return isinstance(self._cipher, LocatingCipher)
+
+    def dumps_typed_at(self, obj: Any, location: Location) -> tuple[str, bytes]:
+        """`dumps_typed`, with the value bound to ``location``: it reads back only there."""
+        cipher = self._cipher
+        if not isinstance(cipher, LocatingCipher):
+            raise ConfigurationError(
+                f"{type(cipher).__name__} cannot bind values to their row; use a cipher"
+                " from secure_serde.ciphers"
+            )
+        type_tag, data = self._serde.dumps_typed(obj)
+        cipher_name, ciphertext = cipher.encrypt_at(data, type_tag, location.encode())
+        return f"{type_tag}+{cipher_name}", ciphertext
+
+    def loads_typed_at(
+        self,
+        data: tuple[str, bytes],
+        location: Location,
+        *,
+        migration: Migration = Migration.NONE,
+    ) -> Any:
+        """`loads_typed` for a value that must have been written at ``location``.
+
+        Nothing is deserialized before the cipher has authenticated the
+        value, its inner type tag and ``location`` together.
+
+        Raises:
+            BindingError: the value was written elsewhere (moved, copied,
+                swapped) or tampered with.
+            UnboundValueError: the value carries no binding (a stock saver or
+                an older secure_serde wrote it) and ``migration.unbound`` is
+                off. With it on, the value is read by the unbound rule of
+                `loads_typed` (so its own switches still apply), and logged.
+        """
+        type_tag, payload = data
+        inner, plus, cipher_name = type_tag.rpartition("+")
+        entry = self._decryptors.get(cipher_name) if plus else None
+        if plus and entry is None:
+            raise UnknownCipherError(
+                f"no configured cipher reads cipher name {cipher_name!r}",
+                cipher_name=cipher_name,
+            )
+        cipher = entry[0] if entry is not None else None
+        if isinstance(cipher, LocatingCipher):
+            plaintext = self._decrypt_at(cipher, cipher_name, payload, inner, location, migration)
+            if plaintext is not None:
+                if _PICKLE in inner:
+                    return load_authenticated(self._serde, (inner, plaintext))
+                return self._serde.loads_typed((inner, plaintext))
+        if not migration.unbound:
+            raise UnboundValueError(
+                f"refusing a {type_tag!r} value with no binding to its {location.kind} row;"
+                " read it under Migration(unbound=True) and rewrap the store"
+            )
+        _UNBOUND_LOG.record(type_tag)
+        return self.loads_typed(data)
+
+    @staticmethod
+    def _decrypt_at(
+        cipher: LocatingCipher,
+        cipher_name: str,
+        payload: bytes,
+        inner: str,
+        location: Location,
+        migration: Migration,
+    ) -> bytes | None:
+        """The plaintext, or ``None`` for a value whose format carries no binding."""
+        try:
+            return cipher.decrypt_at(cipher_name, payload, inner, location.encode())
+        except UnboundValueError:
+            if not migration.unbound:
+                raise
+            return None
+        except BindingError:
+            pass
+        # Not at this location. A v2 value written with no location (through
+        # ``serde=`` on a stock saver) is read only under the migration
+        # switch, and logged; otherwise the second attempt only names the error.
+        try:
+            plaintext = cipher.decrypt_at(cipher_name, payload, inner, b"")
+        except DecryptionError:
+            plaintext = None
+        if plaintext is None:
+            raise BindingError(
+                f"a {inner}+{cipher_name} value does not authenticate at its {location.kind}"
+                " row: it was moved, copied or tampered with"
+            )
+        if not migration.unbound:
+            raise UnboundValueError(
+                f"refusing a {inner}+{cipher_name} value with no binding to its"
+                f" {location.kind} row; read it under Migration(unbound=True) and rewrap"
+            )
+        _UNBOUND_LOG.record(f"{inner}+{cipher_name}")
+        return plaintext
 
     def with_msgpack_allowlist(self, extra_allowlist: Iterable[tuple[str, ...] | type]) -> Any:
         """Apply a compiled graph's msgpack allowlist to the inner serializer.

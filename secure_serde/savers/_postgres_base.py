@@ -8,12 +8,18 @@ stock savers already goes through: ``_dump_blobs`` (writes),
 ``_load_checkpoint_tuple`` (``get_tuple``/``list``),
 ``_build_delta_channels_writes_history`` (``DeltaChannel`` reads) and
 ``_search_where`` (``list`` filters). No SQL is copied or changed.
+
+With an `EncryptedSerializer` whose cipher binds (every secure_serde
+cipher), every value is bound to its row and every checkpoint record is
+sealed (``_postgres_bound``); ``_dump_writes`` and
+``get_delta_channel_history`` are then overridden too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from contextvars import ContextVar
+from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -25,13 +31,30 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.postgres.base import BasePostgresSaver
 
+from secure_serde._binding import Location
+from secure_serde._errors import ConfigurationError
+from secure_serde._migration import Migration
+from secure_serde.savers._bound import Binder, binder_for
 from secure_serde.savers._inline import InlineValueGuard, blob_channels
 from secure_serde.savers._metadata import MetadataSealer, refuse_reserved_key, unseal_metadata
+from secure_serde.savers._postgres_bound import (
+    bound_delta_history,
+    dump_bound_blobs,
+    dump_bound_writes,
+    load_bound_tuple,
+    seal_put,
+)
 from secure_serde.savers._values import route_primitives_to_blobs, unbox
 
 __all__ = ["SealedPostgresBase"]
 
 _PutArgs = tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]
+
+# The (thread, namespace) a delta-history read is for: the stock hook that
+# decodes its rows is not told, and the rows do not say.
+_DELTA_AT: Final[ContextVar[tuple[str, str] | None]] = ContextVar(
+    "secure_serde_delta_at", default=None
+)
 
 
 class SealedPostgresBase(BasePostgresSaver):
@@ -39,10 +62,25 @@ class SealedPostgresBase(BasePostgresSaver):
 
     _metadata_sealer: MetadataSealer | None = None
     _inline_guard: InlineValueGuard
+    _migration: Migration = Migration.NONE
+    _binder: Binder | None = None
 
-    def _configure(self, sealer: MetadataSealer | None, allow_inline: bool) -> None:
+    def _configure(
+        self,
+        sealer: MetadataSealer | None,
+        allow_inline: bool,
+        migration: Migration = Migration.NONE,
+    ) -> None:
         self._metadata_sealer = sealer
         self._inline_guard = InlineValueGuard(allow_inline)
+        self._migration = migration
+
+    def _bound(self) -> Binder | None:
+        """The binder for the current serde (``with_allowlist`` may have swapped it)."""
+        binder = self._binder
+        if binder is None or binder.serde is not self.serde:
+            binder = self._binder = binder_for(self.serde, self._migration)
+        return binder
 
     @property
     def metadata_sealer(self) -> MetadataSealer | None:
@@ -58,9 +96,21 @@ class SealedPostgresBase(BasePostgresSaver):
     ) -> _PutArgs:
         refuse_reserved_key(metadata)
         checkpoint, new_versions = route_primitives_to_blobs(checkpoint, new_versions)
+        binder = self._bound()
+        if binder is None:
+            if self._metadata_sealer is not None:
+                config, metadata = self._metadata_sealer.seal(self.serde, config, metadata)
+            return config, checkpoint, metadata, new_versions
         if self._metadata_sealer is not None:
-            config, metadata = self._metadata_sealer.seal(self.serde, config, metadata)
+            ids = config["configurable"]
+            at = Location.metadata(ids["thread_id"], ids.get("checkpoint_ns", ""), checkpoint["id"])
+            config, metadata = self._metadata_sealer.seal(binder.at(at), config, metadata)
+        config, checkpoint, metadata = seal_put(binder, config, checkpoint, metadata)
         return config, checkpoint, metadata, new_versions
+
+    def _load_bound(self, binder: Binder, value: Mapping[str, Any]) -> CheckpointTuple:
+        self._check_row(value)
+        return load_bound_tuple(binder, value)
 
     def _check_row(self, value: Mapping[str, Any]) -> None:
         """Refuse a ``SELECT_SQL`` row with state values in its checkpoint JSON."""
@@ -81,7 +131,37 @@ class SealedPostgresBase(BasePostgresSaver):
         values: dict[str, Any],
         versions: ChannelVersions,
     ) -> list[tuple[str, str, str, str, str, bytes | None]]:
-        return super()._dump_blobs(thread_id, checkpoint_ns, unbox(values), versions)
+        binder = self._bound()
+        if binder is None:
+            return super()._dump_blobs(thread_id, checkpoint_ns, unbox(values), versions)
+        return dump_bound_blobs(binder, thread_id, checkpoint_ns, unbox(values), versions)
+
+    def _dump_writes(
+        self,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        task_id: str,
+        task_path: str,
+        writes: Sequence[tuple[str, Any]],
+    ) -> list[tuple[str, str, str, str, str, int, str, str, bytes]]:
+        binder = self._bound()
+        if binder is None:
+            return super()._dump_writes(
+                thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes
+            )
+        return dump_bound_writes(
+            binder, thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, writes
+        )
+
+    @staticmethod
+    def _delta_at(config: RunnableConfig) -> Any:
+        configurable = config["configurable"]
+        return _DELTA_AT.set((configurable["thread_id"], configurable.get("checkpoint_ns", "")))
+
+    @staticmethod
+    def _delta_done(token: Any) -> None:
+        _DELTA_AT.reset(token)
 
     def _build_delta_channels_writes_history(
         self,
@@ -93,6 +173,22 @@ class SealedPostgresBase(BasePostgresSaver):
         stage2_rows: Sequence[Any],
     ) -> dict[str, DeltaChannelHistory]:
         self._inline_guard.check_seeds(seed_inline_by_ch)
+        binder = self._bound()
+        at = _DELTA_AT.get()
+        if binder is not None and at is not None:
+            return bound_delta_history(
+                binder,
+                *at,
+                channels=channels,
+                chain_by_ch=chain_by_ch,
+                seed_ver_by_ch=seed_ver_by_ch,
+                seed_inline_by_ch=seed_inline_by_ch,
+                stage2_rows=stage2_rows,
+            )
+        if binder is not None:
+            # Reached without our get_delta_channel_history: a stock code path
+            # we do not know; refuse rather than read unbound.
+            raise ConfigurationError("delta history read outside the sealed saver's entry points")
         return super()._build_delta_channels_writes_history(
             channels=channels,
             chain_by_ch=chain_by_ch,

@@ -35,7 +35,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -45,6 +45,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 from langgraph.checkpoint.postgres import Conn
 from langgraph.checkpoint.postgres import PostgresSaver as _StockPostgresSaver
@@ -54,6 +55,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection, AsyncPipeline, Connection, Pipeline
 from psycopg.rows import DictRow, dict_row
 
+from secure_serde._migration import Migration
+from secure_serde.ciphers._v1cipher import V1Cipher
 from secure_serde.savers._metadata import (
     SEALED_METADATA_KEY,
     STRUCTURAL_METADATA_KEYS,
@@ -88,6 +91,9 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             checkpoint JSON, which only a stock saver writes: the migration
             switch for threads it started. Each read is logged
             (rate-limited). Off, they raise `PlaintextRefusedError`.
+        migration: `Migration`; ``unbound=True`` reads values and records
+            written without a binding to their row (by the stock saver or
+            secure_serde 0.1), logged. Off, they raise `UnboundValueError`.
     """
 
     def __init__(
@@ -98,10 +104,11 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         *,
         plaintext_metadata: Iterable[str] | None = None,
         allow_inline_values: bool = False,
+        migration: Migration = Migration.NONE,
     ) -> None:
         sealer = MetadataSealer.from_option(plaintext_metadata)
         super().__init__(conn, pipe, serde)
-        self._configure(sealer, allow_inline_values)
+        self._configure(sealer, allow_inline_values, migration)
 
     @classmethod
     @contextmanager
@@ -113,6 +120,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         serde: SerializerProtocol | None = None,
         plaintext_metadata: Iterable[str] | None = None,
         allow_inline_values: bool = False,
+        migration: Migration = Migration.NONE,
     ) -> Iterator[PostgresSaver]:
         """A saver on a new connection, closed on exit; unlike the stock one, takes ``serde``.
 
@@ -131,6 +139,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                         serde,
                         plaintext_metadata=plaintext_metadata,
                         allow_inline_values=allow_inline_values,
+                        migration=migration,
                     )
             else:
                 yield cls(
@@ -139,6 +148,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                     serde,
                     plaintext_metadata=plaintext_metadata,
                     allow_inline_values=allow_inline_values,
+                    migration=migration,
                 )
 
     def put(
@@ -151,8 +161,20 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         return super().put(*self._prepare_put(config, checkpoint, metadata, new_versions))
 
     def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
+        binder = self._bound()
+        if binder is not None:
+            return self._load_bound(binder, value)
         self._check_row(value)
         return self._unseal(super()._load_checkpoint_tuple(value))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        token = self._delta_at(config)
+        try:
+            return super().get_delta_channel_history(config=config, channels=channels)
+        finally:
+            self._delta_done(token)
 
 
 class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
@@ -173,6 +195,9 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             checkpoint JSON, which only a stock saver writes: the migration
             switch for threads it started. Each read is logged
             (rate-limited). Off, they raise `PlaintextRefusedError`.
+        migration: `Migration`; ``unbound=True`` reads values and records
+            written without a binding to their row (by the stock saver or
+            secure_serde 0.1), logged. Off, they raise `UnboundValueError`.
     """
 
     def __init__(
@@ -183,10 +208,11 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         *,
         plaintext_metadata: Iterable[str] | None = None,
         allow_inline_values: bool = False,
+        migration: Migration = Migration.NONE,
     ) -> None:
         sealer = MetadataSealer.from_option(plaintext_metadata)
         super().__init__(conn, pipe, serde)
-        self._configure(sealer, allow_inline_values)
+        self._configure(sealer, allow_inline_values, migration)
 
     @classmethod
     @asynccontextmanager
@@ -198,6 +224,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         serde: SerializerProtocol | None = None,
         plaintext_metadata: Iterable[str] | None = None,
         allow_inline_values: bool = False,
+        migration: Migration = Migration.NONE,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """A saver on a new connection, closed on exit, opened as the stock one opens it."""
         MetadataSealer.from_option(plaintext_metadata)  # fail before connecting
@@ -212,6 +239,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                         serde,
                         plaintext_metadata=plaintext_metadata,
                         allow_inline_values=allow_inline_values,
+                        migration=migration,
                     )
             else:
                 yield cls(
@@ -220,6 +248,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                     serde,
                     plaintext_metadata=plaintext_metadata,
                     allow_inline_values=allow_inline_values,
+                    migration=migration,
                 )
 
     async def aput(
@@ -229,7 +258,10 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        if self._metadata_sealer is None:
+        binder = self._bound()
+        local = binder is None or isinstance(binder.serde.cipher, V1Cipher)
+        if self._metadata_sealer is None and local:
+            # A local-key seal of the record costs microseconds: no thread hop.
             args = self._prepare_put(config, checkpoint, metadata, new_versions)
         else:
             # Sealing runs the cipher (a KMS call, maybe): keep it off the loop,
@@ -239,7 +271,19 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             )
         return await super().aput(*args)
 
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        token = self._delta_at(config)
+        try:
+            return await super().aget_delta_channel_history(config=config, channels=channels)
+        finally:
+            self._delta_done(token)
+
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
+        binder = self._bound()
+        if binder is not None:
+            return await asyncio.to_thread(self._load_bound, binder, value)
         self._check_row(value)
         checkpoint_tuple = await super()._load_checkpoint_tuple(value)
         metadata: Any = checkpoint_tuple.metadata
