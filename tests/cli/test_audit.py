@@ -366,7 +366,7 @@ def test_kms_rows_by_cmk(
     code, document = audit_json(capsys, str(store))
     assert code == 1
     new = group(document, "kms", cmk_id(current).hex())
-    assert (new["key_label"], new["format_version"]) == (current, 1)
+    assert (new["key_label"], new["format_version"]) == (current, 2)
     assert (new["count"], new["current"], new["failed"]) == (new_rows, new_rows, 0)
     old = group(document, "kms", cmk_id(older).hex())
     assert (old["count"], old["failed"]) == (old_rows, old_rows)
