@@ -12,7 +12,9 @@ encryption of ``None`` at ``Location.checkpoint(thread, ns, id, parent,
 canonical(record))``: an AEAD tag over the canonical record, so re-pointing
 a channel at another version, re-parenting, or editing a plaintext metadata
 key fails it. Reusing the cipher gives the seal key ids, rotation and KMS
-for free.
+for free. The seal names the parent it was made with, so a link that
+pruning nulled (``keep_latest`` orphans the checkpoint it keeps) still
+verifies; a link to any other checkpoint does not.
 
 `canonical` encodes JSON values injectively and stably across the
 databases' own JSON round trips: object keys are sorted, and numbers are
@@ -42,6 +44,7 @@ __all__ = ["RECORD_KEY", "Binder", "BoundSerde", "binder_for", "canonical"]
 RECORD_KEY: Final = "__secure_serde_record__"
 _TYPE: Final = "type"
 _DATA: Final = "data"
+_PARENT: Final = "parent"
 
 
 def canonical(value: Any) -> bytes:
@@ -139,7 +142,11 @@ class Binder:
             thread_id, checkpoint_ns, checkpoint_id, parent_id, canonical(record)
         )
         type_tag, data = self.serde.dumps_typed_at(None, location)
-        return {_TYPE: type_tag, _DATA: base64.b64encode(data).decode("ascii")}
+        return {
+            _TYPE: type_tag,
+            _DATA: base64.b64encode(data).decode("ascii"),
+            _PARENT: parent_id,
+        }
 
     def check_record(
         self,
@@ -164,6 +171,12 @@ class Binder:
                 "checkpoint record carries no seal; read it under Migration(unbound=True)"
             )
         parsed = _parse_seal(seal)
+        if parent_id is None:
+            # Pruning (keep_latest) cuts a kept checkpoint loose from its deleted
+            # parent by nulling the link: accepted, as deleting rows is; any
+            # other parent than the sealed one is not.
+            sealed_parent = seal.get(_PARENT)
+            parent_id = sealed_parent if isinstance(sealed_parent, str) else None
         location = Location.checkpoint(
             thread_id, checkpoint_ns, checkpoint_id, parent_id, canonical(record)
         )

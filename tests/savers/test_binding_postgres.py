@@ -213,7 +213,6 @@ EDITS = {
         Jsonb(version(1)),
     ),
     "re-parent": ("UPDATE checkpoints SET parent_checkpoint_id = %s", "1f0000000000000000000000"),
-    "orphan": ("UPDATE checkpoints SET parent_checkpoint_id = %s", None),
     "edit plaintext metadata": (
         "UPDATE checkpoints SET metadata = jsonb_set(metadata, '{step}', %s)",
         Jsonb(7),
@@ -278,3 +277,23 @@ def test_swapping_whole_checkpoint_rows_between_threads_is_refused(store: Any) -
         with pytest.raises(BindingError):
             saver.get_tuple(config)
     assert inner.loaded == []
+
+
+def test_a_link_nulled_by_pruning_still_verifies(store: Any) -> None:
+    """keep_latest nulls the parent link of the checkpoint it keeps: that is deleting history."""
+    conn, saver, _ = store
+    conn.execute(
+        "UPDATE checkpoints SET parent_checkpoint_id = NULL WHERE checkpoint_id = %s",
+        (CHECKPOINTS[1],),
+    )
+    ids = {"thread_id": THREADS[0], "checkpoint_ns": ""}
+    found = saver.get_tuple({"configurable": {**ids, "checkpoint_id": CHECKPOINTS[1]}})
+    assert found is not None
+    assert found.parent_config is None
+    # Re-linking it to any checkpoint but its own parent is refused.
+    conn.execute(
+        "UPDATE checkpoints SET parent_checkpoint_id = %s WHERE checkpoint_id = %s",
+        (CHECKPOINTS[1], CHECKPOINTS[1]),
+    )
+    with pytest.raises(BindingError):
+        saver.get_tuple({"configurable": {**ids, "checkpoint_id": CHECKPOINTS[1]}})
