@@ -136,7 +136,7 @@ class Binder:
         checkpoint_id: str,
         parent_id: str | None,
         record: Any,
-    ) -> dict[str, str]:
+    ) -> dict[str, str | None]:
         """The seal of one checkpoint record, as a JSON-ready envelope."""
         location = Location.checkpoint(
             thread_id, checkpoint_ns, checkpoint_id, parent_id, canonical(record)

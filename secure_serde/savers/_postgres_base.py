@@ -38,6 +38,7 @@ from secure_serde.savers._bound import Binder, binder_for
 from secure_serde.savers._inline import InlineValueGuard, blob_channels
 from secure_serde.savers._metadata import MetadataSealer, refuse_reserved_key, unseal_metadata
 from secure_serde.savers._postgres_bound import (
+    DeltaRead,
     bound_delta_history,
     dump_bound_blobs,
     dump_bound_writes,
@@ -52,9 +53,7 @@ _PutArgs = tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions
 
 # The (thread, namespace) a delta-history read is for: the stock hook that
 # decodes its rows is not told, and the rows do not say.
-_DELTA_AT: Final[ContextVar[tuple[str, str] | None]] = ContextVar(
-    "secure_serde_delta_at", default=None
-)
+_DELTA_AT: Final[ContextVar[DeltaRead | None]] = ContextVar("secure_serde_delta_at", default=None)
 
 
 class SealedPostgresBase(BasePostgresSaver):
@@ -155,9 +154,10 @@ class SealedPostgresBase(BasePostgresSaver):
         )
 
     @staticmethod
-    def _delta_at(config: RunnableConfig) -> Any:
+    def _delta_at(config: RunnableConfig) -> tuple[Any, DeltaRead]:
         configurable = config["configurable"]
-        return _DELTA_AT.set((configurable["thread_id"], configurable.get("checkpoint_ns", "")))
+        read = DeltaRead(str(configurable["thread_id"]), configurable.get("checkpoint_ns", ""))
+        return _DELTA_AT.set(read), read
 
     @staticmethod
     def _delta_done(token: Any) -> None:
@@ -176,9 +176,11 @@ class SealedPostgresBase(BasePostgresSaver):
         binder = self._bound()
         at = _DELTA_AT.get()
         if binder is not None and at is not None:
+            at.chains.extend(chain_by_ch.values())
             return bound_delta_history(
                 binder,
-                *at,
+                at.thread_id,
+                at.checkpoint_ns,
                 channels=channels,
                 chain_by_ch=chain_by_ch,
                 seed_ver_by_ch=seed_ver_by_ch,

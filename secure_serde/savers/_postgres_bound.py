@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -42,12 +43,21 @@ from secure_serde.savers._bound import RECORD_KEY, Binder
 from secure_serde.savers._metadata import unseal_metadata
 
 __all__ = [
+    "CHAIN_SQL",
+    "DeltaRead",
     "bound_delta_history",
     "dump_bound_blobs",
     "dump_bound_writes",
     "load_bound_tuple",
     "seal_put",
+    "verify_chain",
 ]
+
+# The records of the ancestors a delta-history walk went through.
+CHAIN_SQL: Final = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
+    " FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = ANY(%s)"
+)
 
 _ID_KEYS: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
 _EMPTY: Final = "empty"
@@ -208,6 +218,51 @@ def load_bound_tuple(binder: Binder, value: Mapping[str, Any]) -> CheckpointTupl
         {"configurable": {**ids, "checkpoint_id": parent_id}} if parent_id else None,
         writes,
     )
+
+
+@dataclass
+class DeltaRead:
+    """One delta-history read: where, and the ancestor chains its walk followed."""
+
+    thread_id: str
+    checkpoint_ns: str
+    chains: list[list[str]] = field(default_factory=list)
+
+    def chain_params(self) -> tuple[str, str, list[str]]:
+        ids = sorted({cid for chain in self.chains for cid in chain})
+        return self.thread_id, self.checkpoint_ns, ids
+
+
+def verify_chain(binder: Binder, read: DeltaRead, rows: Sequence[Mapping[str, Any]]) -> None:
+    """Authenticate every ancestor record a delta walk used, and the links between them.
+
+    The stock walk follows ``parent_checkpoint_id`` columns it reads without
+    the records; a re-parented ancestor would splice another branch's writes
+    into the history. Each write is bound to its own checkpoint, so what was
+    decoded is genuine, but the assembly is refused before it is returned.
+
+    Raises:
+        BindingError: an ancestor is missing, or its record or link does not verify.
+    """
+    parents: dict[str, str | None] = {}
+    for row in rows:
+        stored: Mapping[str, Any] = row["checkpoint"]
+        record = {k: v for k, v in stored.items() if k != RECORD_KEY}
+        binder.check_record(
+            row["thread_id"],
+            row["checkpoint_ns"],
+            row["checkpoint_id"],
+            row["parent_checkpoint_id"],
+            [record, row["metadata"]],
+            stored.get(RECORD_KEY),
+        )
+        parents[row["checkpoint_id"]] = row["parent_checkpoint_id"]
+    for chain in read.chains:
+        for child, parent in zip(chain, [*chain[1:], None], strict=True):
+            if child not in parents:
+                raise BindingError(f"delta history ancestor {child!r} has no record")
+            if parent is not None and parents[child] != parent:
+                raise BindingError(f"delta history ancestor {child!r} was re-parented")
 
 
 def bound_delta_history(

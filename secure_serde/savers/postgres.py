@@ -63,6 +63,7 @@ from secure_serde.savers._metadata import (
     MetadataSealer,
 )
 from secure_serde.savers._postgres_base import SealedPostgresBase
+from secure_serde.savers._postgres_bound import CHAIN_SQL, verify_chain
 
 __all__ = [
     "SEALED_METADATA_KEY",
@@ -170,11 +171,17 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        token = self._delta_at(config)
+        token, read = self._delta_at(config)
         try:
-            return super().get_delta_channel_history(config=config, channels=channels)
+            history = super().get_delta_channel_history(config=config, channels=channels)
         finally:
             self._delta_done(token)
+        binder = self._bound()
+        if binder is not None and read.chains:
+            with self._cursor() as cur:
+                cur.execute(CHAIN_SQL, read.chain_params())
+                verify_chain(binder, read, cur.fetchall())
+        return history
 
 
 class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
@@ -274,11 +281,18 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        token = self._delta_at(config)
+        token, read = self._delta_at(config)
         try:
-            return await super().aget_delta_channel_history(config=config, channels=channels)
+            history = await super().aget_delta_channel_history(config=config, channels=channels)
         finally:
             self._delta_done(token)
+        binder = self._bound()
+        if binder is not None and read.chains:
+            async with self._cursor() as cur:
+                await cur.execute(CHAIN_SQL, read.chain_params())
+                rows = await cur.fetchall()
+            await asyncio.to_thread(verify_chain, binder, read, rows)
+        return history
 
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         binder = self._bound()

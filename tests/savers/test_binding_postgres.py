@@ -12,13 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Annotated, Any
 
 import psycopg
 import pytest
+from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
+from langgraph.graph import END, START, StateGraph
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
+from typing_extensions import TypedDict
 
 from secure_serde import BindingError, DecryptionError
 from secure_serde.savers import SEALED_METADATA_KEY
@@ -297,3 +300,74 @@ def test_a_link_nulled_by_pruning_still_verifies(store: Any) -> None:
     )
     with pytest.raises(BindingError):
         saver.get_tuple({"configurable": {**ids, "checkpoint_id": CHECKPOINTS[1]}})
+
+
+class Notes(TypedDict, total=False):
+    notes: Annotated[str, DeltaChannel(lambda state, writes: state + "".join(writes))]
+
+
+def _notes_graph(checkpointer: Any) -> Any:
+    def write(state: dict[str, Any]) -> dict[str, Any]:
+        return {"notes": f"[{len(state.get('notes', ''))}]"}
+
+    builder = StateGraph(Notes)
+    builder.add_node("write", write)
+    builder.add_edge(START, "write")
+    builder.add_edge("write", END)
+    return builder.compile(checkpointer=checkpointer)
+
+
+@pytest.mark.parametrize("attack", ["re-parent an ancestor", "plant another thread's write"])
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_delta_history_refuses_a_spliced_chain(
+    postgres_url: str, attack: str, is_async: bool
+) -> None:
+    serde, _ = marking_serde()
+    with connect(postgres_url) as conn:
+        StockSaver(conn).setup()
+        saver = PostgresSaver(conn, serde=serde)
+        for thread_id in THREADS:
+            for _ in range(4):
+                _notes_graph(saver).invoke({}, {"configurable": {"thread_id": thread_id}})
+        config = {"configurable": {"thread_id": THREADS[0]}}
+        expected = _notes_graph(saver).get_state(config).values["notes"]
+        chain = [
+            r["checkpoint_id"]
+            for r in conn.execute(
+                "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s"
+                " ORDER BY checkpoint_id DESC",
+                (THREADS[0],),
+            ).fetchall()
+        ]
+        if attack == "re-parent an ancestor":
+            # The target's grandparent now points two steps further back: its writes vanish.
+            conn.execute(
+                "UPDATE checkpoints SET parent_checkpoint_id = %s WHERE checkpoint_id = %s",
+                (chain[4], chain[2]),
+            )
+        else:
+            found = conn.execute(
+                "SELECT type, blob FROM checkpoint_writes WHERE thread_id = %s"
+                " AND channel = 'notes' ORDER BY checkpoint_id DESC LIMIT 1",
+                (THREADS[1],),
+            ).fetchone()
+            victim = conn.execute(
+                "SELECT checkpoint_id, task_id, idx FROM checkpoint_writes WHERE thread_id = %s"
+                " AND channel = 'notes' AND checkpoint_id <> %s ORDER BY checkpoint_id DESC"
+                " LIMIT 1",
+                (THREADS[0], chain[0]),
+            ).fetchone()
+            done = conn.execute(
+                "UPDATE checkpoint_writes SET type = %s, blob = %s WHERE thread_id = %s"
+                " AND checkpoint_id = %s AND task_id = %s AND idx = %s",
+                (found["type"], found["blob"], THREADS[0], *victim.values()),
+            )
+            assert done.rowcount == 1
+        assert expected
+        if is_async:
+            async with AsyncPostgresSaver.from_conn_string(postgres_url, serde=serde) as asaver:
+                with pytest.raises(BindingError):
+                    await _notes_graph(asaver).aget_state(config)
+        else:
+            with pytest.raises(BindingError):
+                _notes_graph(saver).get_state(config)
