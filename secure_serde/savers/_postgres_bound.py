@@ -258,7 +258,8 @@ def verify_chain(binder: Binder, read: DeltaRead, rows: Sequence[Mapping[str, An
         )
         parents[row["checkpoint_id"]] = row["parent_checkpoint_id"]
     for chain in read.chains:
-        for child, parent in zip(chain, [*chain[1:], None], strict=True):
+        for position, child in enumerate(chain):
+            parent = chain[position + 1] if position + 1 < len(chain) else None
             if child not in parents:
                 raise BindingError(f"delta history ancestor {child!r} has no record")
             if parent is not None and parents[child] != parent:
