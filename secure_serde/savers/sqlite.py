@@ -53,6 +53,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver as _StockSqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver as _StockAsyncSqliteSaver
 from langgraph.checkpoint.sqlite.utils import pending_writes_sql, search_where
 
+from secure_serde._langgraph import sqlite_has_task_path
 from secure_serde._migration import Migration
 from secure_serde.savers._bound import binder_for
 from secure_serde.savers._metadata import (
@@ -162,7 +163,9 @@ class SqliteSaver(_SealedSqlite, _StockSqliteSaver):
             row = cur.execute(sql, params).fetchone()
             if row is None:
                 return None
-            writes = cur.execute(pending_writes_sql(self._has_task_path), (row[0], row[1], row[2]))
+            writes = cur.execute(
+                pending_writes_sql(sqlite_has_task_path(self)), (row[0], row[1], row[2])
+            )
             return self.rows.load(row, writes.fetchall())
 
     def list(
@@ -181,7 +184,9 @@ class SqliteSaver(_SealedSqlite, _StockSqliteSaver):
             params = (*params, limit)
         with self.cursor(transaction=False) as cur, closing(self.conn.cursor()) as wcur:
             for row in cur.execute(query, params):
-                wcur.execute(pending_writes_sql(self._has_task_path), (row[0], row[1], row[2]))
+                wcur.execute(
+                    pending_writes_sql(sqlite_has_task_path(self)), (row[0], row[1], row[2])
+                )
                 yield self.rows.load(row, wcur.fetchall())
 
     def put(
@@ -252,7 +257,9 @@ class AsyncSqliteSaver(_SealedSqlite, _StockAsyncSqliteSaver):
             row = await cur.fetchone()
             if row is None:
                 return None
-            await cur.execute(pending_writes_sql(self._has_task_path), (row[0], row[1], row[2]))
+            await cur.execute(
+                pending_writes_sql(sqlite_has_task_path(self)), (row[0], row[1], row[2])
+            )
             writes = await cur.fetchall()
         return self.rows.load(row, writes)
 
@@ -276,7 +283,7 @@ class AsyncSqliteSaver(_SealedSqlite, _StockAsyncSqliteSaver):
             loaded = []
             for row in found:
                 async with self.conn.execute(
-                    pending_writes_sql(self._has_task_path), (row[0], row[1], row[2])
+                    pending_writes_sql(sqlite_has_task_path(self)), (row[0], row[1], row[2])
                 ) as wcur:
                     loaded.append((row, await wcur.fetchall()))
         for row, writes in loaded:
