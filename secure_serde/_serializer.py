@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -46,6 +46,18 @@ _UNBOUND_LOG: Final = RateLimitedWarning(
     "secure_serde read %d value(s) with no binding to their row (latest type %r) because"
     " Migration(unbound=True); rewrap the store and turn it off"
 )
+
+
+# isinstance() against a runtime-checkable protocol inspects every member on
+# each call (most of a millisecond): answer it once per cipher class.
+_LOCATING_TYPES: dict[type, bool] = {}
+
+
+def _locating(cipher: object) -> bool:
+    known = _LOCATING_TYPES.get(type(cipher))
+    if known is None:
+        known = _LOCATING_TYPES[type(cipher)] = isinstance(cipher, LocatingCipher)
+    return known
 
 
 def _has_pickle(type_tag: str) -> bool:
@@ -231,18 +243,20 @@ class EncryptedSerializer:
     @property
     def binds_locations(self) -> bool:
         """True when the encrypting cipher can bind values to their row (format v2)."""
-        return isinstance(self._cipher, LocatingCipher)
+        return _locating(self._cipher)
 
     def dumps_typed_at(self, obj: Any, location: Location) -> tuple[str, bytes]:
         """`dumps_typed`, with the value bound to ``location``: it reads back only there."""
         cipher = self._cipher
-        if not isinstance(cipher, LocatingCipher):
+        if not _locating(cipher):
             raise ConfigurationError(
                 f"{type(cipher).__name__} cannot bind values to their row; use a cipher"
                 " from secure_serde.ciphers"
             )
         type_tag, data = self._serde.dumps_typed(obj)
-        cipher_name, ciphertext = cipher.encrypt_at(data, type_tag, location.encode())
+        cipher_name, ciphertext = cast(LocatingCipher, cipher).encrypt_at(
+            data, type_tag, location.encode()
+        )
         return f"{type_tag}+{cipher_name}", ciphertext
 
     def loads_typed_at(
@@ -274,8 +288,10 @@ class EncryptedSerializer:
                 cipher_name=cipher_name,
             )
         cipher = entry[0] if entry is not None else None
-        if isinstance(cipher, LocatingCipher):
-            plaintext = self._decrypt_at(cipher, cipher_name, payload, inner, location, migration)
+        if cipher is not None and _locating(cipher):
+            plaintext = self._decrypt_at(
+                cast(LocatingCipher, cipher), cipher_name, payload, inner, location, migration
+            )
             if plaintext is not None:
                 if _PICKLE in inner:
                     return load_authenticated(self._serde, (inner, plaintext))
