@@ -37,14 +37,28 @@ from secure_serde._binding import Location
 from secure_serde._errors import BindingError, DecryptionError, EncryptionError, UnboundValueError
 from secure_serde._migration import Migration
 from secure_serde._serializer import EncryptedSerializer
+from secure_serde.stores import SEALED_METADATA_KEY
 
-__all__ = ["RECORD_KEY", "Binder", "BoundSerde", "binder_for", "canonical"]
+__all__ = ["RECORD_KEY", "Binder", "BoundSerde", "binder_for", "canonical", "metadata_record"]
 
 # The checkpoint JSON key (PostgreSQL) that holds a record's seal.
 RECORD_KEY: Final = "__secure_serde_record__"
 _TYPE: Final = "type"
 _DATA: Final = "data"
 _PARENT: Final = "parent"
+_SEALED_MARKER: Final = "<sealed envelope>"
+
+
+def metadata_record(metadata: Any) -> Any:
+    """The metadata as a record covers it: the sealed envelope by its presence only.
+
+    The envelope authenticates itself, bound to its checkpoint; leaving its
+    bytes out of the record lets rewrap re-seal it under a new key without
+    invalidating the record, while removing or adding one still fails it.
+    """
+    if isinstance(metadata, Mapping) and SEALED_METADATA_KEY in metadata:
+        return {**metadata, SEALED_METADATA_KEY: _SEALED_MARKER}
+    return metadata
 
 
 def canonical(value: Any) -> bytes:

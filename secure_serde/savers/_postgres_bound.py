@@ -39,7 +39,7 @@ from langgraph.checkpoint.base import (
 from secure_serde._binding import Location
 from secure_serde._errors import BindingError
 from secure_serde._langgraph import DeltaSnapshot
-from secure_serde.savers._bound import RECORD_KEY, Binder
+from secure_serde.savers._bound import RECORD_KEY, Binder, metadata_record
 from secure_serde.savers._metadata import unseal_metadata
 
 __all__ = [
@@ -102,7 +102,7 @@ def seal_put(
         configurable.get("checkpoint_ns", ""),
         checkpoint["id"],
         configurable.get("checkpoint_id"),
-        _json([stored, stored_metadata]),
+        _json([stored, metadata_record(stored_metadata)]),
     )
     sealed = cast(Checkpoint, {**checkpoint, RECORD_KEY: seal})
     return ids_only, sealed, stored_metadata
@@ -176,7 +176,7 @@ def load_bound_tuple(binder: Binder, value: Mapping[str, Any]) -> CheckpointTupl
         checkpoint_ns,
         checkpoint_id,
         parent_id,
-        [record, value["metadata"]],
+        [record, metadata_record(value["metadata"])],
         stored.get(RECORD_KEY),
     )
     versions: Mapping[str, Any] = record.get("channel_versions") or {}
@@ -253,7 +253,7 @@ def verify_chain(binder: Binder, read: DeltaRead, rows: Sequence[Mapping[str, An
             row["checkpoint_ns"],
             row["checkpoint_id"],
             row["parent_checkpoint_id"],
-            [record, row["metadata"]],
+            [record, metadata_record(row["metadata"])],
             stored.get(RECORD_KEY),
         )
         parents[row["checkpoint_id"]] = row["parent_checkpoint_id"]

@@ -37,7 +37,7 @@ from langgraph.checkpoint.base import (
 
 from secure_serde._binding import Location
 from secure_serde._errors import BindingError, ConfigurationError
-from secure_serde.savers._bound import Binder, canonical
+from secure_serde.savers._bound import Binder, canonical, metadata_record
 from secure_serde.savers._metadata import MetadataSealer, refuse_reserved_key, unseal_metadata
 
 __all__ = [
@@ -132,7 +132,7 @@ class SqliteRows:
             checkpoint_ns,
             checkpoint["id"],
             parent_id,
-            canonical(json.loads(stored_metadata)),
+            canonical(metadata_record(json.loads(stored_metadata))),
         )
         type_tag, data = self._binder.dump(checkpoint, location)
         params = (
@@ -189,7 +189,7 @@ class SqliteRows:
         thread_id, checkpoint_ns, checkpoint_id, parent_id, type_tag, blob, stored_metadata = row
         metadata = _metadata_record(stored_metadata)
         location = Location.checkpoint(
-            thread_id, checkpoint_ns, checkpoint_id, parent_id, canonical(metadata)
+            thread_id, checkpoint_ns, checkpoint_id, parent_id, canonical(metadata_record(metadata))
         )
         checkpoint = self._binder.load((type_tag, blob), location)
         if not isinstance(checkpoint, dict):

@@ -371,3 +371,18 @@ async def test_delta_history_refuses_a_spliced_chain(
         else:
             with pytest.raises(BindingError):
                 _notes_graph(saver).get_state(config)
+
+
+def test_removing_or_adding_a_sealed_envelope_breaks_the_record(store: Any) -> None:
+    """The record covers the envelope's presence (its bytes authenticate themselves)."""
+    conn, saver, inner = store
+    conn.execute(
+        "UPDATE checkpoints SET metadata = metadata - %s WHERE thread_id = %s"
+        " AND checkpoint_ns = '' AND checkpoint_id = %s",
+        (SEALED_METADATA_KEY, THREADS[0], CHECKPOINTS[0]),
+    )
+    ids = {"thread_id": THREADS[0], "checkpoint_ns": ""}
+    inner.loaded.clear()
+    with pytest.raises(BindingError):
+        saver.get_tuple({"configurable": {**ids, "checkpoint_id": CHECKPOINTS[0]}})
+    assert inner.loaded == []
