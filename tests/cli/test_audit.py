@@ -434,6 +434,11 @@ def pg_count(url: str, sql: str) -> int:
         return int(conn.execute(sql).fetchone()["count"])
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="audit/inspect/rewrap do not yet read values the sealed savers bind to their rows"
+    " (issue 10 follow-up: derive each cell's Location, as the savers do)",
+)
 def test_postgres_stock_saver_inline_values(
     keys: Any, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -468,6 +473,11 @@ def test_postgres_stock_saver_inline_values(
     assert_no_secrets(out + err)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="audit/inspect/rewrap do not yet read values the sealed savers bind to their rows"
+    " (issue 10 follow-up: derive each cell's Location, as the savers do)",
+)
 def test_postgres_sealed_saver_clean_then_tampered_envelope(
     keys: Any, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
