@@ -69,8 +69,8 @@ else:
     )
 
 __all__ = [
-    "CompressedSerializer",
     "BindingError",
+    "CompressedSerializer",
     "ConfigurationError",
     "DecompressionBombError",
     "DecompressionError",

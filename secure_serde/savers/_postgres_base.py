@@ -121,7 +121,12 @@ class SealedPostgresBase(BasePostgresSaver):
 
     def _load_bound(self, binder: Binder, value: Mapping[str, Any]) -> CheckpointTuple:
         self._check_row(value)
-        return load_bound_tuple(binder, value)
+        loaded = load_bound_tuple(binder, value)  # authenticates the record first
+        # A sealed record could still predate sealing (plaintext_metadata turned
+        # on since), and an unsealed one is read only under Migration(unbound=True):
+        # either way, sealed keys in plaintext are refused as on the unbound path.
+        self._metadata_opener.check(value["metadata"])
+        return loaded
 
     def _check_row(self, value: Mapping[str, Any]) -> None:
         """Refuse a ``SELECT_SQL`` row with state values in its checkpoint JSON."""

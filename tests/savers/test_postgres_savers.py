@@ -519,9 +519,9 @@ TAMPERINGS: dict[str, tuple[Any, type[Exception]]] = {
     "not-a-mapping": (lambda envelope: "not an envelope", DecryptionError),
     "extra-field": (lambda envelope: {**envelope, "x": 1}, DecryptionError),
     "bad-base64": (lambda envelope: {**envelope, "data": "***"}, DecryptionError),
-    # Relabelled as unencrypted: refused as plaintext.
-    # Relabelled as unencrypted: it carries no binding to its row.
-    "relabelled": (lambda envelope: {**envelope, "type": "msgpack"}, UnboundValueError),
+    # Relabelled as unencrypted: the one read rule refuses plaintext before
+    # any binding is looked at (loads_typed_at routes through it first).
+    "relabelled": (lambda envelope: {**envelope, "type": "msgpack"}, PlaintextRefusedError),
 }
 
 
