@@ -38,11 +38,10 @@ from secure_serde._errors import BindingError, DecryptionError, EncryptionError,
 from secure_serde._migration import Migration
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.stores import SEALED_METADATA_KEY
+from secure_serde.stores._envelope import RECORD_KEY
 
 __all__ = ["RECORD_KEY", "Binder", "BoundSerde", "binder_for", "canonical", "metadata_record"]
 
-# The checkpoint JSON key (PostgreSQL) that holds a record's seal.
-RECORD_KEY: Final = "__secure_serde_record__"
 _TYPE: Final = "type"
 _DATA: Final = "data"
 _PARENT: Final = "parent"

@@ -411,11 +411,6 @@ def test_postgres_sealed_metadata_is_shown_unsealed(
     assert all(e["metadata"]["api_key"] == canary.API_KEY for e in entries)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="audit/inspect/rewrap do not yet read values the sealed savers bind to their rows"
-    " (issue 10 follow-up: derive each cell's Location, as the savers do)",
-)
 def test_postgres_stock_thread_needs_inline_switch(
     keys: None, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -213,11 +213,6 @@ def _envelope_key_ids(url: str) -> list[str]:
         return [c.data[1:5].hex() if c.data else "" for b in store.iter_batches(table) for c in b]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="audit/inspect/rewrap do not yet read values the sealed savers bind to their rows"
-    " (issue 10 follow-up: derive each cell's Location, as the savers do)",
-)
 def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres_url: str) -> None:
     from secure_serde.savers.postgres import PostgresSaver as SealedSaver
 
@@ -257,11 +252,6 @@ def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres
     assert again.current == again.scanned
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="audit/inspect/rewrap do not yet read values the sealed savers bind to their rows"
-    " (issue 10 follow-up: derive each cell's Location, as the savers do)",
-)
 def test_envelope_changed_between_read_and_swap_is_not_clobbered(postgres_url: str) -> None:
     from secure_serde.savers.postgres import PostgresSaver as SealedSaver
     from secure_serde.stores import Swap
@@ -275,17 +265,19 @@ def test_envelope_changed_between_read_and_swap_is_not_clobbered(postgres_url: s
         stale = next(store.iter_batches(store.table(METADATA_TABLE), 1))[0]
         assert stale.type_tag is not None
         assert stale.data is not None
+        assert stale.location is not None  # bound to its checkpoint by the sealed saver
+        at = stale.location.encode()
         inner, _, cipher_name = stale.type_tag.rpartition("+")
         # The application re-seals the same row meanwhile (same plaintext, fresh nonce).
-        plain = old.cipher.decrypt_bound(cipher_name, stale.data, inner)
-        _, fresh = old.cipher.encrypt_bound(plain, inner)
+        plain = old.cipher.decrypt_at(cipher_name, stale.data, inner, at)
+        _, fresh = old.cipher.encrypt_at(plain, inner, at)
         assert store.compare_and_swap([Swap(stale, stale.type_tag, bytes(fresh))]) == [True]
         now = store.reload(stale.ref)
         assert now is not None
         assert now.data == bytes(fresh)
         assert now.type_tag == stale.type_tag
 
-        name, sealed = new.cipher.encrypt_bound(plain, inner)
+        name, sealed = new.cipher.encrypt_at(plain, inner, at)
         assert store.compare_and_swap([Swap(stale, f"{inner}+{name}", bytes(sealed))]) == [False]
         assert store.reload(stale.ref) == now
         assert store.compare_and_swap([Swap(now, f"{inner}+{name}", bytes(sealed))]) == [True]
