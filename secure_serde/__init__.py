@@ -19,6 +19,7 @@ load the rewrap engine, the stores or a database driver.
 from typing import TYPE_CHECKING
 
 from secure_serde._errors import (
+    BindingError,
     BlindIndexError,
     ConfigurationError,
     DecompressionBombError,
@@ -38,6 +39,7 @@ from secure_serde._errors import (
     SecretPicklingError,
     SecureSerdeError,
     StrictDecodeError,
+    UnboundValueError,
     UnknownCipherError,
     UnknownKeyError,
     UnsafePickleError,
@@ -69,6 +71,7 @@ else:
     )
 
 __all__ = [
+    "BindingError",
     "BlindIndexError",
     "CompressedSerializer",
     "ConfigurationError",
@@ -95,6 +98,7 @@ __all__ = [
     "SecretPicklingError",
     "SecureSerdeError",
     "StrictDecodeError",
+    "UnboundValueError",
     "UnknownCipherError",
     "UnknownKeyError",
     "UnsafePickleError",

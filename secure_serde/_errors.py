@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "BindingError",
     "BlindIndexError",
     "ConfigurationError",
     "DecompressionBombError",
@@ -31,6 +32,7 @@ __all__ = [
     "SecretPicklingError",
     "SecureSerdeError",
     "StrictDecodeError",
+    "UnboundValueError",
     "UnknownCipherError",
     "UnknownKeyError",
     "UnsafePickleError",
@@ -73,6 +75,25 @@ class DecryptionError(SecureSerdeError):
     malformed headers. Messages say which structural check failed (a short
     blob, an unknown version) but never why authentication failed: every
     bad tag, whatever its cause, reads "ciphertext failed authentication".
+    """
+
+
+class BindingError(DecryptionError):
+    """A value or checkpoint record does not authenticate where it was read.
+
+    Raised by the sealed savers when a value was moved, copied or swapped
+    between rows (threads, namespaces, channels, versions, checkpoints,
+    tasks, indices or kinds), when a checkpoint was re-pointed at other
+    channel versions or re-parented, or when the row was tampered with:
+    authentication cannot tell these apart, and none of them is read.
+    """
+
+
+class UnboundValueError(BindingError):
+    """A value carries no binding to its row where a sealed saver expects one.
+
+    Written by a stock saver or an older secure_serde; readable only under
+    ``Migration(unbound=True)``, and `rewrap` binds such rows in place.
     """
 
 

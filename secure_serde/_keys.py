@@ -29,6 +29,7 @@ from typing import Final
 
 from secure_serde._errors import ConfigurationError
 from secure_serde._format import KEY_ID_SIZE, key_id_hex
+from secure_serde._format_v2 import KeyCommitment
 from secure_serde._primitives import (
     AES_KEY_SIZES,
     AesGcm,
@@ -60,6 +61,8 @@ _WEAK_RAW_CHARS: Final = 12
 _WEAK_RAW_DISTINCT: Final = 8
 
 _log = logging.getLogger("secure_serde")
+# Format v2's key commitment (see _format_v2): a third, independent derivation.
+_INFO_COMMITMENT: Final = b"secure_serde/v2/commitment"
 
 # Blind indexes of sealed metadata (secure_serde/savers/_blind_index.py): an
 # HMAC key of its own, so an index never touches the data key.
@@ -209,6 +212,7 @@ class Key(SecretHolder):
     key_id: bytes
     label: str
     aead: AesGcm = field(compare=False)
+    commitment: KeyCommitment = field(compare=False)
     # HKDF(key, "secure_serde/v1/blind-index-hmac"); empty for keys built by hand.
     blind_index_key: bytes = field(default=b"", compare=False)
 
@@ -220,6 +224,7 @@ class Key(SecretHolder):
             key_id=hkdf_sha256(material, _INFO_KEY_ID, KEY_ID_SIZE, backend),
             label=label,
             aead=new_aes_gcm(hkdf_sha256(material, _INFO_AEAD, 32, backend), backend),
+            commitment=KeyCommitment(hkdf_sha256(material, _INFO_COMMITMENT, 32, backend)),
             blind_index_key=hkdf_sha256(material, _INFO_BLIND_INDEX, 32, backend),
         )
 

@@ -46,8 +46,20 @@ __all__ = [
     "reconstruction_fallback",
     "register_allowlist_wrapper",
     "send_from_args",
+    "sqlite_has_task_path",
     "unpack_ext_hook",
 ]
+
+# The sealed savers subclass langgraph-checkpoint-postgres and -sqlite (both
+# capped below their next major version in pyproject.toml). The private hooks
+# they override or read, each pinned by a test:
+#
+# * PostgreSQL (tests/savers/test_postgres_savers.py::test_pin_stock_hooks_we_override):
+#   ``_dump_blobs``, ``_dump_writes``, ``_load_checkpoint_tuple``,
+#   ``_build_delta_channels_writes_history``, ``_search_where`` and ``_cursor``,
+#   by overriding them in secure_serde/savers/postgres.py and _postgres_base.py.
+# * SQLite (tests/savers/test_sqlite_pins.py): the ``_has_task_path`` flag
+#   that ``setup`` sets on read-only pre-task_path databases, read below.
 
 DeltaSnapshot = _DeltaSnapshot
 
@@ -108,3 +120,8 @@ def unpack_ext_hook(serde: JsonPlusSerializer) -> Callable[[int, bytes], Any]:
 def msgpack_allowlist(serde: JsonPlusSerializer) -> set[tuple[str, ...]] | Literal[True] | None:
     """``serde``'s msgpack allowlist: a set of (module, name), ``True`` (all, warned) or None."""
     return serde._allowed_msgpack_modules
+
+
+def sqlite_has_task_path(saver: Any) -> bool:
+    """Whether a langgraph SQLite saver's ``writes`` table has ``task_path`` (private flag)."""
+    return bool(getattr(saver, "_has_task_path", True))

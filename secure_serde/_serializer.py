@@ -15,13 +15,19 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from secure_serde._binding import Location
 from secure_serde._compress import CompressedSerializer
-from secure_serde._errors import ConfigurationError, DecryptionError
+from secure_serde._errors import (
+    BindingError,
+    ConfigurationError,
+    DecryptionError,
+    UnboundValueError,
+)
 from secure_serde._keys import ENV_VAR
 from secure_serde._langgraph import register_allowlist_wrapper
 from secure_serde._migration import Migration
@@ -32,7 +38,7 @@ from secure_serde._scrub import scrubbed
 from secure_serde._strict import StrictDecoder
 from secure_serde._trust import load_authenticated
 from secure_serde.ciphers._env import EnvKeyCipher
-from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher
 
 __all__ = ["EncryptedSerializer"]
 
@@ -46,6 +52,22 @@ _MAX_CACHED_ROUTES: Final = 256
 _INNER: Final = Decode.INNER
 _VOUCHED: Final = Decode.VOUCHED
 _STRICT: Final = Decode.STRICT
+_UNBOUND_LOG: Final = RateLimitedWarning(
+    "secure_serde read %d value(s) with no binding to their row (latest type %r) because"
+    " Migration(unbound=True); rewrap the store and turn it off"
+)
+
+
+# isinstance() against a runtime-checkable protocol inspects every member on
+# each call (most of a millisecond): answer it once per cipher class.
+_LOCATING_TYPES: dict[type, bool] = {}
+
+
+def _locating(cipher: object) -> bool:
+    known = _LOCATING_TYPES.get(type(cipher))
+    if known is None:
+        known = _LOCATING_TYPES[type(cipher)] = isinstance(cipher, LocatingCipher)
+    return known
 
 
 class EncryptedSerializer:
@@ -239,6 +261,120 @@ class EncryptedSerializer:
                 " does not authenticate its type tag, so the row may have been relabelled"
             )
         return value
+
+    # -- Binding to a row (issue 10). Additive: the sealed savers' entry points. --
+
+    @property
+    def binds_locations(self) -> bool:
+        """True when the encrypting cipher can bind values to their row (format v2)."""
+        return _locating(self._cipher)
+
+    def dumps_typed_at(self, obj: Any, location: Location) -> tuple[str, bytes]:
+        """`dumps_typed`, with the value bound to ``location``: it reads back only there."""
+        cipher = self._cipher
+        if not _locating(cipher):
+            raise ConfigurationError(
+                f"{type(cipher).__name__} cannot bind values to their row; use a cipher"
+                " from secure_serde.ciphers"
+            )
+        type_tag, data = self._serde.dumps_typed(obj)
+        cipher_name, ciphertext = cast(LocatingCipher, cipher).encrypt_at(
+            data, type_tag, location.encode()
+        )
+        return f"{type_tag}+{cipher_name}", ciphertext
+
+    def loads_typed_at(
+        self,
+        data: tuple[str, bytes],
+        location: Location,
+        *,
+        migration: Migration = Migration.NONE,
+    ) -> Any:
+        """`loads_typed` for a value that must have been written at ``location``.
+
+        Nothing is deserialized before the cipher has authenticated the
+        value, its inner type tag and ``location`` together.
+
+        Raises:
+            BindingError: the value was written elsewhere (moved, copied,
+                swapped) or tampered with.
+            UnboundValueError: the value carries no binding (a stock saver or
+                an older secure_serde wrote it) and ``migration.unbound`` is
+                off. With it on, the value is read by the unbound rule of
+                `loads_typed` (so its own switches still apply), and logged.
+        """
+        type_tag, payload = data
+        route = self._routes.get(type_tag)
+        if route is None:
+            route = self._route(type_tag)  # the read rule's typed refusals
+        cipher = route.cipher
+        if cipher is not None and _locating(cipher):
+            plaintext = self._decrypt_at(
+                cast(LocatingCipher, cipher),
+                route.cipher_name,
+                payload,
+                route.inner,
+                location,
+                migration,
+            )
+            if plaintext is not None:
+                return self._decode(route, plaintext)
+        if not migration.unbound:
+            raise UnboundValueError(
+                f"refusing a {type_tag!r} value with no binding to its {location.kind} row;"
+                " read it under Migration(unbound=True) and rewrap the store"
+            )
+        _UNBOUND_LOG.record(type_tag)
+        return self.loads_typed(data)
+
+    def _decode(self, route: Route, plaintext: bytes) -> Any:
+        """The inner value of a payload its cipher opened, as the read rule says."""
+        decode = route.decode
+        if decode is _INNER:
+            return self._serde.loads_typed((route.inner, plaintext))
+        if decode is _VOUCHED:
+            return load_authenticated(self._serde, (route.inner, plaintext))
+        if decode is _STRICT:
+            return self._strict.loads_typed((route.inner, plaintext))
+        return self._load_unbound(route, plaintext)
+
+    @staticmethod
+    def _decrypt_at(  # noqa: PLR0913 - the cipher, its name, the payload and where it is bound
+        cipher: LocatingCipher,
+        cipher_name: str,
+        payload: bytes,
+        inner: str,
+        location: Location,
+        migration: Migration,
+    ) -> bytes | None:
+        """The plaintext, or ``None`` for a value whose format carries no binding."""
+        try:
+            return cipher.decrypt_at(cipher_name, payload, inner, location.encode())
+        except UnboundValueError:
+            if not migration.unbound:
+                raise
+            return None
+        except BindingError:
+            pass
+        # Not at this location. A v2 value written with no location (through
+        # ``serde=`` on a stock saver) is read only under the migration
+        # switch, and logged; otherwise the second attempt only names the error.
+        try:
+            plaintext = cipher.decrypt_at(cipher_name, payload, inner, b"")
+        except DecryptionError:
+            plaintext = None
+        if plaintext is None:
+            raise BindingError(
+                f"a {inner}+{cipher_name} value does not authenticate at its {location.kind}"
+                " row: it was moved, copied or tampered with"
+            )
+        if not migration.unbound:
+            raise UnboundValueError(
+                f"refusing a {inner}+{cipher_name} value with no binding to its"
+                f" {location.kind} row; read it under Migration(unbound=True) and rewrap"
+            )
+        _UNBOUND_LOG.record(f"{inner}+{cipher_name}")
+        return plaintext
 
     def with_msgpack_allowlist(self, extra_allowlist: Iterable[tuple[str, ...] | type]) -> Any:
         """Apply a compiled graph's msgpack allowlist to the inner serializer.

@@ -1,7 +1,8 @@
 """langgraph-checkpoint-conformance, for every saver we support paired with every cipher.
 
-Savers: InMemorySaver, SqliteSaver, AsyncSqliteSaver and our sealed AsyncPostgresSaver (on the
-real PostgreSQL fixture). Ciphers: EnvKeyCipher, KeyRotationCipher (two keys, "b" primary) and
+Savers: InMemorySaver, SqliteSaver, AsyncSqliteSaver, our sealed (bound) AsyncPostgresSaver (on
+the real PostgreSQL fixture) and our sealed (bound) SqliteSaver and AsyncSqliteSaver. Ciphers:
+EnvKeyCipher, KeyRotationCipher (two keys, "b" primary) and
 KmsEnvelopeCipher (moto over HTTP). A new cipher is one more entry in ``CIPHERS``.
 
 The suite runs every base capability and each extended one it detects; the test requires them
@@ -37,6 +38,8 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher, KmsEnvelopeCipher
 from secure_serde.savers.postgres import AsyncPostgresSaver
+from secure_serde.savers.sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
+from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
 
 KEY_A = b"conformance-key-a-0123456789abcd"
 KEY_B = b"conformance-key-b-0123456789abcd"
@@ -76,7 +79,7 @@ def cipher_suffix(serde: EncryptedSerializer) -> str:
     return "+" + type_tag.rpartition("+")[2]
 
 
-class SyncSqliteSaver(SqliteSaver):
+class _AsyncBySync:
     """SqliteSaver, its async methods run by its own sync ones (the suite is async-only).
 
     The stock class raises NotImplementedError from every async method and points at
@@ -120,6 +123,14 @@ class SyncSqliteSaver(SqliteSaver):
         self.delete_thread(thread_id)
 
 
+class SyncSqliteSaver(_AsyncBySync, SqliteSaver):  # type: ignore[misc]
+    """The stock SqliteSaver, driven through its sync methods."""
+
+
+class SyncSealedSqliteSaver(_AsyncBySync, SealedSqliteSaver):  # type: ignore[misc]
+    """Our sealed SqliteSaver, driven through its sync methods."""
+
+
 def _types_in_sqlite(path: Path) -> list[str]:
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute("SELECT type FROM checkpoints UNION ALL SELECT type FROM writes")
@@ -156,6 +167,21 @@ class Case:
         self.memory: list[InMemorySaver] = []
 
     def factory(self, serde: EncryptedSerializer, tmp_path: Path, pg_url: str | None) -> Any:
+        db = tmp_path / "conformance.sqlite"
+        if self.name == "sealed-SqliteSaver":
+
+            async def sealed_sync() -> AsyncIterator[BaseCheckpointSaver[Any]]:
+                with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
+                    yield SyncSealedSqliteSaver(conn, serde=serde)
+
+            return sealed_sync
+        if self.name == "sealed-AsyncSqliteSaver":
+
+            async def sealed_async() -> AsyncIterator[BaseCheckpointSaver[Any]]:
+                async with SealedAsyncSqliteSaver.from_conn_string(str(db), serde=serde) as saver:
+                    yield saver
+
+            return sealed_async
         if self.name == "InMemorySaver":
 
             async def memory() -> AsyncIterator[BaseCheckpointSaver[Any]]:
@@ -164,7 +190,6 @@ class Case:
                 yield saver
 
             return memory
-        db = tmp_path / "conformance.sqlite"
         if self.name == "SqliteSaver":
 
             async def sqlite_sync() -> AsyncIterator[BaseCheckpointSaver[Any]]:
@@ -206,13 +231,15 @@ CASES = {
     "SqliteSaver": [],
     "AsyncSqliteSaver": [],
     "secure_serde.AsyncPostgresSaver": ["prune"],
+    "secure_serde.sealed-SqliteSaver": [],
+    "secure_serde.sealed-AsyncSqliteSaver": [],
 }
 
 
 @pytest.fixture(params=sorted(CASES))
 def case(request: pytest.FixtureRequest) -> Iterator[tuple[Case, str | None]]:
     case = Case(request.param.rpartition(".")[2], CASES[request.param])
-    if request.param.startswith("secure_serde."):
+    if request.param.endswith("PostgresSaver"):
         yield case, request.getfixturevalue("postgres_url")
     else:
         yield case, None

@@ -249,6 +249,28 @@ def test_sqlite_encrypted_matches_unencrypted(tmp_path: Path, with_frame: bool) 
 
 
 @pytest.mark.parametrize("with_frame", [False, True], ids=["list", "list+frame"])
+def test_sealed_sqlite_encrypted_matches_unencrypted(tmp_path: Path, with_frame: bool) -> None:
+    """Bound rows: the delta history walks authenticated ancestors (the stock saver runs plain)."""
+    from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
+
+    with closing(sqlite3.connect(tmp_path / "sealed.sqlite", check_same_thread=False)) as conn:
+
+        def make_saver(serde: Any) -> BaseCheckpointSaver[Any]:
+            if isinstance(serde, EncryptedSerializer):
+                return SealedSqliteSaver(conn, serde=serde)
+            return SqliteSaver(conn, serde=serde)
+
+        def types() -> list[str]:
+            return [
+                t
+                for table in ("checkpoints", "writes")
+                for (t,) in conn.execute(f"SELECT type FROM {table} WHERE thread_id = 'enc'")  # noqa: S608
+            ]
+
+        compare_runs(make_saver, types, with_frame=with_frame)
+
+
+@pytest.mark.parametrize("with_frame", [False, True], ids=["list", "list+frame"])
 @pytest.mark.parametrize(
     "saver_cls", [StockPostgresSaver, SealedPostgresSaver], ids=["stock", "sealed"]
 )

@@ -38,6 +38,8 @@ from psycopg.rows import dict_row
 
 from secure_serde import DecryptionError, EncryptedSerializer, UnknownKeyError
 from secure_serde.ciphers import EnvKeyCipher
+from secure_serde.savers import postgres as sealed_postgres
+from secure_serde.savers import sqlite as sealed_sqlite
 from tests.fixtures_services import PostgresServer, pg_dump
 from tests.graphs_support import (
     KEY,
@@ -75,6 +77,7 @@ class SaverCase:
     saver: Any
     is_async: bool
     path: Path | None = None
+    url: str | None = None
 
     def driver(self, build: Callable[[Any], Any]) -> Driver:
         return Driver(build(self.saver), self.is_async)
@@ -83,6 +86,8 @@ class SaverCase:
         """(table, checkpoint_ns, type tag) of every serialized value the saver holds."""
         if self.kind == "memory":
             return memory_tags(self.saver)
+        if self.url is not None:
+            return postgres_tags(self.url)
         assert self.path is not None
         return sqlite_tags(self.path)
 
@@ -115,6 +120,16 @@ def sqlite_tags(path: Path) -> list[tuple[str, str, str]]:
         ]
 
 
+def postgres_tags(url: str) -> list[tuple[str, str, str]]:
+    with psycopg.connect(url) as conn:
+        return [
+            (name, ns, t)
+            for table, name in (("checkpoint_blobs", "blobs"), ("checkpoint_writes", "writes"))
+            for ns, t in conn.execute(f"SELECT checkpoint_ns, type FROM {table}")  # noqa: S608
+            if t != "empty"
+        ]
+
+
 def assert_all_encrypted(case: SaverCase, *, min_rows: int) -> list[tuple[str, str, str]]:
     tags = case.stored_tags()
     assert len(tags) >= min_rows, tags
@@ -123,7 +138,16 @@ def assert_all_encrypted(case: SaverCase, *, min_rows: int) -> list[tuple[str, s
     return tags
 
 
-SAVER_KINDS = ["memory", "sqlite", "async_sqlite"]
+SAVER_KINDS = [
+    "memory",
+    "sqlite",
+    "async_sqlite",
+    # secure_serde's sealed savers: every value bound to its row, every record sealed.
+    "sealed_sqlite",
+    "sealed_async_sqlite",
+    "sealed_postgres",
+    "sealed_async_postgres",
+]
 
 
 @pytest.fixture(params=SAVER_KINDS)
@@ -138,10 +162,32 @@ async def case(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
             yield SaverCase(kind, SqliteSaver(conn, serde=our_serde()), False, path)
         finally:
             conn.close()
-    else:
+    elif kind == "async_sqlite":
         path = tmp_path / "async.sqlite"
         async with aiosqlite.connect(path) as aconn:
             yield SaverCase(kind, AsyncSqliteSaver(aconn, serde=our_serde()), True, path)
+    elif kind == "sealed_sqlite":
+        path = tmp_path / "sealed.sqlite"
+        with sealed_sqlite.SqliteSaver.from_conn_string(str(path), serde=our_serde()) as saver:
+            yield SaverCase(kind, saver, False, path)
+    elif kind == "sealed_async_sqlite":
+        path = tmp_path / "sealed-async.sqlite"
+        async with sealed_sqlite.AsyncSqliteSaver.from_conn_string(
+            str(path), serde=our_serde()
+        ) as asaver:
+            yield SaverCase(kind, asaver, True, path)
+    elif kind == "sealed_postgres":
+        url = request.getfixturevalue("postgres_url")
+        with sealed_postgres.PostgresSaver.from_conn_string(url, serde=our_serde()) as pg:
+            pg.setup()
+            yield SaverCase(kind, pg, False, url=url)
+    else:
+        url = request.getfixturevalue("postgres_url")
+        async with sealed_postgres.AsyncPostgresSaver.from_conn_string(
+            url, serde=our_serde()
+        ) as apg:
+            await apg.setup()
+            yield SaverCase(kind, apg, True, url=url)
 
 
 # --------------------------------------------------------------------------------------------

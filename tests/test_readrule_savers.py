@@ -6,6 +6,11 @@
 * A serde whose type tag is not a cipher's (``PickleFallbackSerializer``: ``msgpack+pickle``)
   must not be taken for an encrypting one by the metadata sealer.
 * Inline values and plaintext-tagged envelopes are read strictly under the migration switches.
+
+Each record these savers write is sealed (issue 10), so any edit to the metadata or the
+checkpoint JSON fails its seal first (`BindingError`). The checks here are the ones that still
+stand for records with no seal, written before binding and read under
+``Migration(unbound=True)``: `strip_record_seals` makes the rows such.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from secure_serde import (
+    BindingError,
     EncryptedSerializer,
     EncryptionError,
     MetadataDowngradeError,
@@ -32,6 +38,7 @@ from secure_serde import (
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import NUMPY, PickleFallbackSerializer
 from secure_serde.savers import SEALED_METADATA_KEY
+from secure_serde.savers._bound import RECORD_KEY
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
 from tests.planted_msgpack import PlantedCall, planted_value
 
@@ -76,6 +83,15 @@ def write_metadata(conn: psycopg.Connection[Any], metadata: dict[str, Any]) -> N
     conn.execute("UPDATE checkpoints SET metadata = %s", (Jsonb(metadata),))
 
 
+def strip_record_seals(conn: psycopg.Connection[Any]) -> None:
+    """Make every record look written before binding: no seal."""
+    result = conn.execute("UPDATE checkpoints SET checkpoint = checkpoint - %s", (RECORD_KEY,))
+    assert result.rowcount >= 1
+
+
+UNBOUND = Migration(unbound=True)
+
+
 @pytest.fixture
 def sealed(postgres_url: str) -> Iterator[tuple[psycopg.Connection[Any], PostgresSaver, Any]]:
     with connect(postgres_url) as conn:
@@ -97,6 +113,10 @@ def test_deleted_envelope_with_the_key_in_plaintext_is_refused(
     del metadata[SEALED_METADATA_KEY]
     metadata["api_key"] = "attacker-chosen"
     write_metadata(conn, metadata)
+    with pytest.raises(BindingError):
+        saver.get_tuple(stored)
+    strip_record_seals(conn)
+    saver = PostgresSaver(conn, serde=serde(), plaintext_metadata=["tenant"], migration=UNBOUND)
     with pytest.raises(MetadataDowngradeError, match="api_key") as caught:
         saver.get_tuple(stored)
     assert caught.value.keys == ("api_key",)
@@ -108,7 +128,7 @@ def test_deleted_envelope_with_the_key_in_plaintext_is_refused(
         conn,
         serde=serde(),
         plaintext_metadata=["tenant"],
-        migration=Migration(plaintext_metadata=True),
+        migration=Migration(plaintext_metadata=True, unbound=True),
     )
     with caplog.at_level(logging.WARNING, logger="secure_serde"):
         tup = migrating.get_tuple(stored)
@@ -124,13 +144,17 @@ def test_sealed_value_wins_over_a_planted_plaintext_key(
     metadata = stored_metadata(conn)
     metadata["api_key"] = "planted"
     write_metadata(conn, metadata)
+    with pytest.raises(BindingError):
+        saver.get_tuple(stored)
+    strip_record_seals(conn)
+    saver = PostgresSaver(conn, serde=serde(), plaintext_metadata=["tenant"], migration=UNBOUND)
     with pytest.raises(MetadataDowngradeError):
         saver.get_tuple(stored)
     migrating = PostgresSaver(
         conn,
         serde=serde(),
         plaintext_metadata=["tenant"],
-        migration=Migration(plaintext_metadata=True),
+        migration=Migration(plaintext_metadata=True, unbound=True),
     )
     tup = migrating.get_tuple(stored)
     assert tup is not None
@@ -145,6 +169,11 @@ def test_plaintext_keys_the_saver_does_not_seal_are_not_a_downgrade(
     metadata = stored_metadata(conn)
     metadata["tenant"] = "other"
     write_metadata(conn, metadata)
+    # The record seal covers plaintext keys too.
+    with pytest.raises(BindingError):
+        saver.get_tuple(stored)
+    strip_record_seals(conn)
+    saver = PostgresSaver(conn, serde=serde(), plaintext_metadata=["tenant"], migration=UNBOUND)
     tup = saver.get_tuple(stored)
     assert tup is not None
     assert tup.metadata["tenant"] == "other"
@@ -165,13 +194,20 @@ async def test_async_saver_refuses_a_downgrade(postgres_url: str) -> None:
             del metadata[SEALED_METADATA_KEY]
             metadata["api_key"] = "attacker-chosen"
             write_metadata(conn, metadata)
+        with pytest.raises(BindingError):
+            await saver.aget_tuple(stored)
+        with connect(postgres_url) as conn:
+            strip_record_seals(conn)
+    async with AsyncPostgresSaver.from_conn_string(
+        postgres_url, serde=serde(), plaintext_metadata=(), migration=UNBOUND
+    ) as saver:
         with pytest.raises(MetadataDowngradeError):
             await saver.aget_tuple(stored)
     async with AsyncPostgresSaver.from_conn_string(
         postgres_url,
         serde=serde(),
         plaintext_metadata=(),
-        migration=Migration(plaintext_metadata=True),
+        migration=Migration(plaintext_metadata=True, unbound=True),
     ) as migrating:
         tup = await migrating.aget_tuple(stored)
         assert tup is not None
@@ -216,8 +252,12 @@ def test_plaintext_tagged_envelope_is_read_strictly(
         "data": base64.b64encode(planted_value()).decode("ascii"),
     }
     write_metadata(conn, metadata)
+    strip_record_seals(conn)
     reader = PostgresSaver(
-        conn, serde=serde(migration=Migration(plaintext=True)), plaintext_metadata=["tenant"]
+        conn,
+        serde=serde(migration=Migration(plaintext=True)),
+        plaintext_metadata=["tenant"],
+        migration=UNBOUND,
     )
     with pytest.raises(StrictDecodeError):
         reader.get_tuple(stored)
@@ -233,17 +273,24 @@ def test_planted_inline_object_is_refused_even_under_the_switch(postgres_url: st
             "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_values,verdict}',"
             ' \'{"lc": 1, "type": "constructor", "id": ["os", "system"]}\')'
         )
+        # Refused before the record seal is even looked at.
         for migrating in (
             PostgresSaver(conn, serde=serde(), allow_inline_values=True),
             PostgresSaver(conn, serde=serde(), migration=Migration(inline_values=True)),
         ):
             with pytest.raises(StrictDecodeError, match="verdict"):
                 migrating.get_tuple(stored)
-        # A primitive, which the stock saver does inline, still reads under the switch.
+        # A primitive, which the stock saver does inline, still reads under the switch,
+        # in a record with no seal (the sealed saver never inlines, so a seal fails).
         conn.execute(
             "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_values,verdict}',"
             " '\"approved\"')"
         )
-        tup = PostgresSaver(conn, serde=serde(), allow_inline_values=True).get_tuple(stored)
+        with pytest.raises(BindingError):
+            PostgresSaver(conn, serde=serde(), allow_inline_values=True).get_tuple(stored)
+        strip_record_seals(conn)
+        tup = PostgresSaver(
+            conn, serde=serde(), allow_inline_values=True, migration=UNBOUND
+        ).get_tuple(stored)
         assert tup is not None
         assert tup.checkpoint["channel_values"]["verdict"] == "approved"

@@ -31,7 +31,8 @@ BackendName = Literal["cryptography", "pycryptodome"]
 BACKENDS: tuple[BackendName, BackendName] = ("cryptography", "pycryptodome")
 CIPHER_NAME = "aesgcm"
 # Format v1: version (1) + key id (4) + nonce (12) + GCM tag (16).
-OVERHEAD = 1 + 4 + 12 + 16
+# Format v2: version, key id, nonce, key commitment, GCM tag.
+OVERHEAD = 1 + 4 + 12 + 16 + 16
 
 # Nested pydantic models and messages are slow to draw; that is expected here.
 SLOW_OK = (HealthCheck.too_slow, HealthCheck.data_too_large)
@@ -220,12 +221,12 @@ def test_delta_snapshot_survives_in_channel_values(
 @pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=60, deadline=None, suppress_health_check=SLOW_OK)
 @given(value=cs.checkpoint_values())
-def test_overhead_is_exactly_33_bytes(backend: BackendName, value: Any) -> None:
+def test_overhead_is_exactly_49_bytes(backend: BackendName, value: Any) -> None:
     serde = encrypted(backend)
     _, blob = serde.dumps_typed(value)
     plain_tag, plain_bytes = PLAIN.dumps_typed(value)
     assert len(blob) == len(plain_bytes) + OVERHEAD
-    assert blob[0] == 1
+    assert blob[0] == 2
     assert blob[1:5] == bytes.fromhex(serde.cipher.key_id)  # type: ignore[attr-defined]
     # The encrypted bytes are exactly plain JsonPlus's bytes.
     assert serde.cipher.decrypt_bound(CIPHER_NAME, blob, plain_tag) == bytes(plain_bytes)

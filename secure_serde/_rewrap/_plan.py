@@ -12,22 +12,34 @@ from then on, so a value whose tag nothing authenticated (a plaintext row,
 a legacy ``+aes`` row) is sealed only after the strict decoder has accepted
 it: a planted or relabelled row that would import and call a name is
 refused and listed by table and key, never by content.
+
+A value a sealed saver bound to its row is opened at the cell's
+`Location` and sealed again at that same location, so rewrap never turns
+a bound value into an unbound one. An unbound value (format v1, a stock
+saver's row, a v2 value written through ``serde=``) stays unbound: the
+stock savers that may be reading it cannot name a location.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, cast
 
 from secure_serde import _format
+from secure_serde._binding import Location
 from secure_serde._compress import CompressedSerializer
-from secure_serde._errors import DecryptionError, SecureSerdeError
+from secure_serde._errors import (
+    BindingError,
+    DecryptionError,
+    SecureSerdeError,
+    UnboundValueError,
+)
 from secure_serde._migration import Migration
 from secure_serde._primitives import Buffer
 from secure_serde._readrule import Decode, ReadRule, Route
 from secure_serde._strict import StrictDecoder
-from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher
 from secure_serde.stores import Cell, Swap
 
 __all__ = ["CURRENT", "EMPTY", "Planner", "Skip", "Unreadable"]
@@ -70,6 +82,18 @@ class Planned:
 
     swap: Swap | None
     source: str
+
+
+# isinstance() against a runtime-checkable protocol inspects every member:
+# answer it once per cipher class.
+_LOCATING_TYPES: dict[type, bool] = {}
+
+
+def _locating(cipher: object) -> bool:
+    known = _LOCATING_TYPES.get(type(cipher))
+    if known is None:
+        known = _LOCATING_TYPES[type(cipher)] = isinstance(cipher, LocatingCipher)
+    return known
 
 
 def _source(cipher_name: str, data: Buffer) -> str:
@@ -158,17 +182,24 @@ class Planner:
         if current and not self._verify and not compress:
             return CURRENT
         try:
-            plaintext = cipher.decrypt_bound(route.cipher_name, data, route.inner)
+            plaintext, bound = _open(cipher, route, data, cell.location)
         except DecryptionError as exc:
             return Unreadable.of(type(exc), str(exc))
         if current and not compress:
             return CURRENT
         return self._checked(
-            cell, route, plaintext, _source(route.cipher_name, data), current=current
+            cell, route, plaintext, _source(route.cipher_name, data), current=current, at=bound
         )
 
-    def _checked(
-        self, cell: Cell, route: Route, plaintext: Buffer, source: str, *, current: bool
+    def _checked(  # noqa: PLR0913 - a cell, its location and the read switches it is opened under
+        self,
+        cell: Cell,
+        route: Route,
+        plaintext: Buffer,
+        source: str,
+        *,
+        current: bool,
+        at: Location | None = None,
     ) -> Skip | Unreadable | Planned:
         """Plan the seal, after the strict decoder accepted a value nothing authenticated."""
         if route.decode is Decode.STRICT:
@@ -179,7 +210,7 @@ class Planner:
         if current and inner == route.inner:
             # Under the primary already, and compressing would not change it.
             return CURRENT
-        return self._planned(cell, inner, packed, source)
+        return self._planned(cell, inner, packed, source, at)
 
     def _strict_refusal(self, inner: str, plaintext: bytes) -> Unreadable | None:
         try:
@@ -202,8 +233,51 @@ class Planner:
             return inner, plaintext
         return self._compress.compress_encoded(inner, bytes(plaintext))
 
-    def _planned(self, cell: Cell, inner: str, plaintext: Buffer, source: str) -> Planned:
+    def _planned(
+        self, cell: Cell, inner: str, plaintext: Buffer, source: str, at: Location | None
+    ) -> Planned | Unreadable:
+        if at is not None and not _locating(self._cipher):
+            # Sealing it unbound would strip the binding its saver checks.
+            return Unreadable.of(
+                BindingError,
+                f"the value is bound to its {at.kind} row and the primary cipher"
+                f" {type(self._cipher).__name__} cannot bind; not sealed",
+            )
         if not self._seal:
             return Planned(None, source)
-        name, sealed = self._cipher.encrypt_bound(plaintext, inner)
+        if at is None:
+            name, sealed = self._cipher.encrypt_bound(plaintext, inner)
+        else:
+            locating = cast(LocatingCipher, self._cipher)
+            name, sealed = locating.encrypt_at(plaintext, inner, at.encode())
         return Planned(Swap(cell, f"{inner}+{name}", bytes(sealed)), source)
+
+
+def _open(
+    cipher: BoundCipher, route: Route, data: Buffer, location: Location | None
+) -> tuple[bytes, Location | None]:
+    """The plaintext, and the location it was bound to (``None``: unbound).
+
+    Raises:
+        DecryptionError: the value authenticates neither at the cell's
+            location nor unbound (tampered, or moved from another row).
+    """
+    name, inner = route.cipher_name, route.inner
+    if location is None or not _locating(cipher):
+        return cipher.decrypt_bound(name, data, inner), None
+    locating = cast(LocatingCipher, cipher)
+    try:
+        return locating.decrypt_at(name, data, inner, location.encode()), location
+    except UnboundValueError:
+        # A format with no binding (v1, langgraph's rows): read it as such.
+        return cipher.decrypt_bound(name, data, inner), None
+    except BindingError:
+        pass  # not bound here; maybe not bound at all (written through serde=)
+    try:
+        return locating.decrypt_at(name, data, inner, b""), None
+    except DecryptionError:
+        pass  # raised below, outside the handler
+    raise DecryptionError(
+        f"a {inner}+{name} value authenticates neither at its {location.kind} row nor"
+        " unbound: tampered with, or moved, copied or swapped from another row"
+    )

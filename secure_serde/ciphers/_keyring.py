@@ -1,25 +1,34 @@
-"""The v1 AES-GCM recipe over a set of keys, shared by every key-holding cipher.
+"""The AES-GCM recipe (formats v1 and v2) over a set of keys, shared by every key-holding cipher.
 
-One key encrypts (the primary). Decryption reads the key id from the
-header and uses that key alone, as Tink does, instead of trying each key as
-MultiFernet does; a retired id is refused by name.
+One key encrypts (the primary), in format v2 (``_format_v2``); v1 stays
+readable. Decryption reads the key id from the header and uses that key
+alone, as Tink does, instead of trying each key as MultiFernet does; a
+retired id is refused by name.
 """
 
 from __future__ import annotations
 
+import hmac
 import os
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from secure_serde import _format
-from secure_serde._errors import ConfigurationError, RetiredKeyError
+from secure_serde import _format, _format_v2
+from secure_serde._errors import (
+    BindingError,
+    ConfigurationError,
+    DecryptionError,
+    RetiredKeyError,
+    UnboundValueError,
+)
 from secure_serde._keys import Key
 from secure_serde._primitives import GCM_NONCE_SIZE, Buffer, SecretHolder
 
 __all__ = ["Keyring"]
 
 # Contexts are inner type tags: a handful per serializer. The bound stops a
-# stream of forged tags on the read path from growing the cache.
+# stream of forged tags on the read path from growing the cache. Locations
+# are per row, so they are appended to the cached part, never cached.
 _AAD_CACHE_LIMIT: Final = 64
 
 
@@ -54,7 +63,7 @@ class Keyring(SecretHolder):
         self._by_id: Mapping[bytes, Key] = by_id
         self._primary = primary
         self._name = cipher_name.encode("ascii")
-        self._primary_header = _format.encode_header(primary.key_id)
+        self._primary_header = _format_v2.encode_header(primary.key_id)
         self._aad_cache: dict[str, bytes] = {}
 
     @property
@@ -73,20 +82,35 @@ class Keyring(SecretHolder):
         return key_id in self._retired
 
     def _primary_aad(self, context: str) -> bytes:
-        aad = self._aad_cache.get(context)
-        if aad is None:
-            aad = _format.build_aad(self._primary_header, self._name, context.encode("utf-8"))
+        """The v1 associated data under the primary key; v1 is written only for test vectors."""
+        return _format.build_aad(
+            _format.encode_header(self._primary.key_id), self._name, context.encode("utf-8")
+        )
+
+    def _suffix(self, context: str) -> bytes:
+        suffix = self._aad_cache.get(context)
+        if suffix is None:
+            suffix = _format_v2.aad_suffix(self._name, context.encode("utf-8"))
             if len(self._aad_cache) < _AAD_CACHE_LIMIT:
-                self._aad_cache[context] = aad
-        return aad
+                self._aad_cache[context] = suffix
+        return suffix
 
-    def seal(self, plaintext: Buffer, context: str) -> bytes:
+    def seal(self, plaintext: Buffer, context: str, location: bytes = b"") -> bytes:
+        """A v2 ciphertext under the primary key, bound to ``context`` and ``location``."""
         # The hot path of every checkpoint write: kept flat on purpose.
-        nonce = os.urandom(GCM_NONCE_SIZE)
-        aad = self._aad_cache.get(context) or self._primary_aad(context)
-        return self._primary_header + nonce + self._primary.aead.seal(nonce, plaintext, aad)
+        committed = self._primary_header + os.urandom(GCM_NONCE_SIZE)
+        commitment = self._primary.commitment.tag(committed)
+        aad = (
+            self._primary_header
+            + commitment
+            + (self._aad_cache.get(context) or self._suffix(context))
+            + location
+        )
+        return committed + commitment + self._primary.aead.seal(committed[5:], plaintext, aad)
 
-    def _seal_with_nonce(self, plaintext: Buffer, context: str, nonce: bytes) -> bytes:
+    def _seal_with_nonce(
+        self, plaintext: Buffer, context: str, nonce: bytes, location: bytes = b""
+    ) -> bytes:
         """`seal` with a caller-chosen nonce: for frozen test vectors only.
 
         Reusing a nonce under one key breaks GCM's confidentiality and
@@ -94,15 +118,21 @@ class Keyring(SecretHolder):
         """
         if len(nonce) != GCM_NONCE_SIZE:
             raise ValueError("GCM nonces are 12 bytes")
-        sealed = self._primary.aead.seal(nonce, plaintext, self._primary_aad(context))
-        return self._primary_header + nonce + sealed
+        committed = self._primary_header + nonce
+        commitment = self._primary.commitment.tag(committed)
+        aad = self._primary_header + commitment + self._suffix(context) + location
+        return committed + commitment + self._primary.aead.seal(nonce, plaintext, aad)
 
-    def open(self, blob: Buffer, context: str) -> bytes:
-        header, nonce, sealed = _format.split(blob)
-        if header == self._primary_header:
-            aad = self._aad_cache.get(context) or self._primary_aad(context)
-            return self._primary.aead.open(nonce, sealed, aad)
-        key_id = header[1:]
+    def _seal_v1_with_nonce(self, plaintext: Buffer, context: str, nonce: bytes) -> bytes:
+        """A format v1 ciphertext with a caller-chosen nonce: for the frozen v1 vectors only."""
+        if len(nonce) != GCM_NONCE_SIZE:
+            raise ValueError("GCM nonces are 12 bytes")
+        header = _format.encode_header(self._primary.key_id)
+        return (
+            header + nonce + self._primary.aead.seal(nonce, plaintext, self._primary_aad(context))
+        )
+
+    def _key(self, key_id: bytes) -> Key:
         key = self._by_id.get(key_id)
         if key is None:
             raise _format.unknown_key(key_id)
@@ -110,8 +140,51 @@ class Keyring(SecretHolder):
             hex_id = _format.key_id_hex(key_id)
             label = f" ({key.label})" if key.label else ""
             raise RetiredKeyError(f"key {hex_id}{label} is retired", key_id=hex_id)
+        return key
+
+    def open(
+        self, blob: Buffer, context: str, location: bytes = b"", *, require_binding: bool = False
+    ) -> bytes:
+        """Authenticate and decrypt a v1 or v2 ciphertext.
+
+        Raises:
+            UnboundValueError: ``require_binding`` is set and the blob is v1,
+                which cannot carry a location.
+            BindingError: a v2 blob read at a non-empty ``location`` did not
+                authenticate there (moved, copied or tampered).
+            DecryptionError: anything else that fails (see `_format`).
+        """
+        if len(blob) > 0 and blob[0] == _format_v2.VERSION:
+            return self._open_v2(blob, context, location)
+        if require_binding:
+            raise UnboundValueError("a format v1 value carries no binding to its row")
+        header, nonce, sealed = _format.split(blob)
+        key = self._key(header[1:])
         aad = _format.build_aad(header, self._name, context.encode("utf-8"))
         return key.aead.open(nonce, sealed, aad)
+
+    def _open_v2(self, blob: Buffer, context: str, location: bytes) -> bytes:
+        parts = _format_v2.split(blob)
+        key = self._primary if parts.header == self._primary_header else self._key(parts.key_id)
+        # Checked before any decryption, in constant time: a blob made to
+        # authenticate under two keys fails here under all but one of them.
+        if not hmac.compare_digest(key.commitment.tag(parts.committed), parts.commitment):
+            raise DecryptionError("key commitment does not match the key")
+        aad = (
+            parts.header
+            + parts.commitment
+            + (self._aad_cache.get(context) or self._suffix(context))
+            + location
+        )
+        if not location:
+            return key.aead.open(parts.nonce, parts.sealed, aad)
+        try:
+            return key.aead.open(parts.nonce, parts.sealed, aad)
+        except DecryptionError:
+            pass  # raised below, outside the handler, with no chained context
+        raise BindingError(
+            "value does not authenticate at this location: it was moved, copied or tampered with"
+        )
 
     def __repr__(self) -> str:
         return (

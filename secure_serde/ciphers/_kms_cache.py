@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from secure_serde._errors import ConfigurationError
+from secure_serde._format_v2 import KeyCommitment
 from secure_serde._primitives import AesGcm, SecretHolder
 
 __all__ = [
@@ -77,6 +78,7 @@ class DataKey(SecretHolder):
     cmk_id: bytes
     aead: AesGcm = field(compare=False)
     aads: dict[str, bytes] = field(compare=False)
+    commitment: KeyCommitment = field(compare=False)
 
     def __repr__(self) -> str:
         return f"<DataKey cmk_id={self.cmk_id.hex()}>"

@@ -39,6 +39,28 @@ key fails the tag.
 
 from __future__ import annotations
 
+# Format v2 (written since secure_serde 0.2) differs from v1 in three places:
+#
+#     offset   size  field
+#     0        1     format version, 0x02
+#     1..7+n         CMK id, length, wrapped data key: as in v1
+#     7+n      12    nonce, from os.urandom
+#     19+n     16    key commitment: HMAC-SHA256(HKDF-SHA256(data key,
+#                    info="secure_serde/kms/v2/commitment"), bytes 0..19+n)[:16]
+#     35+n     m     AES-256-GCM ciphertext, under the data key
+#     35+n+m   16    GCM tag
+#
+# and its associated data is
+#
+#     version(1) | CMK id(4) | commitment(16) | len(cipher name)(1) | cipher name
+#     | len(EC)(2) | EC | len(inner type tag)(2) | inner type tag | location
+#
+# with ``location`` the canonical location (secure_serde._binding; empty when
+# unbound), as in the ``aesgcm`` format v2 (see secure_serde._format_v2 for
+# what the commitment buys and its 2^64 collision bound). 51 + n bytes per
+# blob. The location goes into the associated data only, never into the KMS
+# encryption context: that is logged by CloudTrail, and would need one data
+# key per row.
 import hashlib
 import struct
 from collections.abc import Mapping
@@ -56,18 +78,23 @@ __all__ = [
     "MAX_ENCRYPTION_CONTEXT",
     "MAX_WRAPPED_KEY",
     "VERSION",
+    "VERSION_V2",
     "WRAPPED_AT",
     "KmsHeader",
+    "aad_suffix_v2",
     "build_aad",
     "cmk_id",
     "encode_encryption_context",
     "encode_header",
     "parse_header",
     "split",
+    "split_any",
     "unknown_cmk",
 ]
 
 VERSION: Final = 1
+VERSION_V2: Final = 2
+COMMITMENT_SIZE: Final = 16
 CIPHER_NAME: Final = "kms"
 CMK_ID_SIZE: Final = 4
 MAX_WRAPPED_KEY: Final = 4096
@@ -119,13 +146,29 @@ def encode_encryption_context(context: Mapping[str, str]) -> bytes:
     return encoded
 
 
-def encode_header(cmk: bytes, wrapped_key: bytes) -> bytes:
+def encode_header(cmk: bytes, wrapped_key: bytes, version: int = VERSION) -> bytes:
     """Everything before the nonce: version, CMK id, length and wrapped data key."""
     if len(cmk) != CMK_ID_SIZE:
         raise ValueError("CMK ids are 4 bytes")
     if not 0 < len(wrapped_key) <= MAX_WRAPPED_KEY:
         raise ValueError(f"wrapped data keys are 1 to {MAX_WRAPPED_KEY} bytes")
-    return _VERSION_BYTE + cmk + struct.pack(">H", len(wrapped_key)) + wrapped_key
+    if version not in (VERSION, VERSION_V2):
+        raise ValueError("KMS envelope versions are 1 and 2")
+    return bytes([version]) + cmk + struct.pack(">H", len(wrapped_key)) + wrapped_key
+
+
+def aad_suffix_v2(encryption_context: bytes, type_tag: bytes) -> bytes:
+    """The v2 associated data between the commitment and the location (cacheable per tag)."""
+    if len(type_tag) > 0xFFFF:
+        raise DecryptionError("type tag is too long")
+    return (
+        struct.pack("B", len(_NAME))
+        + _NAME
+        + struct.pack(">H", len(encryption_context))
+        + encryption_context
+        + struct.pack(">H", len(type_tag))
+        + type_tag
+    )
 
 
 def build_aad(cmk: bytes, encryption_context: bytes, context: bytes) -> bytes:
@@ -142,29 +185,47 @@ def build_aad(cmk: bytes, encryption_context: bytes, context: bytes) -> bytes:
 
 
 def split(blob: Buffer) -> tuple[bytes, bytes, Buffer]:
-    """Split a blob into (header, nonce, ciphertext-and-tag), checking every length first.
+    """Split a v1 blob into (header, nonce, ciphertext-and-tag), checking every length first.
 
     The header is the bytes `encode_header` produced; ``header[1:5]`` is
     the CMK id and ``header[WRAPPED_AT:]`` the wrapped data key.
     """
+    header, nonce, commitment, sealed = split_any(blob)
+    if commitment:
+        raise DecryptionError(f"unsupported KMS envelope format version {blob[0]}")
+    return header, nonce, sealed
+
+
+def split_any(blob: Buffer) -> tuple[bytes, bytes, bytes, Buffer]:
+    """Split a v1 or v2 blob into (header, nonce, commitment, ciphertext-and-tag).
+
+    The commitment is ``b""`` for v1. Every length is checked before slicing.
+    """
     size = len(blob)
     if size < FIXED_OVERHEAD + 1:
         raise DecryptionError("ciphertext is truncated")
-    if blob[0] != VERSION:
+    if blob[0] not in (VERSION, VERSION_V2):
         raise DecryptionError(f"unsupported KMS envelope format version {blob[0]}")
+    commitment_size = COMMITMENT_SIZE if blob[0] == VERSION_V2 else 0
     wrapped_size = (blob[_LENGTH_AT] << 8) | blob[_LENGTH_AT + 1]
     if not 0 < wrapped_size <= MAX_WRAPPED_KEY:
         raise DecryptionError("malformed KMS envelope header")
     nonce_at = WRAPPED_AT + wrapped_size
-    if size < nonce_at + GCM_NONCE_SIZE + GCM_TAG_SIZE:
+    if size < nonce_at + GCM_NONCE_SIZE + commitment_size + GCM_TAG_SIZE:
         raise DecryptionError("ciphertext is truncated")
-    sealed_at = nonce_at + GCM_NONCE_SIZE
-    return bytes(blob[:nonce_at]), bytes(blob[nonce_at:sealed_at]), blob[sealed_at:]
+    commitment_at = nonce_at + GCM_NONCE_SIZE
+    sealed_at = commitment_at + commitment_size
+    return (
+        bytes(blob[:nonce_at]),
+        bytes(blob[nonce_at:commitment_at]),
+        bytes(blob[commitment_at:sealed_at]),
+        blob[sealed_at:],
+    )
 
 
 def parse_header(blob: Buffer) -> KmsHeader:
-    """Parse a header for inspection; says nothing about authenticity."""
-    header, nonce, sealed = split(blob)
+    """Parse a v1 or v2 header for inspection; says nothing about authenticity."""
+    header, nonce, _, sealed = split_any(blob)
     return KmsHeader(
         version=header[0],
         cmk_id=header[CMK_ID_AT:_LENGTH_AT],

@@ -6,7 +6,7 @@ from typing import Protocol, runtime_checkable
 
 from secure_serde._primitives import Buffer
 
-__all__ = ["BoundCipher"]
+__all__ = ["BoundCipher", "LocatingCipher"]
 
 
 @runtime_checkable
@@ -36,3 +36,20 @@ class BoundCipher(Protocol):
     def binds_context(self, ciphername: str) -> bool:
         """False for formats whose ciphertext does not authenticate the context."""
         ...
+
+
+@runtime_checkable
+class LocatingCipher(BoundCipher, Protocol):
+    """A `BoundCipher` that also binds a value to its location (format v2, KMS v2).
+
+    ``location`` is `secure_serde._binding.Location.encode()`, or ``b""``
+    for an unbound value. `decrypt_at` raises `UnboundValueError` for a
+    format that cannot carry a location (v1, langgraph's built-in rows) and
+    `BindingError` when the value does not authenticate at ``location``.
+    """
+
+    def encrypt_at(self, plaintext: Buffer, context: str, location: bytes) -> tuple[str, bytes]: ...
+
+    def decrypt_at(
+        self, ciphername: str, ciphertext: Buffer, context: str, location: bytes
+    ) -> bytes: ...

@@ -1,4 +1,6 @@
-"""`V1Cipher`: the surface shared by the ciphers that write format v1 from a `Keyring`.
+"""`V1Cipher`: the surface shared by the ciphers that write the ``aesgcm`` formats from a `Keyring`.
+
+(The name is historical: they write format v2 now, and read v1 and v2.)
 
 `EnvKeyCipher` and `KeyRotationCipher` differ only in where their keys come
 from and in how they police legacy rows; encrypting, decrypting and the
@@ -10,7 +12,7 @@ from __future__ import annotations
 from typing import Final
 
 from secure_serde import _format
-from secure_serde._errors import UnknownCipherError
+from secure_serde._errors import UnboundValueError, UnknownCipherError
 from secure_serde._primitives import Buffer, SecretHolder
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
@@ -46,6 +48,20 @@ class V1Cipher(SecretHolder):
 
     def encrypt_bound(self, plaintext: Buffer, context: str) -> tuple[str, bytes]:
         return _V1, self._keyring.seal(plaintext, context)
+
+    def encrypt_at(self, plaintext: Buffer, context: str, location: bytes) -> tuple[str, bytes]:
+        return _V1, self._keyring.seal(plaintext, context, location)
+
+    def decrypt_at(
+        self, ciphername: str, ciphertext: Buffer, context: str, location: bytes
+    ) -> bytes:
+        if ciphername == _V1:
+            return self._keyring.open(ciphertext, context, location, require_binding=True)
+        if ciphername == LEGACY_CIPHER_NAME and self._legacy is not None:
+            raise UnboundValueError("a langgraph built-in value carries no binding to its row")
+        raise UnknownCipherError(
+            f"{type(self).__name__} cannot decrypt cipher {ciphername!r}", cipher_name=ciphername
+        )
 
     def decrypt_bound(self, ciphername: str, ciphertext: Buffer, context: str) -> bytes:
         if ciphername == _V1:

@@ -1,10 +1,14 @@
 """Reading checkpoints for ``secure-serde inspect`` through LangGraph's own savers, read only.
 
-SQLite is opened with ``mode=ro`` and read by the stock ``SqliteSaver``;
-PostgreSQL by our `PostgresSaver` (the stock one's reads, plus sealed
-metadata and the inline-values switch) on a session whose transactions are
-all read only. Each checkpoint is loaded on its own with ``get_tuple``, so
-one that cannot be decrypted is reported and the rest of the history is
+SQLite is opened with ``mode=ro`` and read by our sealed ``SqliteSaver``
+(the stock one when the serializer cannot bind values to rows); PostgreSQL
+by our `PostgresSaver` (the stock one's reads, plus sealed metadata, the
+inline-values switch and row binding) on a session whose transactions are
+all read only. Both read under ``Migration(unbound=True)``: a value bound
+to its row is still authenticated there (one moved from another row is
+refused), and a store a stock saver wrote, with no bindings, is shown too.
+Each checkpoint is loaded on its own with ``get_tuple``, so one that
+cannot be decrypted is reported and the rest of the history is
 still shown. ``DeltaChannel`` values stored as a snapshot plus later writes
 are fetched with ``get_delta_channel_history``: combining them takes the
 channel's reducer, which only the graph has.
@@ -13,7 +17,7 @@ channel's reducer, which only the graph has.
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -90,17 +94,22 @@ class CheckpointReader:
     ) -> None:
         self._conn: Any
         self.saver: BaseCheckpointSaver[Any]
-        resolved = Migration.resolve(migration, allow_inline_values=allow_inline_values)
+        resolved = replace(
+            Migration.resolve(migration, allow_inline_values=allow_inline_values), unbound=True
+        )
         if location.startswith(POSTGRES_SCHEMES):
             self._open_postgres(location, serde, resolved)
         else:
             if resolved.inline_values:
                 raise ConfigurationError("--allow-inline-values applies to PostgreSQL stores only")
-            self._open_sqlite(location, serde)
+            self._open_sqlite(location, serde, resolved)
 
-    def _open_sqlite(self, location: str, serde: SerializerProtocol) -> None:
+    def _open_sqlite(self, location: str, serde: SerializerProtocol, migration: Migration) -> None:
         try:
             from langgraph.checkpoint.sqlite import SqliteSaver
+
+            from secure_serde.savers._bound import binder_for
+            from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
         except ImportError:
             raise ConfigurationError(
                 "inspecting SQLite stores needs langgraph-checkpoint-sqlite:"
@@ -111,7 +120,11 @@ class CheckpointReader:
             self._conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {location}: {exc}") from None
-        saver = SqliteSaver(self._conn, serde=serde)
+        saver: SqliteSaver
+        if binder_for(serde, migration) is not None:
+            saver = SealedSqliteSaver(self._conn, serde=serde, migration=migration)
+        else:
+            saver = SqliteSaver(self._conn, serde=serde)
         # setup() would switch the journal mode and create tables: the store
         # exists already (open_store checked), and this connection cannot write.
         saver.is_setup = True

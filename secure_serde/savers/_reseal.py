@@ -29,8 +29,10 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointMetadata
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from secure_serde._binding import Location
 from secure_serde._errors import ConfigurationError, DecryptionError
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
+from secure_serde.savers._bound import RECORD_KEY, Binder, metadata_record
 from secure_serde.savers._metadata import (
     ROW_KEY,
     SEALED_METADATA_KEY,
@@ -40,7 +42,7 @@ from secure_serde.savers._metadata import (
     _open_entry,
 )
 
-__all__ = ["ResealReport", "plan_reseal", "reseal_postgres_metadata"]
+__all__ = ["ResealReport", "plan_bound_reseal", "plan_reseal", "reseal_postgres_metadata"]
 
 
 @dataclass
@@ -94,14 +96,85 @@ def _names_row(serde: SerializerProtocol, stored: Mapping[str, Any]) -> bool:
 
 
 _SELECT = (
-    "SELECT thread_id, checkpoint_ns, checkpoint_id, metadata FROM checkpoints"
-    " WHERE (thread_id, checkpoint_ns, checkpoint_id) > (%s, %s, %s)"
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
+    " FROM checkpoints WHERE (thread_id, checkpoint_ns, checkpoint_id) > (%s, %s, %s)"
     " ORDER BY thread_id, checkpoint_ns, checkpoint_id LIMIT %s"
 )
 _UPDATE = (
     "UPDATE checkpoints SET metadata = %s WHERE thread_id = %s AND checkpoint_ns = %s"
     " AND checkpoint_id = %s AND metadata = %s"
 )
+# A bound store seals each record over its plaintext metadata: both change together.
+_UPDATE_SEALED = (
+    "UPDATE checkpoints SET metadata = %s, checkpoint = %s WHERE thread_id = %s"
+    " AND checkpoint_ns = %s AND checkpoint_id = %s AND metadata = %s AND checkpoint = %s"
+)
+
+
+def _checked_sealer(saver: Any, batch_size: int) -> MetadataSealer:
+    sealer: MetadataSealer | None = saver.metadata_sealer
+    if sealer is None:
+        raise ConfigurationError("resealing metadata needs a saver with seal_metadata=True")
+    if batch_size < 1:
+        raise ConfigurationError("batch_size must be positive")
+    return sealer
+
+
+def _record(checkpoint: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in checkpoint.items() if k != RECORD_KEY}
+
+
+def _sealed_parent(r: Mapping[str, Any]) -> str | None:
+    # As Binder.check_record: a pruned row (parent nulled) keeps its sealed parent.
+    parent = r["parent_checkpoint_id"]
+    if parent is None:
+        seal = r["checkpoint"].get(RECORD_KEY)
+        sealed = seal.get("parent") if isinstance(seal, Mapping) else None
+        parent = sealed if isinstance(sealed, str) else None
+    return parent if isinstance(parent, str) else None
+
+
+def plan_bound_reseal(
+    binder: Binder,
+    sealer: MetadataSealer,
+    opener: MetadataOpener,
+    r: Mapping[str, Any],
+) -> tuple[CheckpointMetadata, dict[str, Any]] | None:
+    """`plan_reseal` on a bound store: the record's seal checked first, then re-made.
+
+    Returns the metadata and checkpoint JSON to store, or ``None`` if current.
+    A record stored without a seal (read under ``Migration(unbound=True)``)
+    is left without one: this pass does not vouch for what nothing authenticated.
+
+    Raises:
+        DecryptionError: the record or the metadata fails a read check.
+    """
+    row: Row = (r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"])
+    checkpoint: Mapping[str, Any] = r["checkpoint"]
+    record = _record(checkpoint)
+    seal = checkpoint.get(RECORD_KEY)
+    binder.check_record(
+        *row, r["parent_checkpoint_id"], [record, metadata_record(r["metadata"])], seal
+    )
+    at = binder.at(Location.metadata(*row))
+    new = plan_reseal(at, sealer, opener, r["metadata"], row)
+    if new is None:
+        return None
+    if seal is None:
+        return new, dict(checkpoint)
+    resealed = binder.seal_record(*row, _sealed_parent(r), [record, metadata_record(new)])
+    return new, {**record, RECORD_KEY: resealed}
+
+
+def _plan_row(
+    saver: Any, sealer: MetadataSealer, opener: MetadataOpener, r: Mapping[str, Any]
+) -> tuple[CheckpointMetadata, dict[str, Any] | None] | None:
+    binder: Binder | None = saver._bound()
+    if binder is not None:
+        return plan_bound_reseal(binder, sealer, opener, r)
+    row: Row = (r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"])
+    new = plan_reseal(saver.serde, sealer, opener, r["metadata"], row)
+    return None if new is None else (new, None)
 
 
 def reseal_postgres_metadata(
@@ -111,15 +184,13 @@ def reseal_postgres_metadata(
 
     ``saver`` is a secure_serde sync `PostgresSaver` with sealing on, whose
     serde reads the old and the new keys and whose migration admits the rows
-    to bring up to date.
+    to bring up to date. On a bound store (a serde that binds values to
+    rows) each record's seal is checked before, and re-made after, its
+    metadata is rewritten.
     """
     from psycopg.types.json import Jsonb
 
-    sealer: MetadataSealer | None = saver.metadata_sealer
-    if sealer is None:
-        raise ConfigurationError("resealing metadata needs a saver with seal_metadata=True")
-    if batch_size < 1:
-        raise ConfigurationError("batch_size must be positive")
+    sealer = _checked_sealer(saver, batch_size)
     opener: MetadataOpener = saver._metadata_opener
     report = ResealReport()
     last: Sequence[str] = ("", "", "")
@@ -134,18 +205,25 @@ def reseal_postgres_metadata(
             row: Row = (r["thread_id"], r["checkpoint_ns"], r["checkpoint_id"])
             report.scanned += 1
             try:
-                new = plan_reseal(saver.serde, sealer, opener, r["metadata"], row)
+                planned = _plan_row(saver, sealer, opener, r)
             except DecryptionError as exc:
                 report.failed.append((row, type(exc).__name__))
                 continue
-            if new is None:
+            if planned is None:
                 report.current += 1
                 continue
             if dry_run:
                 report.rewritten += 1
                 continue
+            new, checkpoint = planned
             with saver._cursor() as cur:
-                cur.execute(_UPDATE, (Jsonb(new), *row, Jsonb(r["metadata"])))
+                if checkpoint is None:
+                    cur.execute(_UPDATE, (Jsonb(new), *row, Jsonb(r["metadata"])))
+                else:
+                    params = (Jsonb(new), Jsonb(checkpoint), *row)
+                    cur.execute(
+                        _UPDATE_SEALED, (*params, Jsonb(r["metadata"]), Jsonb(r["checkpoint"]))
+                    )
                 if cur.rowcount == 1:
                     report.rewritten += 1
                 else:

@@ -36,7 +36,7 @@ Example::
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
@@ -46,6 +46,7 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
+    DeltaChannelHistory,
 )
 from langgraph.checkpoint.postgres import Conn
 from langgraph.checkpoint.postgres import PostgresSaver as _StockPostgresSaver
@@ -56,12 +57,14 @@ from psycopg import AsyncConnection, AsyncPipeline, Connection, Pipeline
 from psycopg.rows import DictRow, dict_row
 
 from secure_serde._migration import Migration
+from secure_serde.ciphers._v1cipher import V1Cipher
 from secure_serde.savers._metadata import (
     SEALED_METADATA_KEY,
     STRUCTURAL_METADATA_KEYS,
     MetadataSealer,
 )
 from secure_serde.savers._postgres_base import SealedPostgresBase
+from secure_serde.savers._postgres_bound import CHAIN_SQL, verify_chain
 from secure_serde.savers._reseal import ResealReport, reseal_postgres_metadata
 
 __all__ = [
@@ -105,8 +108,11 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             primitive raises `StrictDecodeError`. ``plaintext_metadata``:
             sealed keys found in plaintext, or rows with no sealed entry
             (written before sealing); off, they raise
-            `MetadataDowngradeError`. ``unbound``: sealed entries written by
-            0.1.0, which name no row. Each read under a switch is logged
+            `MetadataDowngradeError`. ``unbound``: values, records and sealed
+            metadata entries written without a binding to their row (by the
+            stock saver or secure_serde 0.1); off, they raise
+            `UnboundValueError` (`MetadataMovedError` for a metadata entry
+            that names no row). Each read under a switch is logged
             (rate-limited).
         allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
     """
@@ -200,8 +206,26 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         return next_config
 
     def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
+        binder = self._bound()
+        if binder is not None:
+            return self._load_bound(binder, value)
         self._check_row(value)
         return self._unseal(super()._load_checkpoint_tuple(value))
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        token, read = self._delta_at(config)
+        try:
+            history = super().get_delta_channel_history(config=config, channels=channels)
+        finally:
+            self._delta_done(token)
+        binder = self._bound()
+        if binder is not None and read.chains:
+            with self._cursor() as cur:
+                cur.execute(CHAIN_SQL, read.chain_params())
+                verify_chain(binder, read, cur.fetchall())
+        return history
 
 
 class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
@@ -234,8 +258,11 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             primitive raises `StrictDecodeError`. ``plaintext_metadata``:
             sealed keys found in plaintext, or rows with no sealed entry
             (written before sealing); off, they raise
-            `MetadataDowngradeError`. ``unbound``: sealed entries written by
-            0.1.0, which name no row. Each read under a switch is logged
+            `MetadataDowngradeError`. ``unbound``: values, records and sealed
+            metadata entries written without a binding to their row (by the
+            stock saver or secure_serde 0.1); off, they raise
+            `UnboundValueError` (`MetadataMovedError` for a metadata entry
+            that names no row). Each read under a switch is logged
             (rate-limited).
         allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
     """
@@ -319,7 +346,10 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        if self._metadata_sealer is None:
+        binder = self._bound()
+        local = binder is None or isinstance(binder.serde.cipher, V1Cipher)
+        if self._metadata_sealer is None and local:
+            # A local-key seal of the record costs microseconds: no thread hop.
             args, stored = self._prepare_put(config, checkpoint, metadata, new_versions)
         else:
             # Sealing runs the cipher (a KMS call, maybe): keep it off the loop,
@@ -331,7 +361,26 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         self._stored_primitives.record(*stored)
         return next_config
 
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        token, read = self._delta_at(config)
+        try:
+            history = await super().aget_delta_channel_history(config=config, channels=channels)
+        finally:
+            self._delta_done(token)
+        binder = self._bound()
+        if binder is not None and read.chains:
+            async with self._cursor() as cur:
+                await cur.execute(CHAIN_SQL, read.chain_params())
+                rows = await cur.fetchall()
+            await asyncio.to_thread(verify_chain, binder, read, rows)
+        return history
+
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
+        binder = self._bound()
+        if binder is not None:
+            return await asyncio.to_thread(self._load_bound, binder, value)
         self._check_row(value)
         checkpoint_tuple = await super()._load_checkpoint_tuple(value)
         metadata: Any = checkpoint_tuple.metadata

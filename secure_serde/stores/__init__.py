@@ -32,6 +32,8 @@ PostgreSQL             checkpoint_writes (type,    thread_id, checkpoint_ns, che
                        blob)                       task_id, idx
 PostgreSQL             checkpoints.metadata        thread_id, checkpoint_ns, checkpoint_id
                        (sealed-metadata envelope)  (shallow saver: no checkpoint_id)
+PostgreSQL             checkpoints.checkpoint      thread_id, checkpoint_ns, checkpoint_id
+                       (record seal)
 =====================  =========================  ==============================================
 
 ``checkpoints.metadata`` cells are the sealed-metadata envelope our sealed
@@ -39,6 +41,8 @@ savers write (``plaintext_metadata=[...]``): the JSON entry
 ``SEALED_METADATA_KEY`` = ``{"type": <type tag>, "data": <base64>}``, a
 serialized value like any other, so rewrap re-encrypts it and audit
 authenticates it. Only rows holding one are cells (`TableSpec.envelope_key`).
+So is the seal of each checkpoint record the sealed PostgreSQL savers keep in
+``checkpoints.checkpoint`` under ``RECORD_KEY`` (`record_cell`).
 
 Not cells, because the serializer never sees them: the rest of the
 checkpoint metadata (JSON in both stores) and PostgreSQL's
@@ -55,9 +59,10 @@ The API, all of it synchronous (sqlite3, psycopg 3):
   run outside any transaction, so memory stays constant, no snapshot is
   held for the run, and the application keeps writing meanwhile.
   `Store.iter_cells` flattens every table.
-* `Cell` - ``ref`` (a `RowRef`), ``type_tag`` (``str | None``) and ``data``
+* `Cell` - ``ref`` (a `RowRef`), ``type_tag`` (``str | None``), ``data``
   (``bytes | None``; ``None`` for PostgreSQL's ``"empty"`` blob rows, which
-  hold no value).
+  hold no value) and ``location``: where a sealed saver binds the value,
+  worked out from the row (``_locate``), or ``None``.
 * `RowRef` - the table and the full primary key as ``(column, value)``
   pairs, with ``thread_id``, ``checkpoint_ns`` and ``checkpoint_id``
   shortcuts. It holds ids only, so it is what tools print; never print

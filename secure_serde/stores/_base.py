@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final
 
+from secure_serde._binding import Location
 from secure_serde._errors import SecureSerdeError
 from secure_serde.stores._dsn import redact
 
@@ -61,6 +62,9 @@ class TableSpec:
     data_column: str
     key_columns: tuple[str, ...]
     envelope_key: str | None = None
+    # Further columns a store selects (after the value) to work out each
+    # cell's `Location`; never part of the key or the compare-and-swap.
+    extra_columns: tuple[str, ...] = ()
 
     @property
     def relation(self) -> str:
@@ -117,11 +121,18 @@ class Cell:
     ``data`` is ``None`` for rows that hold no serialized value (PostgreSQL
     writes ``("empty", NULL)`` blob rows for channels without a value);
     ``type_tag`` is ``None`` only in hand-edited or damaged rows.
+
+    ``location`` is where a sealed saver would have bound the value
+    (`secure_serde._binding.Location`), worked out from the row; ``None``
+    when the row does not say (a schema without the columns, a damaged
+    record). Tools read a value at its location first, and re-seal a bound
+    value at the same one.
     """
 
     ref: RowRef
     type_tag: str | None
     data: bytes | None
+    location: Location | None = None
 
 
 @dataclass(frozen=True, slots=True)

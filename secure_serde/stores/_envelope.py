@@ -4,6 +4,11 @@ Our sealed savers move metadata into ``checkpoints.metadata`` under
 ``SEALED_METADATA_KEY`` as ``{"type": <type tag>, "data": <base64>}``. The
 savers, audit, inspect and rewrap all read that entry through
 `parse_envelope`, so they agree on what is well formed.
+
+The sealed PostgreSQL savers also keep each checkpoint record's seal in
+``checkpoints.checkpoint`` under ``RECORD_KEY``, as ``{"type", "data",
+"parent"}``: a cell of table ``RECORD_TABLE`` (`record_cell`), so rewrap
+moves it to a new key like any value and audit authenticates it.
 """
 
 from __future__ import annotations
@@ -17,17 +22,25 @@ from secure_serde.stores._base import Cell, RowRef
 
 __all__ = [
     "METADATA_TABLE",
+    "RECORD_KEY",
+    "RECORD_TABLE",
     "SEALED_METADATA_KEY",
     "envelope_cell",
     "envelope_json",
     "parse_envelope",
+    "record_cell",
 ]
 
 SEALED_METADATA_KEY: Final = "__secure_serde_sealed__"
 # The TableSpec/RowRef name of sealed-metadata cells: table and JSON column.
 METADATA_TABLE: Final = "checkpoints.metadata"
+# The checkpoint JSON key (PostgreSQL) that holds a record's seal, and
+# the TableSpec/RowRef name of those cells.
+RECORD_KEY: Final = "__secure_serde_record__"
+RECORD_TABLE: Final = "checkpoints.checkpoint"
 _TYPE: Final = "type"
 _DATA: Final = "data"
+_PARENT: Final = "parent"
 
 
 def parse_envelope(envelope: Any) -> tuple[str, bytes] | None:
@@ -57,5 +70,19 @@ def envelope_cell(ref: RowRef, envelope: Any) -> Cell:
     """
     parsed = parse_envelope(envelope)
     if parsed is None or json.loads(envelope_json(*parsed)) != envelope:
+        return Cell(ref, None, b"")
+    return Cell(ref, *parsed)
+
+
+def record_cell(ref: RowRef, seal: Any) -> Cell:
+    """The cell a checkpoint record's seal holds; malformed ones read as unreadable.
+
+    The ``parent`` entry is not part of the cell: a swap rewrites ``type``
+    and ``data`` in place and keeps it.
+    """
+    if not isinstance(seal, dict) or not set(seal) <= {_TYPE, _DATA, _PARENT}:
+        return Cell(ref, None, b"")
+    parsed = parse_envelope({k: v for k, v in seal.items() if k != _PARENT})
+    if parsed is None or base64.b64encode(parsed[1]).decode("ascii") != seal[_DATA]:
         return Cell(ref, None, b"")
     return Cell(ref, *parsed)

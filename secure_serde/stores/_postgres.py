@@ -13,6 +13,7 @@ by the same code.
 
 from __future__ import annotations
 
+import base64
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
@@ -32,10 +33,14 @@ from secure_serde.stores._base import (
 from secure_serde.stores._dsn import redact
 from secure_serde.stores._envelope import (
     METADATA_TABLE,
+    RECORD_KEY,
+    RECORD_TABLE,
     SEALED_METADATA_KEY,
     envelope_cell,
     envelope_json,
+    record_cell,
 )
+from secure_serde.stores._locate import extra_columns, locate
 
 try:
     import psycopg
@@ -138,12 +143,19 @@ class PostgresStore(Store):
             key = tuple(r[0] for r in self._conn.execute(_PK_SQL, (name,)).fetchall())
             if not key or key[0] != "thread_id":
                 raise StoreError(f"table {name} in {self._display} is not keyed by thread_id first")
-            found.append(TableSpec(name, type_col, data_col, key))
+            extras = extra_columns(name, columns, key)
+            found.append(TableSpec(name, type_col, data_col, key, extra_columns=extras))
         relation, _, column = METADATA_TABLE.partition(".")
         columns = {r[0] for r in self._conn.execute(_COLUMNS_SQL, (relation,)).fetchall()}
         key = tuple(r[0] for r in self._conn.execute(_PK_SQL, (relation,)).fetchall())
         if found and {column, "thread_id"} <= columns and key[:1] == ("thread_id",):
             found.append(TableSpec(METADATA_TABLE, column, column, key, SEALED_METADATA_KEY))
+            record_column = RECORD_TABLE.partition(".")[2]
+            if record_column in columns:
+                extras = extra_columns(RECORD_TABLE, columns, key)
+                found.append(
+                    TableSpec(RECORD_TABLE, record_column, record_column, key, RECORD_KEY, extras)
+                )
         return tuple(found)
 
     @property
@@ -259,8 +271,23 @@ class _Statements:
         where_key = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(k) for k in keys)
         type_col, data_col = sql.Identifier(spec.type_column), sql.Identifier(spec.data_column)
         self._envelope = spec.envelope_key is not None
-        if spec.envelope_key is None:
-            self.only: sql.Composable = sql.SQL("TRUE")
+        self._record = spec.name == RECORD_TABLE
+        self.only: sql.Composable
+        if spec.envelope_key is not None and self._record:
+            entry = sql.Literal(spec.envelope_key)
+            self.only = sql.SQL("{} ? {}").format(data_col, entry)
+            values = sql.SQL("{} -> {}").format(data_col, entry)
+            # The seal's "parent" stays as it is: only type and data change,
+            # and only while both are still what was read.
+            self.swap = sql.SQL(
+                "UPDATE {} SET {} = jsonb_set(jsonb_set({}, ARRAY[{}, 'type'], to_jsonb(%s::text)),"
+                " ARRAY[{}, 'data'], to_jsonb(%s::text)) WHERE {}"
+                " AND {} -> {} ->> 'type' = %s AND {} -> {} ->> 'data' = %s RETURNING 1"
+            ).format(
+                table, data_col, data_col, entry, entry, where_key, data_col, entry, data_col, entry
+            )
+        elif spec.envelope_key is None:
+            self.only = sql.SQL("TRUE")
             values = sql.SQL("{}, {}").format(type_col, data_col)
             self.swap = sql.SQL(
                 "UPDATE {} SET {} = %s, {} = %s WHERE {}"
@@ -276,6 +303,8 @@ class _Statements:
                 "UPDATE {} SET {} = jsonb_set({}, ARRAY[{}], %s::jsonb) WHERE {}"
                 " AND {} -> {} = %s::jsonb RETURNING 1"
             ).format(table, data_col, data_col, entry, where_key, data_col, entry)
+        for extra in spec.extra_columns:
+            values = sql.SQL("{}, {}").format(values, sql.Identifier(extra))
         self._select = sql.SQL("SELECT {}, {} FROM {}").format(cols, values, table)
         self._cols = cols
         self._marks = marks
@@ -287,6 +316,14 @@ class _Statements:
             return (swap.new_type, swap.new_data, *cell.ref.key_values, cell.type_tag, cell.data)
         if cell.type_tag is None or cell.data is None:
             raise StoreError(f"{cell.ref} holds no sealed envelope to replace")
+        if self._record:
+            return (
+                swap.new_type,
+                base64.b64encode(swap.new_data).decode("ascii"),
+                *cell.ref.key_values,
+                cell.type_tag,
+                base64.b64encode(cell.data).decode("ascii"),
+            )
         old = envelope_json(cell.type_tag, cell.data)
         return (envelope_json(swap.new_type, swap.new_data), *cell.ref.key_values, old)
 
@@ -316,9 +353,13 @@ def _range_sql(thread_range: ThreadRange) -> tuple[sql.Composable, list[Any]]:
 def _cell(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
     ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
     if table.envelope_key is not None:
-        return envelope_cell(ref, row[nkey])
+        parse = record_cell if table.name == RECORD_TABLE else envelope_cell
+        cell = parse(ref, row[nkey])
+        return Cell(ref, cell.type_tag, cell.data, locate(table.name, ref, row[nkey + 1 :]))
     data = row[nkey + 1]
-    return Cell(ref, row[nkey], None if data is None else bytes(data))
+    if data is None:
+        return Cell(ref, row[nkey], None)
+    return Cell(ref, row[nkey], bytes(data), locate(table.name, ref, row[nkey + 2 :]))
 
 
 def _group_by_table(swaps: Sequence[Swap]) -> list[tuple[str, list[tuple[int, Swap]]]]:

@@ -24,6 +24,7 @@ from secure_serde.stores._base import (
     ThreadRange,
     check_batch_size,
 )
+from secure_serde.stores._locate import extra_columns, locate
 
 __all__ = ["SQLITE_TABLES", "SqliteStore"]
 
@@ -91,7 +92,8 @@ class SqliteStore(Store):
             key = tuple(row[1] for row in sorted((r for r in info if r[5] > 0), key=lambda r: r[5]))
             if not key or key[0] != "thread_id":
                 raise StoreError(f"table {name} in {self._path} is not keyed by thread_id first")
-            found.append(TableSpec(name, type_col, data_col, key))
+            extras = extra_columns(name, columns, key)
+            found.append(TableSpec(name, type_col, data_col, key, extra_columns=extras))
         return tuple(found)
 
     @staticmethod
@@ -106,7 +108,9 @@ class SqliteStore(Store):
         # CAST makes a TEXT or number planted in the BLOB column come back as
         # bytes, and the swap compares through the same CAST, so such a row
         # is still reported and swapped like any other.
-        select = f"SELECT {cols}, CAST({type_col} AS TEXT), CAST({data_col} AS BLOB) FROM {table}"  # noqa: S608
+        extras = "".join(f", {_quote(c)}" for c in spec.extra_columns)
+        value = f"CAST({type_col} AS TEXT), CAST({data_col} AS BLOB){extras}"
+        select = f"SELECT {cols}, {value} FROM {table}"  # noqa: S608
         page = f"{select} WHERE ({cols}) > ({marks}) AND {{range}} ORDER BY {cols} LIMIT ?"
         first = f"{select} WHERE {{range}} ORDER BY {cols} LIMIT ?"
         reload = f"{select} WHERE {where_key}"
@@ -163,11 +167,10 @@ class SqliteStore(Store):
 
     @staticmethod
     def _cell(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
-        return Cell(
-            RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True))),
-            row[nkey],
-            row[nkey + 1],
-        )
+        ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
+        data = row[nkey + 1]
+        where = locate(table.name, ref, row[nkey + 2 :]) if data is not None else None
+        return Cell(ref, row[nkey], data, where)
 
     def reload(self, ref: RowRef) -> Cell | None:
         table = self.table(ref.table)

@@ -159,7 +159,7 @@ def test_every_truncation_is_refused_before_kms(
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda b: b"\x02" + b[1:], "version 2"),
+        (lambda b: b"\x03" + b[1:], "version 3"),
         (lambda b: b[:5] + b"\x00\x00" + b[7:], "malformed"),
         (lambda b: b[:5] + struct.pack(">H", 4097) + b[7:] + bytes(4096), "malformed"),
         (lambda b: b[:5] + b"\xff\xff" + b[7:], "malformed"),

@@ -3,6 +3,7 @@ console script in a real subprocess."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,11 @@ def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, 
     return code, out, err
 
 
+def _pythonpath() -> dict[str, str]:
+    path = os.environ.get("PYTHONPATH")
+    return {"PYTHONPATH": path} if path else {}
+
+
 def run_console_script(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The ``secure-serde`` script installed beside this interpreter, with only ``env`` set
     (plus a PATH to the interpreter's directory)."""
@@ -28,7 +34,9 @@ def run_console_script(*argv: str, env: dict[str, str]) -> subprocess.CompletedP
     assert script is not None, f"no secure-serde console script in {bindir}"
     return subprocess.run(
         [script, *argv],
-        env={"PATH": bindir, **env},
+        # PYTHONPATH passes through, so a checkout run ahead of the installed package
+        # tests its own code.
+        env={"PATH": bindir, **_pythonpath(), **env},
         capture_output=True,
         text=True,
         timeout=120,

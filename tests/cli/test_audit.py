@@ -192,7 +192,7 @@ def test_clean_store_exits_zero(
     code, out, err = audit(capsys, str(store))
     assert code == 0, out + err
     assert (
-        f"aesgcm key {key_id(KEY_A)} (env) format v1: {rows:,} ({rows:,} under the primary" in out
+        f"aesgcm key {key_id(KEY_A)} (env) format v2: {rows:,} ({rows:,} under the primary" in out
     )
     assert "findings: 0" in out
     code, document = audit_json(capsys, str(store))
@@ -216,7 +216,7 @@ def test_mixed_store_every_finding_counted(
     assert cells["empty"] == 0
 
     a = group(document, "aesgcm", key_id(KEY_A))
-    assert (a["key_label"], a["format_version"], a["legacy"]) == ("env", 1, False)
+    assert (a["key_label"], a["format_version"], a["legacy"]) == ("env", 2, False)
     assert (a["count"], a["readable"], a["current"], a["failed"]) == (good, good - 1, good - 1, 1)
     c = group(document, "aesgcm", key_id(KEY_C))
     assert (c["key_label"], c["count"], c["readable"], c["failed"]) == (None, unknown, 0, unknown)
@@ -367,7 +367,7 @@ def test_kms_rows_by_cmk(
     code, document = audit_json(capsys, str(store))
     assert code == 1
     new = group(document, "kms", cmk_id(current).hex())
-    assert (new["key_label"], new["format_version"]) == (current, 1)
+    assert (new["key_label"], new["format_version"]) == (current, 2)
     assert (new["count"], new["current"], new["failed"]) == (new_rows, new_rows, 0)
     old = group(document, "kms", cmk_id(older).hex())
     assert (old["count"], old["failed"]) == (old_rows, old_rows)
@@ -464,7 +464,15 @@ def test_postgres_stock_saver_inline_values(
     cells += pg_count(
         postgres_url, "SELECT count(*) FROM checkpoints WHERE metadata ? '__secure_serde_sealed__'"
     )
-    assert document["cells"]["total"] == cells
+    # The sealed saver's thread: every checkpoint record's seal is a cell too.
+    records = pg_count(
+        postgres_url,
+        "SELECT count(*) FROM checkpoints WHERE checkpoint ? '__secure_serde_record__'",
+    )
+    assert records == pg_count(
+        postgres_url, "SELECT count(*) FROM checkpoints WHERE thread_id = 'sealed'"
+    )
+    assert document["cells"]["total"] == cells + records
     empty = pg_count(postgres_url, "SELECT count(*) FROM checkpoint_blobs WHERE blob IS NULL")
     assert document["cells"]["empty"] == empty
     code, out, err = audit(capsys, postgres_url)

@@ -265,17 +265,19 @@ def test_envelope_changed_between_read_and_swap_is_not_clobbered(postgres_url: s
         stale = next(store.iter_batches(store.table(METADATA_TABLE), 1))[0]
         assert stale.type_tag is not None
         assert stale.data is not None
+        assert stale.location is not None  # bound to its checkpoint by the sealed saver
+        at = stale.location.encode()
         inner, _, cipher_name = stale.type_tag.rpartition("+")
         # The application re-seals the same row meanwhile (same plaintext, fresh nonce).
-        plain = old.cipher.decrypt_bound(cipher_name, stale.data, inner)
-        _, fresh = old.cipher.encrypt_bound(plain, inner)
+        plain = old.cipher.decrypt_at(cipher_name, stale.data, inner, at)
+        _, fresh = old.cipher.encrypt_at(plain, inner, at)
         assert store.compare_and_swap([Swap(stale, stale.type_tag, bytes(fresh))]) == [True]
         now = store.reload(stale.ref)
         assert now is not None
         assert now.data == bytes(fresh)
         assert now.type_tag == stale.type_tag
 
-        name, sealed = new.cipher.encrypt_bound(plain, inner)
+        name, sealed = new.cipher.encrypt_at(plain, inner, at)
         assert store.compare_and_swap([Swap(stale, f"{inner}+{name}", bytes(sealed))]) == [False]
         assert store.reload(stale.ref) == now
         assert store.compare_and_swap([Swap(now, f"{inner}+{name}", bytes(sealed))]) == [True]

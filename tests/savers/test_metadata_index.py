@@ -21,11 +21,11 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from secure_serde import (
+    BindingError,
     BlindIndexError,
     ConfigurationError,
     EncryptedSerializer,
     MetadataDowngradeError,
-    MetadataMovedError,
     Migration,
 )
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
@@ -107,9 +107,18 @@ def stored(url: str, thread: str, step: int) -> dict[str, Any]:
 
 
 def overwrite(url: str, thread: str, step: int, metadata: dict[str, Any]) -> None:
+    """Rewrite a row's metadata and strip its record seal.
+
+    A bound record's seal covers its plaintext metadata, so any rewrite fails
+    it first (`test_metadata_rewrite_fails_the_record_seal_first`); stripped,
+    the row models a record written before binding, read under
+    ``Migration(unbound=True)``, so the metadata checks themselves are reached.
+    """
     with connect(url) as conn:
         conn.execute(
-            "UPDATE checkpoints SET metadata = %s WHERE thread_id = %s AND metadata->>'step' = %s",
+            "UPDATE checkpoints SET metadata = %s,"
+            " checkpoint = checkpoint - '__secure_serde_record__'"
+            " WHERE thread_id = %s AND metadata->>'step' = %s",
             (Jsonb(metadata), thread, str(step)),
         )
 
@@ -261,11 +270,31 @@ def _two_rows(url: str) -> PostgresSaver:
     conn = psycopg.Connection.connect(
         url, autocommit=True, prepare_threshold=0, row_factory=dict_row
     )
-    saver = PostgresSaver(conn, serde=serde(), **OPTIONS)
+    # Unbound: `overwrite` strips the record seal (see there).
+    saver = PostgresSaver(conn, serde=serde(), migration=Migration(unbound=True), **OPTIONS)
     saver.setup()
     put(saver, "victim", "input", "acme", "u1", 1)
     put(saver, "other", "input", "acme", "u2", 2)
     return saver
+
+
+def test_metadata_rewrite_fails_the_record_seal_first(postgres_url: str) -> None:
+    saver = _two_rows(postgres_url)
+    try:
+        strict = PostgresSaver(saver.conn, serde=serde(), **OPTIONS)
+        victim, other = stored(postgres_url, "victim", 1), stored(postgres_url, "other", 2)
+        other[INDEX_METADATA_KEY] = victim[INDEX_METADATA_KEY]
+        with connect(postgres_url) as conn:
+            conn.execute(
+                "UPDATE checkpoints SET metadata = %s WHERE thread_id = 'other'", (Jsonb(other),)
+            )
+        assert strict.get_tuple(config_of("victim")) is not None
+        with pytest.raises(BindingError, match="checkpoint row"):
+            strict.get_tuple(config_of("other"))
+        with pytest.raises(BindingError, match="checkpoint row"):
+            saver.get_tuple(config_of("other"))  # a present seal is checked under unbound too
+    finally:
+        saver.conn.close()  # type: ignore[union-attr]
 
 
 def test_index_moved_to_another_row_is_refused(postgres_url: str) -> None:
@@ -327,7 +356,10 @@ def test_sealed_key_rewritten_in_plaintext_is_refused(postgres_url: str) -> None
     # Under the migration switch, the sealed value still wins.
     with connect(postgres_url) as conn:
         migrating = PostgresSaver(
-            conn, serde=serde(), migration=Migration(plaintext_metadata=True), **OPTIONS
+            conn,
+            serde=serde(),
+            migration=Migration(plaintext_metadata=True, unbound=True),
+            **OPTIONS,
         )
         tup = migrating.get_tuple(config_of("victim"))
         assert tup is not None
@@ -342,7 +374,9 @@ def test_sealed_entry_moved_to_another_row_is_refused(postgres_url: str) -> None
         other[SEALED_METADATA_KEY] = victim[SEALED_METADATA_KEY]
         other[INDEX_METADATA_KEY] = victim[INDEX_METADATA_KEY]
         overwrite(postgres_url, "other", 2, other)
-        with pytest.raises(MetadataMovedError, match="another checkpoint"):
+        # Bound to its row's metadata location, the entry fails its own tag there
+        # before its row name (`MetadataMovedError`, for unbound serdes) is read.
+        with pytest.raises(BindingError, match="at its metadata row"):
             saver.get_tuple(config_of("other"))
     finally:
         saver.conn.close()  # type: ignore[union-attr]
