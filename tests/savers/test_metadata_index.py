@@ -26,12 +26,13 @@ from secure_serde import (
     ConfigurationError,
     EncryptedSerializer,
     MetadataDowngradeError,
+    MetadataMovedError,
     Migration,
 )
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
 from secure_serde.savers._index_sql import sqlite_search_where
-from secure_serde.savers._metadata import MetadataSealer
+from secure_serde.savers._metadata import MetadataOpener, MetadataSealer
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver, reseal_postgres_metadata
 from secure_serde.stores import SEALED_METADATA_KEY
 from tests import canary_support as canary
@@ -364,6 +365,20 @@ def test_sealed_key_rewritten_in_plaintext_is_refused(postgres_url: str) -> None
         tup = migrating.get_tuple(config_of("victim"))
         assert tup is not None
         assert tup.metadata["api_key"] == "sk-victim-1"
+
+
+def test_unbound_entry_naming_another_row_is_refused() -> None:
+    """An entry sealed without a location (a plain serde) is still tied to its row by name."""
+    sealer = MetadataSealer.from_options(**OPTIONS)
+    assert sealer is not None
+    sealer = sealer.with_keys(serde(), None)
+    config: Any = {"configurable": {"thread_id": "victim", "checkpoint_ns": ""}}
+    metadata: Any = {"source": "input", "step": 1, "parents": {}, "api_key": "sk-v"}
+    _, stored_metadata = sealer.seal(serde(), config, metadata, "c1")
+    opener = MetadataOpener(sealer, Migration(unbound=True))
+    assert opener.open(serde(), stored_metadata, ("victim", "", "c1"))["api_key"] == "sk-v"
+    with pytest.raises(MetadataMovedError, match="another checkpoint"):
+        opener.open(serde(), stored_metadata, ("other", "", "c1"))
 
 
 def test_sealed_entry_moved_to_another_row_is_refused(postgres_url: str) -> None:
