@@ -22,6 +22,7 @@ from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
 from psycopg.rows import dict_row
 
 from secure_serde import EncryptedSerializer
+from secure_serde._binding import Location
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
 
@@ -40,6 +41,13 @@ class NotingSerializer(EncryptedSerializer):
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         self.encrypted[repr(obj)] += 1
         return super().dumps_typed(obj)
+
+    def dumps_typed_at(self, obj: Any, location: Location) -> tuple[str, bytes]:
+        # The sealed saver binds every value to its row (issue 10). Record seals (the
+        # encryption of None at each checkpoint) are not channel values: not counted.
+        if location.kind != "checkpoint":
+            self.encrypted[repr(obj)] += 1
+        return super().dumps_typed_at(obj, location)
 
 
 @contextmanager
@@ -136,8 +144,10 @@ def test_a_failed_put_records_nothing(postgres_url: str) -> None:
         chain.put()
         chain.put()
         found = saver.get_tuple(chain.config)
-    # The failed put's blobs were not remembered: the next put encrypted topic again.
-    assert serde.encrypted[repr(TOPIC)] == 2
+    # The failed put's blobs were not remembered: the next put encrypted topic. (The sealed
+    # saver's record seal refuses the metadata before any blob is encrypted, so that is the
+    # first time; had the failed put recorded topic, it would never have been written.)
+    assert serde.encrypted[repr(TOPIC)] == 1
     assert found is not None
     assert found.checkpoint["channel_values"]["topic"] == TOPIC
 
