@@ -202,12 +202,14 @@ def pickle_fallback() -> Iterator[bytes]:
 
 def metadata_envelope() -> Iterator[bytes]:
     serde = fx.env_serde()
-    sealer = MetadataSealer.from_option(["user"])
+    sealer = MetadataSealer.from_options(plaintext_metadata=["user"])
     if sealer is None:
-        raise AssertionError("from_option returns a sealer for a list")
+        raise AssertionError("from_options returns a sealer unless seal_metadata=False")
     for extra in ({"api_key": "sk-test", "user": "u"}, {"n": 1, "f": 0.5}, {}):
         config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": "", **extra}}
-        _, metadata = sealer.seal(serde, config, {"source": "loop", "step": 2, "parents": {}})
+        _, metadata = sealer.seal(
+            serde, config, {"source": "loop", "step": 2, "parents": {}}, "checkpoint-1"
+        )
         yield b"\x00" + json.dumps(metadata).encode()
     for type_tag, blob in _v1_rows(serde):
         inner, cipher = _split(type_tag)
