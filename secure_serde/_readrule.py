@@ -185,25 +185,25 @@ class ReadRule:
                 cipher_name=cipher_name,
             )
         cipher, binds_tag = entry
-        if not binds_tag and compression_of(inner):
+        if binds_tag:
+            # A substring test errs towards vouching, and keeps the context
+            # variable off the hot path of plain rows.
+            decode = Decode.VOUCHED if _PICKLE in inner else Decode.INNER
+        elif names_pickle(inner) and not self._migration.legacy_pickle:
+            raise PickleRefusedError(
+                f"refusing to unpickle a {cipher_name!r} row: that format does not"
+                " authenticate its type tag (see Migration.legacy_pickle, --allow-legacy-pickle)"
+            )
+        elif compression_of(inner):
             # langgraph's built-in format never held compressed values: relabelled.
             raise StrictDecodeError(
                 f"refusing a compressed {cipher_name!r} row: {UNBOUND_COMPRESSED}",
                 type_name=inner,
             )
-        if binds_tag:
-            # A substring test errs towards vouching, and keeps the context
-            # variable off the hot path of plain rows.
-            decode = Decode.VOUCHED if _PICKLE in inner else Decode.INNER
-        elif not names_pickle(inner):
-            decode = Decode.STRICT
-        elif self._migration.legacy_pickle:
+        elif names_pickle(inner):
             decode = Decode.UNAUTHENTICATED_PICKLE
         else:
-            raise PickleRefusedError(
-                f"refusing to unpickle a {cipher_name!r} row: that format does not"
-                " authenticate its type tag (see Migration.legacy_pickle, --allow-legacy-pickle)"
-            )
+            decode = Decode.STRICT
         return Route(type_tag, inner, cipher_name, cipher, decode)
 
     def authenticates(self, type_tag: str) -> bool:
