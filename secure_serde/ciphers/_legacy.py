@@ -36,7 +36,7 @@ _TAG_SIZE: Final = 16
 MISSING_PYCRYPTODOME: Final = (
     "pycryptodome is not installed, so rows that langgraph's built-in encryption wrote"
     " (cipher 'aes') cannot be read: pip install 'secure-serde[pycryptodome]'. A store"
-    " with no such rows needs nothing; pass legacy_mode=None to silence this."
+    " with no such rows needs nothing (EnvKeyCipher(legacy_mode=None) does not read them at all)."
 )
 
 
