@@ -95,12 +95,7 @@ def test_the_whole_runbook_moves_a_store_to_a_new_key(
 def test_retired_key_refuses_its_rows_by_name(
     env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = tmp_path / "store.sqlite"
-    assert run_main(capsys, "keyring", "new", str(env), "--id", "old")[0] == 0
-    with sqlite_graph(store, _serde()) as graph:
-        run_turns(graph, "t1", 1)
-    assert run_main(capsys, "keyring", "add", str(env), "--id", "new")[0] == 0
-    assert run_main(capsys, "keyring", "promote", str(env), "new")[0] == 0
+    store = _store_then_promote_a_new_key(env, tmp_path, capsys)
     assert run_main(capsys, "keyring", "retire", str(env), "old")[0] == 0
     code, out, _ = run_main(capsys, "rewrap", str(store), "--dry-run", "--verify")
     assert code == 1
@@ -194,6 +189,19 @@ def test_inspect_json_into_a_closed_pipe_exits_quietly(env: Path, tmp_path: Path
     assert done.returncode == 0, done.stderr
 
 
+def _store_then_promote_a_new_key(
+    env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> Path:
+    """A store written under key "old", with key "new" then added and promoted."""
+    store = tmp_path / "store.sqlite"
+    assert run_main(capsys, "keyring", "new", str(env), "--id", "old")[0] == 0
+    with sqlite_graph(store, _serde()) as graph:
+        run_turns(graph, "t1", 1)
+    assert run_main(capsys, "keyring", "add", str(env), "--id", "new")[0] == 0
+    assert run_main(capsys, "keyring", "promote", str(env), "new")[0] == 0
+    return store
+
+
 def _serde() -> Any:
     from secure_serde import EncryptedSerializer
 
@@ -209,12 +217,7 @@ def _env_serde() -> Any:
 def test_rewrap_dry_run_progress_says_would_rewrap(
     env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    store = tmp_path / "store.sqlite"
-    assert run_main(capsys, "keyring", "new", str(env), "--id", "old")[0] == 0
-    with sqlite_graph(store, _serde()) as graph:
-        run_turns(graph, "t1", 1)
-    assert run_main(capsys, "keyring", "add", str(env), "--id", "new")[0] == 0
-    assert run_main(capsys, "keyring", "promote", str(env), "new")[0] == 0
+    store = _store_then_promote_a_new_key(env, tmp_path, capsys)
     code, out, err = run_main(capsys, "rewrap", str(store), "--dry-run", "--progress")
     assert code == 0
     assert "would rewrap" in err
