@@ -49,6 +49,7 @@ __all__ = [
     "dump_bound_writes",
     "load_bound_tuple",
     "seal_put",
+    "seal_stored_record",
     "verify_chain",
 ]
 
@@ -96,15 +97,40 @@ def seal_put(
     stored["channel_values"] = {
         k: True for k, v in checkpoint["channel_values"].items() if isinstance(v, _SNAPSHOT)
     }
-    seal = binder.seal_record(
+    seal = seal_stored_record(
+        binder,
         configurable["thread_id"],
         configurable.get("checkpoint_ns", ""),
         checkpoint["id"],
         configurable.get("checkpoint_id"),
-        _json([stored, metadata_record(stored_metadata)]),
+        stored,
+        stored_metadata,
     )
     sealed = cast(Checkpoint, {**checkpoint, RECORD_KEY: seal})
     return ids_only, sealed, stored_metadata
+
+
+def seal_stored_record(  # noqa: PLR0913 - a record is named by its ids and parent
+    binder: Binder,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    parent_id: str | None,
+    stored: Mapping[str, Any],
+    stored_metadata: Any,
+) -> dict[str, str | None]:
+    """The seal of a row's record: its ``checkpoint`` JSON (no seal in it) and ``metadata`` JSON.
+
+    What ``put`` stores under `RECORD_KEY`; the binding pass seals the rows
+    of a stock store with it too, so both write the same seal.
+    """
+    return binder.seal_record(
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        parent_id,
+        _json([stored, metadata_record(stored_metadata)]),
+    )
 
 
 def dump_bound_blobs(

@@ -1,0 +1,378 @@
+"""The binding pass on PostgreSQL: three keyset passes, each write a compare-and-swap.
+
+1. ``checkpoint_blobs``: each value is re-encrypted at ``Location.blob``
+   (its key names the location). One transaction per page.
+2. ``checkpoint_writes``: likewise at ``Location.write``.
+3. ``checkpoints``: a record with a seal is checked and left alone; one
+   without has its inline channel values moved into bound blob rows and is
+   sealed as the sealed saver's ``put`` seals it. One transaction per
+   checkpoint: the blob inserts and the record swap land together or not at
+   all.
+
+Values come first so that a checkpoint sealed by pass 3 never points at a
+blob this run has not yet considered.
+
+An inline entry whose blob row already exists is either the ``true``
+marker the stock saver leaves beside a ``DeltaChannel`` snapshot (kept, as
+the sealed saver keeps it) or a primitive another checkpoint of this run
+has moved already (dropped, once the blob is read back equal to it).
+Anything else (a different value, an ``empty`` row) means the row does not
+say what the stock saver would have written: it is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from langgraph.checkpoint.postgres.base import UPSERT_CHECKPOINT_BLOBS_SQL
+
+from secure_serde._binding import Location
+from secure_serde._errors import (
+    BindingError,
+    DecryptionError,
+    PlaintextRefusedError,
+    StrictDecodeError,
+    UnboundValueError,
+)
+from secure_serde._langgraph import DeltaSnapshot
+from secure_serde._migration import Migration
+from secure_serde.savers._bind_values import ALREADY_BOUND, ValueRebinder
+from secure_serde.savers._bound import RECORD_KEY, Binder, metadata_record
+from secure_serde.savers._postgres_bound import seal_stored_record
+
+if TYPE_CHECKING:
+    from psycopg import Cursor
+    from psycopg.rows import DictRow
+
+    from secure_serde.savers._bind_in_place import Tally
+    from secure_serde.savers.postgres import PostgresSaver
+
+__all__ = [
+    "BLOB_PASS",
+    "WRITE_PASS",
+    "bind_postgres_rows",
+    "plan_checkpoint",
+    "write_checkpoint",
+]
+
+_EMPTY: Final = "empty"
+_INLINE_TYPES: Final = (type(None), str, int, float, bool)
+_SNAPSHOT: Final = cast(type, DeltaSnapshot)
+
+
+class _ValuePass:
+    """One table of values: its keyset page, its swap, and each row's location."""
+
+    def __init__(
+        self,
+        table: str,
+        key: tuple[str, ...],
+        extra: tuple[str, ...],
+        locate: Callable[[Mapping[str, Any]], Location],
+        counter: str,
+    ) -> None:
+        columns = ", ".join((*key, *extra, "type", "blob"))
+        order = ", ".join(key)
+        marks = ", ".join("%s" for _ in key)
+        match = " AND ".join(f"{c} = %s" for c in key)
+        self.table = table
+        self.key = key
+        self.locate = locate
+        self.counter = counter
+        # Built once, at import, from the literal names below: nothing stored or
+        # user-supplied reaches these statements (hence S608); values are bound.
+        self.first_sql = f"SELECT {columns} FROM {table} ORDER BY {order} LIMIT %s"  # noqa: S608
+        self.page_sql = (
+            f"SELECT {columns} FROM {table} WHERE ({order}) > ({marks}) ORDER BY {order} LIMIT %s"  # noqa: S608
+        )
+        self.swap_sql = (
+            f"UPDATE {table} SET type = %s, blob = %s WHERE {match} AND type = %s AND blob = %s"  # noqa: S608
+        )
+
+    def ids(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(row[c] for c in self.key)
+
+
+BLOB_PASS: Final = _ValuePass(
+    "checkpoint_blobs",
+    ("thread_id", "checkpoint_ns", "channel", "version"),
+    (),
+    lambda r: Location.blob(r["thread_id"], r["checkpoint_ns"], r["channel"], r["version"]),
+    "blobs_bound",
+)
+WRITE_PASS: Final = _ValuePass(
+    "checkpoint_writes",
+    ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx"),
+    ("task_path", "channel"),
+    lambda r: Location.write(
+        r["thread_id"],
+        r["checkpoint_ns"],
+        r["checkpoint_id"],
+        r["task_id"],
+        r["task_path"],
+        int(r["idx"]),
+        r["channel"],
+    ),
+    "writes_bound",
+)
+
+_CHECKPOINTS_FIRST: Final = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
+    " FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id LIMIT %s"
+)
+_CHECKPOINTS_PAGE: Final = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, checkpoint, metadata"
+    " FROM checkpoints WHERE (thread_id, checkpoint_ns, checkpoint_id) > (%s, %s, %s)"
+    " ORDER BY thread_id, checkpoint_ns, checkpoint_id LIMIT %s"
+)
+_BLOBS_AT: Final = (
+    "SELECT b.channel, b.version, b.type, b.blob FROM checkpoint_blobs b"
+    " JOIN unnest(%s::text[], %s::text[]) AS w(channel, version)"
+    " ON b.channel = w.channel AND b.version = w.version"
+    " WHERE b.thread_id = %s AND b.checkpoint_ns = %s"
+)
+_CHECKPOINT_SWAP: Final = (
+    "UPDATE checkpoints SET checkpoint = %s WHERE thread_id = %s AND checkpoint_ns = %s"
+    " AND checkpoint_id = %s AND checkpoint = %s AND metadata = %s"
+    " AND parent_checkpoint_id IS NOT DISTINCT FROM %s"
+)
+
+
+def _pages(
+    saver: PostgresSaver, first: str, page: str, key: Sequence[str], batch_size: int
+) -> Iterator[list[DictRow]]:
+    last: tuple[Any, ...] | None = None
+    while True:
+        with saver._cursor() as cur:
+            if last is None:
+                cur.execute(first, (batch_size,))
+            else:
+                cur.execute(page, (*last, batch_size))
+            rows = cur.fetchall()
+        if not rows:
+            return
+        yield rows
+        last = tuple(rows[-1][c] for c in key)
+
+
+def _bind_values(  # noqa: PLR0913 - the pass, its table, and the run's two options
+    saver: PostgresSaver,
+    rebinder: ValueRebinder,
+    tally: Tally,
+    spec: _ValuePass,
+    *,
+    batch_size: int,
+    dry_run: bool,
+) -> None:
+    for rows in _pages(saver, spec.first_sql, spec.page_sql, spec.key, batch_size):
+        swaps: list[tuple[Any, ...]] = []
+        for row in rows:
+            if row["type"] == _EMPTY or row["blob"] is None:
+                continue
+            try:
+                outcome = rebinder.rebind(row["type"], bytes(row["blob"]), spec.locate(row))
+            except DecryptionError as exc:
+                tally.refuse(spec.table, spec.ids(row), exc)
+                continue
+            if outcome is ALREADY_BOUND:
+                tally.already_bound += 1
+                continue
+            swaps.append(
+                (outcome.type_tag, outcome.data, *spec.ids(row), row["type"], row["blob"])  # type: ignore[union-attr]
+            )
+        if dry_run:
+            setattr(tally, spec.counter, getattr(tally, spec.counter) + len(swaps))
+            continue
+        applied = _apply_swaps(saver, spec.swap_sql, swaps)
+        setattr(tally, spec.counter, getattr(tally, spec.counter) + applied)
+        tally.raced += len(swaps) - applied
+
+
+def _apply_swaps(saver: PostgresSaver, sql: str, swaps: Sequence[tuple[Any, ...]]) -> int:
+    if not swaps:
+        return 0
+    applied = 0
+    with saver._cursor() as cur, cur.connection.transaction():
+        for params in swaps:
+            cur.execute(sql, params)
+            applied += cur.rowcount
+    return applied
+
+
+def plan_checkpoint(
+    binder: Binder,
+    migration: Migration,
+    row: Mapping[str, Any],
+    existing: Mapping[tuple[str, str], tuple[str, bytes | None]],
+) -> tuple[dict[str, Any], list[tuple[str, str, str, bytes]], int] | None:
+    """The new checkpoint JSON, the blob rows to insert and the inline values moved.
+
+    ``None`` when the record is sealed already and its seal verifies.
+    ``existing`` maps (channel, version) to the stored blob row, for the
+    channels the record holds inline.
+
+    Raises:
+        DecryptionError: the row cannot be sealed (see the module docstring).
+    """
+    thread_id, checkpoint_ns = row["thread_id"], row["checkpoint_ns"]
+    checkpoint_id, parent_id = row["checkpoint_id"], row["parent_checkpoint_id"]
+    stored: Mapping[str, Any] = row["checkpoint"]
+    record = {k: v for k, v in stored.items() if k != RECORD_KEY}
+    seal = stored.get(RECORD_KEY)
+    if seal is not None:
+        # Checked without any migration switch: a seal must verify, or the row is refused.
+        Binder(binder.serde, Migration.NONE).check_record(
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            parent_id,
+            [record, metadata_record(row["metadata"])],
+            seal,
+        )
+        return None
+    if not migration.unbound:
+        raise UnboundValueError("checkpoint record carries no seal, and Migration.unbound is off")
+    versions: Mapping[str, Any] = record.get("channel_versions") or {}
+    kept: dict[str, Any] = {}
+    inserts: list[tuple[str, str, str, bytes]] = []
+    moved = 0
+    for channel, value in (record.get("channel_values") or {}).items():
+        version = versions.get(channel)
+        if version is None:
+            raise BindingError(f"inline value of channel {channel!r} has no version")
+        found = existing.get((channel, str(version)))
+        if found is None:
+            _check_inline(migration, channel, value)
+            location = Location.blob(thread_id, checkpoint_ns, channel, version)
+            type_tag, data = binder.dump(value, location)
+            inserts.append((channel, str(version), type_tag, data))
+            moved += 1
+            continue
+        if found[0] == _EMPTY or found[1] is None:
+            raise BindingError(f"inline value of channel {channel!r} sits beside an empty blob")
+        stored_value = binder.load(found, Location.blob(thread_id, checkpoint_ns, channel, version))
+        if value is True and isinstance(stored_value, _SNAPSHOT):
+            kept[channel] = value  # the snapshot's marker: the sealed saver writes it too
+        elif type(stored_value) is type(value) and stored_value == value:
+            moved += 1  # moved already, by another checkpoint at the same version
+        else:
+            raise BindingError(
+                f"inline value of channel {channel!r} differs from its blob at that version"
+            )
+    new_record = {**record, "channel_values": kept} if "channel_values" in record else record
+    new_seal = seal_stored_record(
+        binder, thread_id, checkpoint_ns, checkpoint_id, parent_id, new_record, row["metadata"]
+    )
+    return {**new_record, RECORD_KEY: new_seal}, inserts, moved
+
+
+def _check_inline(migration: Migration, channel: str, value: Any) -> None:
+    if not migration.inline_values:
+        raise PlaintextRefusedError(
+            f"channel {channel!r} has a value inline in the checkpoint JSON, and"
+            " Migration.inline_values is off"
+        )
+    if type(value) not in _INLINE_TYPES:
+        raise StrictDecodeError(
+            f"inline value of channel {channel!r} is not a JSON primitive: the stock saver"
+            " never writes one there, so it was planted"
+        )
+
+
+def _existing_blobs(
+    cur: Cursor[DictRow], row: Mapping[str, Any]
+) -> dict[tuple[str, str], tuple[str, bytes | None]]:
+    stored: Mapping[str, Any] = row["checkpoint"]
+    if RECORD_KEY in stored:
+        return {}
+    inline = stored.get("channel_values") or {}
+    versions: Mapping[str, Any] = stored.get("channel_versions") or {}
+    pairs = [(ch, str(versions[ch])) for ch in inline if ch in versions]
+    if not pairs:
+        return {}
+    cur.execute(
+        _BLOBS_AT,
+        ([p[0] for p in pairs], [p[1] for p in pairs], row["thread_id"], row["checkpoint_ns"]),
+    )
+    return {
+        (b["channel"], b["version"]): (b["type"], None if b["blob"] is None else bytes(b["blob"]))
+        for b in cur.fetchall()
+    }
+
+
+def write_checkpoint(
+    saver: PostgresSaver,
+    row: Mapping[str, Any],
+    new_checkpoint: Mapping[str, Any],
+    inserts: Sequence[tuple[str, str, str, bytes]],
+) -> bool:
+    """Insert the moved blobs and swap the record, in one transaction; False if raced."""
+    from psycopg import Rollback
+    from psycopg.types.json import Jsonb
+
+    ids = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
+    with saver._cursor() as cur, cur.connection.transaction() as tx:
+        for channel, version, type_tag, data in inserts:
+            cur.execute(UPSERT_CHECKPOINT_BLOBS_SQL, (*ids[:2], channel, version, type_tag, data))
+            if cur.rowcount != 1:
+                raise Rollback(tx)  # a writer stored this version meanwhile
+        cur.execute(
+            _CHECKPOINT_SWAP,
+            (
+                Jsonb(new_checkpoint),
+                *ids,
+                Jsonb(row["checkpoint"]),
+                Jsonb(row["metadata"]),
+                row["parent_checkpoint_id"],
+            ),
+        )
+        if cur.rowcount != 1:
+            raise Rollback(tx)
+        return True
+    return False
+
+
+def _bind_checkpoints(
+    saver: PostgresSaver,
+    rebinder: ValueRebinder,
+    tally: Tally,
+    *,
+    batch_size: int,
+    dry_run: bool,
+) -> None:
+    key = ("thread_id", "checkpoint_ns", "checkpoint_id")
+    binder = Binder(rebinder.serde, rebinder.migration)
+    for rows in _pages(saver, _CHECKPOINTS_FIRST, _CHECKPOINTS_PAGE, key, batch_size):
+        for row in rows:
+            ids = tuple(row[c] for c in key)
+            try:
+                with saver._cursor() as cur:
+                    existing = _existing_blobs(cur, row)
+                planned = plan_checkpoint(binder, rebinder.migration, row, existing)
+            except DecryptionError as exc:
+                tally.refuse("checkpoints", ids, exc)
+                continue
+            if planned is None:
+                tally.already_bound += 1
+                continue
+            new_checkpoint, inserts, moved = planned
+            if dry_run or write_checkpoint(saver, row, new_checkpoint, inserts):
+                tally.checkpoints_sealed += 1
+                tally.inline_values_moved += moved
+            else:
+                tally.raced += 1
+
+
+def bind_postgres_rows(
+    saver: PostgresSaver,
+    rebinder: ValueRebinder,
+    tally: Tally,
+    *,
+    batch_size: int,
+    dry_run: bool,
+) -> None:
+    """Run the three passes over the saver's store, adding what they did to ``tally``."""
+    for spec in (BLOB_PASS, WRITE_PASS):
+        _bind_values(saver, rebinder, tally, spec, batch_size=batch_size, dry_run=dry_run)
+    _bind_checkpoints(saver, rebinder, tally, batch_size=batch_size, dry_run=dry_run)
