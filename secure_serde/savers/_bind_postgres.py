@@ -5,9 +5,9 @@
 2. ``checkpoint_writes``: likewise at ``Location.write``.
 3. ``checkpoints``: a record with a seal is checked and left alone; one
    without has its inline channel values moved into bound blob rows and is
-   sealed as the sealed saver's ``put`` seals it. One transaction per
-   checkpoint: the blob inserts and the record swap land together or not at
-   all.
+   sealed as the sealed saver's ``put`` seals it. One transaction per page
+   and a savepoint per checkpoint: a checkpoint's blob inserts and its record
+   swap land together or not at all.
 
 Values come first so that a checkpoint sealed by pass 3 never points at a
 blob this run has not yet considered.
@@ -23,6 +23,7 @@ say what the stock saver would have written: it is refused.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from langgraph.checkpoint.postgres.base import UPSERT_CHECKPOINT_BLOBS_SQL
@@ -51,9 +52,12 @@ if TYPE_CHECKING:
 __all__ = [
     "BLOB_PASS",
     "WRITE_PASS",
+    "BlobInsert",
+    "PlannedCheckpoint",
     "bind_postgres_rows",
+    "existing_blobs",
     "plan_checkpoint",
-    "write_checkpoint",
+    "write_checkpoints",
 ]
 
 _EMPTY: Final = "empty"
@@ -126,11 +130,14 @@ _CHECKPOINTS_PAGE: Final = (
     " FROM checkpoints WHERE (thread_id, checkpoint_ns, checkpoint_id) > (%s, %s, %s)"
     " ORDER BY thread_id, checkpoint_ns, checkpoint_id LIMIT %s"
 )
+# The blob rows at the (thread, ns, channel, version) of a page's inline values.
 _BLOBS_AT: Final = (
-    "SELECT b.channel, b.version, b.type, b.blob FROM checkpoint_blobs b"
-    " JOIN unnest(%s::text[], %s::text[]) AS w(channel, version)"
-    " ON b.channel = w.channel AND b.version = w.version"
-    " WHERE b.thread_id = %s AND b.checkpoint_ns = %s"
+    "SELECT b.thread_id, b.checkpoint_ns, b.channel, b.version, b.type, b.blob"
+    " FROM checkpoint_blobs b"
+    " JOIN unnest(%s::text[], %s::text[], %s::text[], %s::text[])"
+    " AS w(thread_id, checkpoint_ns, channel, version)"
+    " ON b.thread_id = w.thread_id AND b.checkpoint_ns = w.checkpoint_ns"
+    " AND b.channel = w.channel AND b.version = w.version"
 )
 _CHECKPOINT_SWAP: Final = (
     "UPDATE checkpoints SET checkpoint = %s WHERE thread_id = %s AND checkpoint_ns = %s"
@@ -200,17 +207,47 @@ def _apply_swaps(saver: PostgresSaver, sql: str, swaps: Sequence[tuple[Any, ...]
     return applied
 
 
+# Where a blob row is: thread, namespace, channel, version.
+BlobKey = tuple[str, str, str, str]
+
+
+@dataclass(frozen=True)
+class BlobInsert:
+    """A bound blob row for a moved inline value.
+
+    ``shared``: an earlier checkpoint of the same page inserts the same value
+    at the same version, so finding the row there already is expected.
+    """
+
+    channel: str
+    version: str
+    type_tag: str
+    data: bytes
+    shared: bool = False
+
+
+@dataclass(frozen=True)
+class PlannedCheckpoint:
+    """The checkpoint JSON to store, the blobs to insert first, and the values moved."""
+
+    row: Mapping[str, Any]
+    checkpoint: dict[str, Any]
+    inserts: tuple[BlobInsert, ...]
+    moved: int
+
+
 def plan_checkpoint(
     binder: Binder,
     migration: Migration,
     row: Mapping[str, Any],
-    existing: Mapping[tuple[str, str], tuple[str, bytes | None]],
-) -> tuple[dict[str, Any], list[tuple[str, str, str, bytes]], int] | None:
-    """The new checkpoint JSON, the blob rows to insert and the inline values moved.
+    existing: Mapping[BlobKey, tuple[str, bytes | None]],
+    pending: dict[BlobKey, tuple[Any, BlobInsert]] | None = None,
+) -> PlannedCheckpoint | None:
+    """What sealing one checkpoint row writes; ``None`` when its seal verifies already.
 
-    ``None`` when the record is sealed already and its seal verifies.
-    ``existing`` maps (channel, version) to the stored blob row, for the
-    channels the record holds inline.
+    ``existing`` holds the stored blob rows at the row's inline values'
+    locations; ``pending`` the inserts planned for earlier rows of the page
+    (this row's are added to it).
 
     Raises:
         DecryptionError: the row cannot be sealed (see the module docstring).
@@ -233,38 +270,61 @@ def plan_checkpoint(
         return None
     if not migration.unbound:
         raise UnboundValueError("checkpoint record carries no seal, and Migration.unbound is off")
+    pending = {} if pending is None else pending
     versions: Mapping[str, Any] = record.get("channel_versions") or {}
     kept: dict[str, Any] = {}
-    inserts: list[tuple[str, str, str, bytes]] = []
-    moved = 0
+    inserts: list[BlobInsert] = []
+    planned: dict[BlobKey, tuple[Any, BlobInsert]] = {}
     for channel, value in (record.get("channel_values") or {}).items():
         version = versions.get(channel)
         if version is None:
             raise BindingError(f"inline value of channel {channel!r} has no version")
-        found = existing.get((channel, str(version)))
-        if found is None:
-            _check_inline(migration, channel, value)
-            location = Location.blob(thread_id, checkpoint_ns, channel, version)
-            type_tag, data = binder.dump(value, location)
-            inserts.append((channel, str(version), type_tag, data))
-            moved += 1
+        key = (thread_id, checkpoint_ns, channel, str(version))
+        location = Location.blob(thread_id, checkpoint_ns, channel, version)
+        found = existing.get(key)
+        if found is not None:
+            if _is_marker(binder, channel, value, found, location):
+                kept[channel] = value  # the snapshot's marker: the sealed saver writes it too
             continue
-        if found[0] == _EMPTY or found[1] is None:
-            raise BindingError(f"inline value of channel {channel!r} sits beside an empty blob")
-        stored_value = binder.load(found, Location.blob(thread_id, checkpoint_ns, channel, version))
-        if value is True and isinstance(stored_value, _SNAPSHOT):
-            kept[channel] = value  # the snapshot's marker: the sealed saver writes it too
-        elif type(stored_value) is type(value) and stored_value == value:
-            moved += 1  # moved already, by another checkpoint at the same version
-        else:
-            raise BindingError(
-                f"inline value of channel {channel!r} differs from its blob at that version"
-            )
+        _check_inline(migration, channel, value)
+        earlier = pending.get(key)
+        if earlier is not None:
+            if not _same(earlier[0], value):
+                raise BindingError(
+                    f"inline value of channel {channel!r} differs from another checkpoint's"
+                    " at the same version"
+                )
+            inserts.append(replace(earlier[1], shared=True))
+            continue
+        type_tag, data = binder.dump(value, location)
+        insert = BlobInsert(channel, str(version), type_tag, data)
+        inserts.append(insert)
+        planned[key] = (value, insert)
+    pending.update(planned)
     new_record = {**record, "channel_values": kept} if "channel_values" in record else record
     new_seal = seal_stored_record(
         binder, thread_id, checkpoint_ns, checkpoint_id, parent_id, new_record, row["metadata"]
     )
-    return {**new_record, RECORD_KEY: new_seal}, inserts, moved
+    moved = len(record.get("channel_values") or {}) - len(kept)
+    return PlannedCheckpoint(row, {**new_record, RECORD_KEY: new_seal}, tuple(inserts), moved)
+
+
+def _same(a: Any, b: Any) -> bool:
+    return type(a) is type(b) and a == b
+
+
+def _is_marker(
+    binder: Binder, channel: str, value: Any, found: tuple[str, bytes | None], at: Location
+) -> bool:
+    """True for a snapshot's marker; False for a value moved already (by an earlier run)."""
+    if found[0] == _EMPTY or found[1] is None:
+        raise BindingError(f"inline value of channel {channel!r} sits beside an empty blob")
+    stored_value = binder.load(found, at)
+    if value is True and isinstance(stored_value, _SNAPSHOT):
+        return True
+    if _same(stored_value, value):
+        return False
+    raise BindingError(f"inline value of channel {channel!r} differs from its blob at that version")
 
 
 def _check_inline(migration: Migration, channel: str, value: Any) -> None:
@@ -280,47 +340,52 @@ def _check_inline(migration: Migration, channel: str, value: Any) -> None:
         )
 
 
-def _existing_blobs(
-    cur: Cursor[DictRow], row: Mapping[str, Any]
-) -> dict[tuple[str, str], tuple[str, bytes | None]]:
-    stored: Mapping[str, Any] = row["checkpoint"]
-    if RECORD_KEY in stored:
+def existing_blobs(
+    cur: Cursor[DictRow], rows: Sequence[Mapping[str, Any]]
+) -> dict[BlobKey, tuple[str, bytes | None]]:
+    """The stored blob rows where the unsealed ``rows`` keep inline values, in one query."""
+    keys: list[BlobKey] = []
+    for row in rows:
+        stored: Mapping[str, Any] = row["checkpoint"]
+        if RECORD_KEY in stored:
+            continue
+        versions: Mapping[str, Any] = stored.get("channel_versions") or {}
+        keys.extend(
+            (row["thread_id"], row["checkpoint_ns"], ch, str(versions[ch]))
+            for ch in stored.get("channel_values") or {}
+            if ch in versions
+        )
+    if not keys:
         return {}
-    inline = stored.get("channel_values") or {}
-    versions: Mapping[str, Any] = stored.get("channel_versions") or {}
-    pairs = [(ch, str(versions[ch])) for ch in inline if ch in versions]
-    if not pairs:
-        return {}
-    cur.execute(
-        _BLOBS_AT,
-        ([p[0] for p in pairs], [p[1] for p in pairs], row["thread_id"], row["checkpoint_ns"]),
-    )
+    cur.execute(_BLOBS_AT, tuple(list(column) for column in zip(*keys, strict=True)))
     return {
-        (b["channel"], b["version"]): (b["type"], None if b["blob"] is None else bytes(b["blob"]))
+        (b["thread_id"], b["checkpoint_ns"], b["channel"], b["version"]): (
+            b["type"],
+            None if b["blob"] is None else bytes(b["blob"]),
+        )
         for b in cur.fetchall()
     }
 
 
-def write_checkpoint(
-    saver: PostgresSaver,
-    row: Mapping[str, Any],
-    new_checkpoint: Mapping[str, Any],
-    inserts: Sequence[tuple[str, str, str, bytes]],
-) -> bool:
-    """Insert the moved blobs and swap the record, in one transaction; False if raced."""
+def _write_one(cur: Cursor[DictRow], plan: PlannedCheckpoint) -> bool:
+    """Insert the moved blobs and swap the record, in a savepoint; False if raced."""
     from psycopg import Rollback
     from psycopg.types.json import Jsonb
 
+    row = plan.row
     ids = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
-    with saver._cursor() as cur, cur.connection.transaction() as tx:
-        for channel, version, type_tag, data in inserts:
-            cur.execute(UPSERT_CHECKPOINT_BLOBS_SQL, (*ids[:2], channel, version, type_tag, data))
-            if cur.rowcount != 1:
-                raise Rollback(tx)  # a writer stored this version meanwhile
+    with cur.connection.transaction() as savepoint:
+        for insert in plan.inserts:
+            cur.execute(
+                UPSERT_CHECKPOINT_BLOBS_SQL,
+                (*ids[:2], insert.channel, insert.version, insert.type_tag, insert.data),
+            )
+            if cur.rowcount != 1 and not insert.shared:
+                raise Rollback(savepoint)  # a writer stored this version meanwhile
         cur.execute(
             _CHECKPOINT_SWAP,
             (
-                Jsonb(new_checkpoint),
+                Jsonb(plan.checkpoint),
                 *ids,
                 Jsonb(row["checkpoint"]),
                 Jsonb(row["metadata"]),
@@ -328,9 +393,17 @@ def write_checkpoint(
             ),
         )
         if cur.rowcount != 1:
-            raise Rollback(tx)
+            raise Rollback(savepoint)
         return True
     return False
+
+
+def write_checkpoints(saver: PostgresSaver, plans: Sequence[PlannedCheckpoint]) -> list[bool]:
+    """Write a page's plans in one transaction, each in its own savepoint; which landed."""
+    if not plans:
+        return []
+    with saver._cursor() as cur, cur.connection.transaction():
+        return [_write_one(cur, plan) for plan in plans]
 
 
 def _bind_checkpoints(
@@ -344,22 +417,25 @@ def _bind_checkpoints(
     key = ("thread_id", "checkpoint_ns", "checkpoint_id")
     binder = Binder(rebinder.serde, rebinder.migration)
     for rows in _pages(saver, _CHECKPOINTS_FIRST, _CHECKPOINTS_PAGE, key, batch_size):
+        with saver._cursor() as cur:
+            existing = existing_blobs(cur, rows)
+        pending: dict[BlobKey, tuple[Any, BlobInsert]] = {}
+        plans: list[PlannedCheckpoint] = []
         for row in rows:
-            ids = tuple(row[c] for c in key)
             try:
-                with saver._cursor() as cur:
-                    existing = _existing_blobs(cur, row)
-                planned = plan_checkpoint(binder, rebinder.migration, row, existing)
+                planned = plan_checkpoint(binder, rebinder.migration, row, existing, pending)
             except DecryptionError as exc:
-                tally.refuse("checkpoints", ids, exc)
+                tally.refuse("checkpoints", tuple(row[c] for c in key), exc)
                 continue
             if planned is None:
                 tally.already_bound += 1
-                continue
-            new_checkpoint, inserts, moved = planned
-            if dry_run or write_checkpoint(saver, row, new_checkpoint, inserts):
+            else:
+                plans.append(planned)
+        landed = [True] * len(plans) if dry_run else write_checkpoints(saver, plans)
+        for plan, ok in zip(plans, landed, strict=True):
+            if ok:
                 tally.checkpoints_sealed += 1
-                tally.inline_values_moved += moved
+                tally.inline_values_moved += plan.moved
             else:
                 tally.raced += 1
 

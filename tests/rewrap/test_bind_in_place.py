@@ -184,9 +184,9 @@ def test_a_row_changed_after_it_was_read_is_not_overwritten_sqlite(tmp_path: Pat
 
 def test_a_row_changed_after_it_was_read_is_not_overwritten_postgres(postgres_url: str) -> None:
     from secure_serde.savers._bind_postgres import (
-        _existing_blobs,
+        existing_blobs,
         plan_checkpoint,
-        write_checkpoint,
+        write_checkpoints,
     )
     from secure_serde.savers._bound import Binder
 
@@ -195,25 +195,29 @@ def test_a_row_changed_after_it_was_read_is_not_overwritten_postgres(postgres_ur
     with db.sealed() as saver:
         with saver._cursor() as cur:
             cur.execute(
-                "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,"
-                " checkpoint, metadata FROM checkpoints ORDER BY checkpoint_id DESC LIMIT 1"
+                "SELECT DISTINCT ON (thread_id) thread_id, checkpoint_ns, checkpoint_id,"
+                " parent_checkpoint_id, checkpoint, metadata FROM checkpoints"
+                " ORDER BY thread_id, checkpoint_id DESC"
             )
-            row = cur.fetchone()
-            assert row is not None
-            existing = _existing_blobs(cur, row)
+            rows = cur.fetchall()
+            existing = existing_blobs(cur, rows)
         migration = Migration(unbound=True, inline_values=True)
-        planned = plan_checkpoint(Binder(serde(), migration), migration, row, existing)
-        assert planned is not None
-        new_checkpoint, inserts, moved = planned
-        assert inserts
-        assert moved
+        binder = Binder(serde(), migration)
+        plans = [plan_checkpoint(binder, migration, r, existing) for r in rows]
+        assert None not in plans
+        row = rows[0]
+        assert plans[0] is not None
+        assert plans[0].inserts
+        assert plans[0].moved
         # The application writes this checkpoint's metadata again meanwhile.
         db.execute(
             'UPDATE checkpoints SET metadata = metadata || \'{"by": "app"}\'::jsonb'
             " WHERE checkpoint_id = ? AND thread_id = ?",
             (row["checkpoint_id"], row["thread_id"]),
         )
-        assert not write_checkpoint(saver, row, new_checkpoint, inserts)
+        # The other thread's checkpoint lands; this one is left to the application.
+        assert write_checkpoints(saver, [p for p in plans if p is not None]) == [False, True]
+        inserts = plans[0].inserts
     (kept, metadata) = db.execute(
         "SELECT checkpoint, metadata FROM checkpoints WHERE checkpoint_id = ? AND thread_id = ?",
         (row["checkpoint_id"], row["thread_id"]),
@@ -221,7 +225,7 @@ def test_a_row_changed_after_it_was_read_is_not_overwritten_postgres(postgres_ur
     assert kept == row["checkpoint"]
     assert metadata["by"] == "app"
     # The blob inserts rolled back with the swap: no bound row for a record left unsealed.
-    channel, version = inserts[0][:2]
+    channel, version = inserts[0].channel, inserts[0].version
     assert not db.execute(
         "SELECT 1 FROM checkpoint_blobs WHERE thread_id = ? AND channel = ? AND version = ?",
         (row["thread_id"], channel, version),
