@@ -5,9 +5,8 @@
 2. ``checkpoint_writes``: likewise at ``Location.write``.
 3. ``checkpoints``: a record with a seal is checked and left alone; one
    without has its inline channel values moved into bound blob rows and is
-   sealed as the sealed saver's ``put`` seals it. One transaction per page
-   and a savepoint per checkpoint: a checkpoint's blob inserts and its record
-   swap land together or not at all.
+   sealed as the sealed saver's ``put`` seals it. One transaction per page:
+   the moved values' blob rows, then each record's compare-and-swap.
 
 Values come first so that a checkpoint sealed by pass 3 never points at a
 blob this run has not yet considered.
@@ -23,7 +22,7 @@ say what the stock saver would have written: it is refused.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from langgraph.checkpoint.postgres.base import UPSERT_CHECKPOINT_BLOBS_SQL
@@ -92,6 +91,7 @@ class _ValuePass:
         )
         self.swap_sql = (
             f"UPDATE {table} SET type = %s, blob = %s WHERE {match} AND type = %s AND blob = %s"  # noqa: S608
+            " RETURNING 1"
         )
 
     def ids(self, row: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -142,7 +142,7 @@ _BLOBS_AT: Final = (
 _CHECKPOINT_SWAP: Final = (
     "UPDATE checkpoints SET checkpoint = %s WHERE thread_id = %s AND checkpoint_ns = %s"
     " AND checkpoint_id = %s AND checkpoint = %s AND metadata = %s"
-    " AND parent_checkpoint_id IS NOT DISTINCT FROM %s"
+    " AND parent_checkpoint_id IS NOT DISTINCT FROM %s RETURNING 1"
 )
 
 
@@ -196,15 +196,20 @@ def _bind_values(  # noqa: PLR0913 - the pass, its table, and the run's two opti
         tally.raced += len(swaps) - applied
 
 
+def _applied(cur: Cursor[DictRow], sql: str, params: Sequence[tuple[Any, ...]]) -> list[bool]:
+    """Run a ``RETURNING`` compare-and-swap for each of ``params``, pipelined; which applied."""
+    cur.executemany(sql, params, returning=True)
+    applied = [cur.fetchone() is not None]
+    while cur.nextset():
+        applied.append(cur.fetchone() is not None)
+    return applied
+
+
 def _apply_swaps(saver: PostgresSaver, sql: str, swaps: Sequence[tuple[Any, ...]]) -> int:
     if not swaps:
         return 0
-    applied = 0
     with saver._cursor() as cur, cur.connection.transaction():
-        for params in swaps:
-            cur.execute(sql, params)
-            applied += cur.rowcount
-    return applied
+        return sum(_applied(cur, sql, swaps))
 
 
 # Where a blob row is: thread, namespace, channel, version.
@@ -213,17 +218,12 @@ BlobKey = tuple[str, str, str, str]
 
 @dataclass(frozen=True)
 class BlobInsert:
-    """A bound blob row for a moved inline value.
-
-    ``shared``: an earlier checkpoint of the same page inserts the same value
-    at the same version, so finding the row there already is expected.
-    """
+    """A bound blob row for a moved inline value."""
 
     channel: str
     version: str
     type_tag: str
     data: bytes
-    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -294,8 +294,7 @@ def plan_checkpoint(
                     f"inline value of channel {channel!r} differs from another checkpoint's"
                     " at the same version"
                 )
-            inserts.append(replace(earlier[1], shared=True))
-            continue
+            continue  # inserted with that earlier checkpoint
         type_tag, data = binder.dump(value, location)
         insert = BlobInsert(channel, str(version), type_tag, data)
         inserts.append(insert)
@@ -367,43 +366,40 @@ def existing_blobs(
     }
 
 
-def _write_one(cur: Cursor[DictRow], plan: PlannedCheckpoint) -> bool:
-    """Insert the moved blobs and swap the record, in a savepoint; False if raced."""
-    from psycopg import Rollback
+def write_checkpoints(saver: PostgresSaver, plans: Sequence[PlannedCheckpoint]) -> list[bool]:
+    """Write a page's plans in one transaction; which records were swapped.
+
+    The blob rows go first, ``ON CONFLICT DO NOTHING`` as the saver inserts
+    them: a version names one value, so a row already there (a writer's, or
+    an earlier run's) holds it. A blob inserted for a record whose swap then
+    loses the race stays: it is what the sealed saver writes for that
+    version, and the next pass finds it and drops the inline copy.
+    """
     from psycopg.types.json import Jsonb
 
-    row = plan.row
-    ids = (row["thread_id"], row["checkpoint_ns"], row["checkpoint_id"])
-    with cur.connection.transaction() as savepoint:
-        for insert in plan.inserts:
-            cur.execute(
-                UPSERT_CHECKPOINT_BLOBS_SQL,
-                (*ids[:2], insert.channel, insert.version, insert.type_tag, insert.data),
-            )
-            if cur.rowcount != 1 and not insert.shared:
-                raise Rollback(savepoint)  # a writer stored this version meanwhile
-        cur.execute(
-            _CHECKPOINT_SWAP,
-            (
-                Jsonb(plan.checkpoint),
-                *ids,
-                Jsonb(row["checkpoint"]),
-                Jsonb(row["metadata"]),
-                row["parent_checkpoint_id"],
-            ),
-        )
-        if cur.rowcount != 1:
-            raise Rollback(savepoint)
-        return True
-    return False
-
-
-def write_checkpoints(saver: PostgresSaver, plans: Sequence[PlannedCheckpoint]) -> list[bool]:
-    """Write a page's plans in one transaction, each in its own savepoint; which landed."""
     if not plans:
         return []
+    blobs = [
+        (p.row["thread_id"], p.row["checkpoint_ns"], i.channel, i.version, i.type_tag, i.data)
+        for p in plans
+        for i in p.inserts
+    ]
+    swaps = [
+        (
+            Jsonb(p.checkpoint),
+            p.row["thread_id"],
+            p.row["checkpoint_ns"],
+            p.row["checkpoint_id"],
+            Jsonb(p.row["checkpoint"]),
+            Jsonb(p.row["metadata"]),
+            p.row["parent_checkpoint_id"],
+        )
+        for p in plans
+    ]
     with saver._cursor() as cur, cur.connection.transaction():
-        return [_write_one(cur, plan) for plan in plans]
+        if blobs:
+            cur.executemany(UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
+        return _applied(cur, _CHECKPOINT_SWAP, swaps)
 
 
 def _bind_checkpoints(

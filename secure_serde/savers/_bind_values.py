@@ -51,8 +51,16 @@ class Rebound:
     data: bytes
 
 
+# isinstance() against a runtime-checkable protocol inspects every member:
+# answer it once per cipher class.
+_LOCATING_TYPES: dict[type, bool] = {}
+
+
 def _locating(cipher: BoundCipher) -> bool:
-    return isinstance(cipher, LocatingCipher)
+    known = _LOCATING_TYPES.get(type(cipher))
+    if known is None:
+        known = _LOCATING_TYPES[type(cipher)] = isinstance(cipher, LocatingCipher)
+    return known
 
 
 @dataclass(frozen=True)
