@@ -91,7 +91,8 @@ class ValueRebinder:
                 The row is then left as it is.
         """
         route = self.rule.route(type_tag)
-        plaintext, bound = self._open(route, data, location)
+        encoded = location.encode()
+        plaintext, bound = self._open(route, data, location, encoded)
         if bound:
             return ALREADY_BOUND
         if not self.migration.unbound:
@@ -109,11 +110,11 @@ class ValueRebinder:
                     " nothing authenticates (planted or relabelled?); not sealed"
                 ) from None
         cipher = cast(LocatingCipher, self.serde.cipher)
-        name, sealed = cipher.encrypt_at(plaintext, route.inner, location.encode())
+        name, sealed = cipher.encrypt_at(plaintext, route.inner, encoded)
         return Rebound(f"{route.inner}+{name}", bytes(sealed))
 
     @staticmethod
-    def _open(route: Route, data: bytes, location: Location) -> tuple[bytes, bool]:
+    def _open(route: Route, data: bytes, location: Location, encoded: bytes) -> tuple[bytes, bool]:
         """The plaintext, and whether it was bound to ``location``."""
         cipher = route.cipher
         if cipher is None:
@@ -123,7 +124,7 @@ class ValueRebinder:
             return bytes(cipher.decrypt_bound(name, data, inner)), False
         locating = cast(LocatingCipher, cipher)
         try:
-            return bytes(locating.decrypt_at(name, data, inner, location.encode())), True
+            return bytes(locating.decrypt_at(name, data, inner, encoded)), True
         except UnboundValueError:
             # A format with no binding at all (v1, langgraph's own rows).
             return bytes(cipher.decrypt_bound(name, data, inner)), False
