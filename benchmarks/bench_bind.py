@@ -27,6 +27,8 @@ costs. A last line times each pass again on its own output, where there is nothi
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import sqlite3
 import statistics
 import sys
@@ -196,7 +198,11 @@ def main() -> int:
         with throwaway_postgres() as server_url:
             print("building and measuring the PostgreSQL store ...", file=sys.stderr)
             results.append(run_postgres(server_url, args.checkpoints, args.repeat))
-    print(f"median of {args.repeat} run(s); sqlite {sqlite3.sqlite_version}")
+    load = Path("/proc/loadavg").read_text().split()[0] if Path("/proc/loadavg").exists() else "?"
+    print(
+        f"median of {args.repeat} run(s); python {platform.python_version()},"
+        f" sqlite {sqlite3.sqlite_version}, {os.cpu_count()} CPUs, load average at end {load}"
+    )
     print_table(results)
     return 0
 
