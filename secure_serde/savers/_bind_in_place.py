@@ -140,6 +140,15 @@ def _rebinder(serde: Any, migration: Migration) -> ValueRebinder:
     return ValueRebinder(serde, migration)
 
 
+def _check_saver(saver: object, expected: type) -> None:
+    # The sync sealed saver: its SQL and its connection are what the pass drives.
+    if not isinstance(saver, expected):
+        raise ConfigurationError(
+            f"the binding pass takes a {expected.__module__}.{expected.__name__},"
+            f" not {type(saver).__name__}"
+        )
+
+
 def _check_batch(batch_size: int) -> None:
     if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
         raise ConfigurationError(f"batch_size must be a positive integer, got {batch_size!r}")
@@ -163,7 +172,9 @@ def bind_postgres(
     compare-and-swap updates.
     """
     from secure_serde.savers._bind_postgres import bind_postgres_rows
+    from secure_serde.savers.postgres import PostgresSaver
 
+    _check_saver(saver, PostgresSaver)
     _check_batch(batch_size)
     rebinder = _rebinder(saver.serde, migration)
     tally = Tally()
@@ -185,7 +196,9 @@ def bind_sqlite(
     transaction of compare-and-swap updates.
     """
     from secure_serde.savers._bind_sqlite import bind_sqlite_rows
+    from secure_serde.savers.sqlite import SqliteSaver
 
+    _check_saver(saver, SqliteSaver)
     _check_batch(batch_size)
     rebinder = _rebinder(saver.serde, migration)
     tally = Tally()

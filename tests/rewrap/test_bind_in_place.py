@@ -183,11 +183,8 @@ def test_a_row_changed_after_it_was_read_is_not_overwritten_sqlite(tmp_path: Pat
 
 
 def test_a_row_changed_after_it_was_read_is_not_overwritten_postgres(postgres_url: str) -> None:
-    from secure_serde.savers._bind_postgres import (
-        existing_blobs,
-        plan_checkpoint,
-        write_checkpoints,
-    )
+    from secure_serde.savers._bind_postgres import existing_blobs, write_checkpoints
+    from secure_serde.savers._bind_record import plan_checkpoint
     from secure_serde.savers._bound import Binder
 
     db = Db("postgres", postgres_url)
