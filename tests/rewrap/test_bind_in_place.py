@@ -26,6 +26,7 @@ from tests.rewrap.bind_support import (
     Db,
     config,
     histories,
+    run_turns,
     sealed_graph,
     serde,
     sqlite_db,
@@ -310,3 +311,44 @@ def test_a_saver_without_an_encrypting_serde_is_refused(tmp_path: Path) -> None:
         pytest.raises(ConfigurationError),
     ):
         bind_sqlite(saver)  # type: ignore[arg-type]
+
+
+def test_a_thread_the_sealed_saver_continued_under_migration_binds(db: Db) -> None:
+    written_by_stock(db)
+    # The application switched to the sealed saver before binding: it reads the stock rows
+    # under the migration switch and writes bound ones on top of them, in the same threads.
+    with sealed_graph(db, migration=Migration(unbound=True, inline_values=True)) as graph:
+        run_turns(graph, THREADS[0], 2)
+        reference = histories(graph)
+    report = db.bind()
+    assert report.ok, report.refusals
+    # The sealed saver's own records verify and are left alone; the stock ones are sealed.
+    assert report.already_bound > 0
+    assert report.checkpoints_sealed > 0
+    with sealed_graph(db) as graph:
+        assert histories(graph) == reference
+
+
+def test_after_binding_records_are_authenticated(db: Db) -> None:
+    written_by_stock(db)
+    assert db.bind().ok
+    (checkpoint_id, parent_id) = db.execute(
+        "SELECT checkpoint_id, parent_checkpoint_id FROM checkpoints WHERE thread_id = ?"
+        " ORDER BY checkpoint_id DESC LIMIT 1",
+        (THREADS[0],),
+    )[0]
+    # Re-parent the latest checkpoint onto its grandparent.
+    (grandparent,) = db.execute(
+        "SELECT parent_checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_id = ?",
+        (THREADS[0], parent_id),
+    )[0]
+    db.execute(
+        "UPDATE checkpoints SET parent_checkpoint_id = ? WHERE thread_id = ? AND checkpoint_id = ?",
+        (grandparent, THREADS[0], checkpoint_id),
+    )
+    with sealed_graph(db) as graph, pytest.raises(BindingError):
+        graph.get_state(config(THREADS[0]))
+    # The binding pass does not vouch for it either: refused, left as it is.
+    report = db.bind()
+    assert report.refused == 1
+    assert "BindingError" in report.refusals[0]
