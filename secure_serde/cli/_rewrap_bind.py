@@ -22,7 +22,7 @@ from secure_serde import ConfigurationError, EncryptedSerializer, Migration
 from secure_serde.cli._pretty import for_terminal
 from secure_serde.config import ConfiguredCiphers
 from secure_serde.savers import BindReport, bind_postgres, bind_sqlite
-from secure_serde.stores import open_store
+from secure_serde.stores import StoreError, open_store
 
 __all__ = [
     "RESEALERS",
@@ -161,19 +161,37 @@ def bind_store(
 ) -> BindOutcome:
     """Run the binding pass (and the resealer) on ``args.store``; nothing printed."""
     with open_store(args.store) as store:
-        kind, location = store.kind, store.location
+        kind, location, display = store.kind, store.location, store.display
     _check_kind(args, kind)
     serde = EncryptedSerializer(
         configured.primary, decrypt_only=configured.decrypt_only, migration=migration
     )
     opened: AbstractContextManager[Any] = _sealed_saver(kind, location, serde, args)
-    with opened as saver:
-        binder = bind_postgres if kind == "postgres" else bind_sqlite
-        bound = binder(saver, migration=migration, batch_size=args.batch_size, dry_run=args.dry_run)
-        resealed = (
-            RESEALERS[kind](saver, args.batch_size, args.dry_run) if args.seal_metadata else None
-        )
+    try:
+        with opened as saver:
+            binder = bind_postgres if kind == "postgres" else bind_sqlite
+            bound = binder(
+                saver, migration=migration, batch_size=args.batch_size, dry_run=args.dry_run
+            )
+            resealed = (
+                RESEALERS[kind](saver, args.batch_size, args.dry_run)
+                if args.seal_metadata
+                else None
+            )
+    except _driver_errors(kind) as exc:
+        # Named by class only: a driver's message may quote the connection string.
+        raise StoreError(f"binding {display} failed: {type(exc).__name__}") from None
     return BindOutcome(bound, resealed)
+
+
+def _driver_errors(kind: str) -> tuple[type[Exception], ...]:
+    if kind == "postgres":
+        import psycopg
+
+        return (psycopg.Error,)
+    import sqlite3
+
+    return (sqlite3.Error,)
 
 
 def print_outcome(outcome: BindOutcome, out: TextIO) -> None:

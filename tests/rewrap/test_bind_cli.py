@@ -97,3 +97,17 @@ def test_a_tampered_row_fails_the_command_by_name(tmp_path: Path) -> None:
     assert "refused 1" in done.stdout
     assert "rows that could not be bound:" in done.stdout
     assert f"checkpoints ({row[0]!r}, '', {row[2]!r}): " in done.stdout
+
+
+def test_a_database_error_is_named_by_class_only(tmp_path: Path) -> None:
+    db = sqlite_db(tmp_path)
+    written_by_stock(db)
+    db.execute(
+        "CREATE TRIGGER refuse BEFORE UPDATE ON checkpoints"
+        " BEGIN SELECT RAISE(ABORT, 'driver message with password=hunter2'); END"
+    )
+    done = run_cli(ENV, tmp_path, "rewrap", db.location, "--bind")
+    assert done.returncode == 2
+    assert "failed: IntegrityError" in done.stderr
+    assert "hunter2" not in done.stderr + done.stdout
+    assert "Traceback" not in done.stderr
