@@ -29,7 +29,7 @@ from secure_serde.savers._bind_record import (
     PlannedCheckpoint,
     plan_checkpoint,
 )
-from secure_serde.savers._bind_values import ALREADY_BOUND, ValueRebinder
+from secure_serde.savers._bind_values import AlreadyBound, ValueRebinder
 from secure_serde.savers._bound import RECORD_KEY, Binder
 
 if TYPE_CHECKING:
@@ -162,12 +162,10 @@ def _bind_values(  # noqa: PLR0913 - the pass, its table, and the run's two opti
             except DecryptionError as exc:
                 tally.refuse(spec.table, spec.ids(row), exc)
                 continue
-            if outcome is ALREADY_BOUND:
+            if isinstance(outcome, AlreadyBound):
                 tally.already_bound += 1
                 continue
-            swaps.append(
-                (outcome.type_tag, outcome.data, *spec.ids(row), row["type"], row["blob"])  # type: ignore[union-attr]
-            )
+            swaps.append((outcome.type_tag, outcome.data, *spec.ids(row), row["type"], row["blob"]))
         if dry_run:
             setattr(tally, spec.counter, getattr(tally, spec.counter) + len(swaps))
             continue

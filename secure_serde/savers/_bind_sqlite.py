@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from secure_serde._binding import Location
 from secure_serde._errors import BindingError, DecryptionError
-from secure_serde.savers._bind_values import ALREADY_BOUND, ValueRebinder
+from secure_serde.savers._bind_values import AlreadyBound, ValueRebinder
 from secure_serde.savers._bound import canonical, metadata_record
 
 if TYPE_CHECKING:
@@ -153,12 +153,10 @@ def plan_page(
         except DecryptionError as exc:
             tally.refuse(spec.table, spec.ids(row), exc)
             continue
-        if outcome is ALREADY_BOUND:
+        if isinstance(outcome, AlreadyBound):
             tally.already_bound += 1
             continue
-        swaps.append(
-            (outcome.type_tag, outcome.data, *(row[c] for c in spec.columns))  # type: ignore[union-attr]
-        )
+        swaps.append((outcome.type_tag, outcome.data, *(row[c] for c in spec.columns)))
     return swaps
 
 
