@@ -13,6 +13,7 @@ before anything is written.
 from __future__ import annotations
 
 import argparse
+import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -148,12 +149,25 @@ def _sealed_saver(
     from secure_serde.savers.sqlite import SqliteSaver
 
     with SqliteSaver.from_conn_string(
-        location,
-        serde=serde,
-        plaintext_metadata=args.plaintext_metadata if args.seal_metadata else None,
-        migration=migration,
+        location, serde=serde, migration=migration, **_sqlite_policy(SqliteSaver, args)
     ) as saver:
         yield saver
+
+
+def _sqlite_policy(saver_cls: type, args: argparse.Namespace) -> dict[str, Any]:
+    """The sealing keywords of the SQLite saver, for the flags given.
+
+    Without ``--seal-metadata`` the pass needs no sealing policy: metadata is
+    left as stored. A saver whose sealing is on by default is told so
+    (``seal_metadata=False``); one whose sealing is off by default needs nothing.
+    """
+    parameters = inspect.signature(saver_cls).parameters
+    if args.seal_metadata:
+        options: dict[str, Any] = {"plaintext_metadata": args.plaintext_metadata}
+        if "indexed_metadata" in parameters:
+            options["indexed_metadata"] = args.indexed_metadata or None
+        return options
+    return {"seal_metadata": False} if "seal_metadata" in parameters else {}
 
 
 def bind_store(

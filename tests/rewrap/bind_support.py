@@ -8,6 +8,7 @@ its interrupt.
 
 from __future__ import annotations
 
+import inspect
 import operator
 import sqlite3
 from collections.abc import Iterator
@@ -154,9 +155,24 @@ class Db:
 def _sqlite_sealed(path: str, migration: Migration, options: dict[str, Any]) -> Iterator[Any]:
     from secure_serde.savers.sqlite import SqliteSaver
 
-    with SqliteSaver.from_conn_string(path, serde=serde(), migration=migration, **options) as saver:
+    with SqliteSaver.from_conn_string(
+        path, serde=serde(), migration=migration, **{**unsealed_sqlite(), **options}
+    ) as saver:
         saver.setup()
         yield saver
+
+
+def unsealed_sqlite() -> dict[str, Any]:
+    """The options of a sealed SQLite saver that keeps metadata as stored (plaintext).
+
+    The stock saver's metadata is plaintext; reading it with no migration switch needs a saver
+    that does not expect it sealed. Where sealing is on by default, that takes
+    ``seal_metadata=False``; where it is off by default, nothing.
+    """
+    from secure_serde.savers.sqlite import SqliteSaver
+
+    parameters = inspect.signature(SqliteSaver).parameters
+    return {"seal_metadata": False} if "seal_metadata" in parameters else {}
 
 
 def written_by_stock(db: Db) -> dict[str, list[Any]]:
