@@ -33,7 +33,6 @@ from secure_serde._format_v2 import KeyCommitment
 from secure_serde._primitives import (
     AES_KEY_SIZES,
     AesGcm,
-    Backend,
     SecretHolder,
     hkdf_sha256,
     new_aes_gcm,
@@ -218,14 +217,14 @@ class Key(SecretHolder):
 
     @classmethod
     @scrubbed
-    def derive(cls, key: str | bytes, *, label: str = "", backend: Backend = "auto") -> Key:
+    def derive(cls, key: str | bytes, *, label: str = "") -> Key:
         material = parse_key(key, source=f"key {label!r}" if label else "key")
         return cls(
-            key_id=hkdf_sha256(material, _INFO_KEY_ID, KEY_ID_SIZE, backend),
+            key_id=hkdf_sha256(material, _INFO_KEY_ID, KEY_ID_SIZE),
             label=label,
-            aead=new_aes_gcm(hkdf_sha256(material, _INFO_AEAD, 32, backend), backend),
-            commitment=KeyCommitment(hkdf_sha256(material, _INFO_COMMITMENT, 32, backend)),
-            blind_index_key=hkdf_sha256(material, _INFO_BLIND_INDEX, 32, backend),
+            aead=new_aes_gcm(hkdf_sha256(material, _INFO_AEAD, 32)),
+            commitment=KeyCommitment(hkdf_sha256(material, _INFO_COMMITMENT, 32)),
+            blind_index_key=hkdf_sha256(material, _INFO_BLIND_INDEX, 32),
         )
 
     @property
@@ -234,4 +233,4 @@ class Key(SecretHolder):
 
     def __repr__(self) -> str:
         label = f" label={self.label!r}" if self.label else ""
-        return f"<Key id={self.key_id_hex}{label} backend={self.aead.backend}>"
+        return f"<Key key_id={self.key_id_hex}{label}>"

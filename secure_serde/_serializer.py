@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde._binding import Location
 from secure_serde._compress import CompressedSerializer
+from secure_serde._deprecated import check_backend
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -31,7 +32,7 @@ from secure_serde._errors import (
 from secure_serde._keys import ENV_VAR
 from secure_serde._langgraph import register_allowlist_wrapper
 from secure_serde._migration import Migration
-from secure_serde._primitives import MODE_EAX, Backend
+from secure_serde._primitives import MODE_EAX
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde._readrule import Decode, ReadRule, Route
 from secure_serde._scrub import scrubbed
@@ -168,20 +169,22 @@ class EncryptedSerializer:
         migration: Migration | None = None,
         allow_plaintext: bool = False,
         allow_legacy_pickle: bool = False,
-        backend: Backend = "auto",
         compress: bool = False,
+        backend: str | None = None,
         **kwargs: Any,
     ) -> EncryptedSerializer:
         """Drop-in for langgraph's ``EncryptedSerializer.from_pycryptodome_aes``.
 
         Takes the key from ``key=`` or ``LANGGRAPH_AES_KEY`` as langgraph
         does, reads the rows langgraph's version wrote under that key and
-        ``mode=`` (EAX when omitted), and writes format v1 with AES-256-GCM,
-        through OpenSSL when ``cryptography`` is installed. Those legacy rows
-        do not authenticate their type tag, so they are decoded strictly.
+        ``mode=`` (EAX when omitted), and writes secure_serde's own format
+        with AES-256-GCM from ``cryptography``. Those legacy rows do not
+        authenticate their type tag, so they are decoded strictly.
+        ``backend=`` is deprecated (see `EnvKeyCipher`).
         ``compress=True`` compresses values before encrypting them
         (`CompressedSerializer`; read SECURITY.md on length leaks first).
         """
+        check_backend(backend, "EncryptedSerializer.from_pycryptodome_aes")
         key = kwargs.pop("key", None)
         mode = kwargs.pop("mode", None)
         if kwargs:
@@ -191,7 +194,6 @@ class EncryptedSerializer:
         cipher = EnvKeyCipher(
             key,
             legacy_mode=MODE_EAX if mode is None else mode,
-            backend=backend,
             env_var=ENV_VAR,
         )
         return cls(

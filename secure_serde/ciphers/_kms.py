@@ -28,6 +28,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from secure_serde._deprecated import check_backend
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -42,7 +43,6 @@ from secure_serde._format_v2 import KeyCommitment
 from secure_serde._primitives import (
     GCM_NONCE_SIZE,
     GCM_TAG_SIZE,
-    Backend,
     Buffer,
     SecretHolder,
     hkdf_sha256,
@@ -127,8 +127,8 @@ class KmsEnvelopeCipher(SecretHolder):
             the current key read back without a KMS call).
         decrypt_cache_size: data keys cached for reads, least recently used
             evicted first (default 1000; each is a few hundred bytes).
-        backend: AES-GCM backend, as for the other ciphers.
         clock: monotonic seconds; injectable so tests can age keys.
+        backend: deprecated, as for `EnvKeyCipher`.
 
     Async savers (``AsyncSqliteSaver`` among them) call the serializer on
     the event loop, where a KMS call would block every task. Call `warm`
@@ -159,7 +159,6 @@ class KmsEnvelopeCipher(SecretHolder):
     __slots__ = (
         "__weakref__",
         "_aads",
-        "_backend",
         "_botocore_config",
         "_calls",
         "_clock",
@@ -191,9 +190,10 @@ class KmsEnvelopeCipher(SecretHolder):
         decrypt_ttl: float = 600.0,
         decrypt_cache_size: int = 1000,
         botocore_config: Any = None,
-        backend: Backend = "auto",
         clock: Callable[[], float] = time.monotonic,
+        backend: str | None = None,
     ) -> None:
+        check_backend(backend, "KmsEnvelopeCipher")
         if not isinstance(key_id, str) or not key_id:
             raise ConfigurationError("key_id must be a KMS key ARN, alias or key id")
         if isinstance(decrypt_key_ids, str) or not all(
@@ -219,8 +219,6 @@ class KmsEnvelopeCipher(SecretHolder):
             decrypt_ttl=decrypt_ttl,
             decrypt_entries=decrypt_cache_size,
         )
-        new_aes_gcm(bytes(32), backend)  # fail now, not at the first write, on a bad backend
-        self._backend: Backend = backend
         self._clock = clock
         self._calls = KmsCalls(build_client(botocore_config) if client is None else client)
         # Kept so a forked worker can build a client of its own (`renew_client`).
@@ -495,8 +493,8 @@ class KmsEnvelopeCipher(SecretHolder):
 
     def _new_key(self, header: bytes, cmk: bytes, plaintext: bytes) -> DataKey:
         aads = self._aads.setdefault(cmk, {})
-        commitment = KeyCommitment(hkdf_sha256(plaintext, _INFO_COMMITMENT, 32, self._backend))
-        return DataKey(header, cmk, new_aes_gcm(plaintext, self._backend), aads, commitment)
+        commitment = KeyCommitment(hkdf_sha256(plaintext, _INFO_COMMITMENT, 32))
+        return DataKey(header, cmk, new_aes_gcm(plaintext), aads, commitment)
 
     def _next_data_key(self, size: int) -> DataKey:
         with self._refill_lock:

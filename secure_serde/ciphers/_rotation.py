@@ -30,9 +30,10 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from secure_serde._deprecated import check_backend
 from secure_serde._errors import ConfigurationError, RetiredKeyError
 from secure_serde._keys import ENV_VAR, Key, could_be_key, parse_key, shown_id
-from secure_serde._primitives import MODE_EAX, MODE_GCM, Backend, Buffer
+from secure_serde._primitives import MODE_EAX, MODE_GCM, Buffer
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
@@ -83,8 +84,9 @@ class KeyRotationCipher(V1Cipher):
         retired: Collection[str] = (),
         legacy_key: str | None = None,
         legacy_mode: int = MODE_EAX,
-        backend: Backend = "auto",
+        backend: str | None = None,
     ) -> None:
+        check_backend(backend, "KeyRotationCipher")
         if isinstance(retired, str):
             raise ConfigurationError("retired must be a collection of ids, not one string")
         # Read once: an iterator would be used up by the first membership test.
@@ -117,9 +119,7 @@ class KeyRotationCipher(V1Cipher):
         if primary in retired:
             raise ConfigurationError(f"the primary key {shown_id(primary)} cannot be retired")
         derived = {
-            key_id: Key.derive(
-                parse_key(value, source=f"key {key_id!r}"), label=key_id, backend=backend
-            )
+            key_id: Key.derive(parse_key(value, source=f"key {key_id!r}"), label=key_id)
             for key_id, value in keys.items()
         }
         super().__init__(
@@ -141,7 +141,7 @@ class KeyRotationCipher(V1Cipher):
 
     @classmethod
     @scrubbed
-    def from_env(cls, *, backend: Backend = "auto") -> KeyRotationCipher:
+    def from_env(cls, *, backend: str | None = None) -> KeyRotationCipher:
         """Build the keyring from the environment; see README, "Key rotation".
 
         ``LANGGRAPH_AES_KEY``, when set, is the key with id ``env``: the
@@ -160,6 +160,7 @@ class KeyRotationCipher(V1Cipher):
         content). ``SECURE_SERDE_KEYRING_STRICT_MODES=no`` accepts it
         anyway, with a logged warning.
         """
+        check_backend(backend, "KeyRotationCipher.from_env")
         keys: dict[str, str | bytes] = {}
         env_value = os.environ.get(ENV_VAR)
         if env_value is not None:
@@ -187,7 +188,6 @@ class KeyRotationCipher(V1Cipher):
             retired=retired,
             legacy_key=config.get("legacy_key", default_legacy),
             legacy_mode=_LEGACY_MODES[config.get("legacy_mode", "eax")],
-            backend=backend,
         )
 
     @property
