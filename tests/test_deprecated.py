@@ -72,3 +72,47 @@ def test_no_backend_argument_means_no_warning() -> None:
         EnvKeyCipher(KEY)
         KeyRotationCipher({"a": KEY}, "a")
         EncryptedSerializer.from_pycryptodome_aes(key=KEY)
+
+
+# -- KMS key: kms_key= and decrypt_kms_keys=, not key_id= -------------------------------------
+
+
+def test_kms_key_id_keywords_are_deprecated_aliases(kms_client: Any) -> None:
+    new, old = new_cmk(kms_client), new_cmk(kms_client)
+    with pytest.warns(DeprecationWarning, match="is deprecated; use") as caught:
+        cipher = KmsEnvelopeCipher(key_id=new, decrypt_key_ids=[old], client=kms_client)
+    assert sorted(str(w.message) for w in caught) == [
+        "KmsEnvelopeCipher: decrypt_key_ids= is deprecated; use decrypt_kms_keys=",
+        "KmsEnvelopeCipher: key_id= is deprecated; use kms_key=",
+    ]
+    assert {w.filename for w in caught} == {__file__}
+    assert cipher.kms_key == new
+    assert cipher.decrypt_kms_keys == (old,)
+    # The old names mean what they meant: a value under the old KMS key still reads.
+    _, under_old = KmsEnvelopeCipher(old, client=kms_client).encrypt_bound(b"x", "ctx")
+    assert cipher.decrypt_bound("kms", under_old, "ctx") == b"x"
+
+
+def test_kms_key_id_attribute_is_a_deprecated_alias(kms_client: Any) -> None:
+    arn = new_cmk(kms_client)
+    cipher = KmsEnvelopeCipher(arn, client=kms_client)
+    with pytest.warns(DeprecationWarning, match=r"\.key_id is deprecated; use \.kms_key"):
+        assert cipher.key_id == arn
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"key_id": "alias/a", "kms_key": "alias/a"}, "pass kms_key= only"),
+        (
+            {"kms_key": "alias/a", "decrypt_key_ids": [], "decrypt_kms_keys": []},
+            "pass decrypt_kms_keys= only",
+        ),
+        ({}, "kms_key must be"),
+    ],
+)
+def test_old_and_new_kms_names_together_or_neither_are_refused(
+    kms_client: Any, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=message):
+        KmsEnvelopeCipher(client=kms_client, **kwargs)

@@ -138,8 +138,9 @@ class Keyring(SecretHolder):
             raise _format.unknown_key(key_id)
         if key_id in self._retired:
             hex_id = _format.key_id_hex(key_id)
-            label = f" ({key.label})" if key.label else ""
-            raise RetiredKeyError(f"key {hex_id}{label} is retired", key_id=hex_id)
+            raise RetiredKeyError(
+                f"{_format.key_name(hex_id, key.label)} is retired", key_id=hex_id
+            )
         return key
 
     def open(

@@ -203,7 +203,7 @@ def test_keygen_prints_a_fresh_full_entropy_key(capsys: pytest.CaptureFixture[st
 def test_keygen_entry_goes_straight_into_a_keyring_file(
     keys: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["keygen", "--id", "2025-06"]) == 0
+    assert main(["keygen", "--label", "2025-06"]) == 0
     keyring_file = json.loads(capsys.readouterr().out)
     assert keyring_file["primary"] == "2025-06"
     assert list(keyring_file["keys"]) == ["2025-06"]
