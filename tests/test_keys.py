@@ -89,7 +89,7 @@ def test_errors_survive_pickling_across_processes() -> None:
     from secure_serde import UnknownCipherError, UnknownKeyError
 
     for error in (
-        UnknownKeyError("no configured key has id 0a0b0c0d", key_id="0a0b0c0d"),
+        UnknownKeyError("no configured key has key id 0a0b0c0d", key_id="0a0b0c0d"),
         UnknownCipherError("no cipher reads 'x'", cipher_name="x"),
     ):
         copy = pickle.loads(pickle.dumps(error))

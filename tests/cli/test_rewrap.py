@@ -223,7 +223,7 @@ def test_retire_check_lists_rows_left_under_the_retired_key(
     keys(KEY_A, {**STAGE3, "retired": ["env"]})
     assert main(["rewrap", str(store), "--dry-run", "--verify"]) == 1
     out, _ = capsys.readouterr()
-    assert f"RetiredKeyError: key {key_id(KEY_A)} (env) is retired" in out
+    assert f"RetiredKeyError: key id {key_id(KEY_A)} (label 'env') is retired" in out
     keys(KEY_A, STAGE3)
     assert main(["rewrap", str(store)]) == 0
     keys(KEY_A, {**STAGE3, "retired": ["env"]})

@@ -327,7 +327,7 @@ def test_undecryptable_rows_are_listed_by_id_never_by_content(
         assert line.strip().startswith("writes thread_id='bad-")
         assert "checkpoint_id='planted-ckpt'" in line
         assert "task_id='task'" in line
-    assert f"UnknownKeyError: no configured key has id {key_id(KEY_C)}" in proc.stdout
+    assert f"UnknownKeyError: no configured key has key id {key_id(KEY_C)}" in proc.stdout
     assert "UnknownCipherError" in proc.stdout
     assert "4 row(s) could not be rewrapped" in proc.stderr
     output = proc.stdout + proc.stderr
