@@ -10,6 +10,7 @@ means what it meant.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -28,6 +29,9 @@ _IGNORED_BACKENDS: Final = frozenset({"auto", "cryptography"})
 # Compared with code objects' file names, which come from the same import
 # machinery as ``__file__``; the separator keeps "secure_serde_x/" out.
 _PACKAGE_DIR: Final = os.path.dirname(__file__) + os.sep
+# `with Saver.from_conn_string(...)` runs the constructor from contextlib's
+# frames: the caller is past them too.
+_PASSED_THROUGH: Final = (_PACKAGE_DIR, contextlib.__file__)
 
 
 def _stacklevel() -> int:
@@ -39,7 +43,7 @@ def _stacklevel() -> int:
     """
     level = 1
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while frame is not None and frame.f_code.co_filename.startswith(_PASSED_THROUGH):
         frame = frame.f_back
         level += 1
     return level

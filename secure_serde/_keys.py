@@ -47,7 +47,7 @@ __all__ = [
     "generate_encoded_key",
     "parse_key",
     "read_env_key",
-    "shown_id",
+    "shown_label",
 ]
 
 ENV_VAR: Final = "LANGGRAPH_AES_KEY"
@@ -173,8 +173,8 @@ def read_env_key(env_var: str = ENV_VAR) -> bytes:
 def could_be_key(value: object) -> bool:
     """True when ``value`` has a form `parse_key` would accept as a key.
 
-    Messages about ids (keyring files, ``primary=``, ``retired=``) show an
-    offending value only when this is false: a key pasted where an id
+    Messages about labels (keyring files, ``primary=``, ``retired=``) show
+    an offending value only when this is false: a key pasted where a label
     belongs must not be printed.
     """
     if isinstance(value, bytes):
@@ -186,8 +186,8 @@ def could_be_key(value: object) -> bool:
     )
 
 
-def shown_id(value: object) -> str:
-    """``value`` for a message about a key id: its ``repr``, unless it could be a key."""
+def shown_label(value: object) -> str:
+    """``value`` for a message about a label: its ``repr``, unless it could be a key."""
     if could_be_key(value):
         return "(a value shaped like a key, not shown)"
     if not isinstance(value, str):
@@ -202,7 +202,7 @@ def generate_encoded_key() -> str:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Key(SecretHolder):
-    """One configured key: its id, an optional label, and its AEAD primitive.
+    """One configured key: its key id, an optional label, and its AEAD primitive.
 
     Built with `Key.derive`; the key bytes themselves are not kept, only
     the primitive made from the derived AES-256 key.

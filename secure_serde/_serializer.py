@@ -84,8 +84,8 @@ class EncryptedSerializer:
             each plaintext read is logged (rate-limited).
         decrypt_only: further ciphers used only to read, picked by the
             cipher name in the type tag, while moving between cipher kinds.
-        allow_plaintext: 0.1.0 alias: sets ``migration.plaintext``.
-        allow_legacy_pickle: 0.1.0 alias: sets ``migration.legacy_pickle``,
+        allow_plaintext: deprecated alias (warns): sets ``migration.plaintext``.
+        allow_legacy_pickle: deprecated alias (warns): sets ``migration.legacy_pickle``,
             which unpickles ``pickle+aes`` rows of langgraph's built-in
             format. Their type tag is not authenticated, so anyone able to
             write the store can turn a stored ``bytes`` value into a pickle;
@@ -191,18 +191,16 @@ class EncryptedSerializer:
             raise ConfigurationError(
                 f"unsupported argument(s) {', '.join(sorted(kwargs))}; accepted are key= and mode="
             )
+        # Resolved once, here: each deprecated alias warns once, at the caller's line.
+        resolved = Migration.resolve(
+            migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
+        )
         cipher = EnvKeyCipher(
             key,
             legacy_mode=MODE_EAX if mode is None else mode,
             env_var=ENV_VAR,
         )
-        return cls(
-            cipher,
-            CompressedSerializer(serde) if compress else serde,
-            migration=migration,
-            allow_plaintext=allow_plaintext,
-            allow_legacy_pickle=allow_legacy_pickle,
-        )
+        return cls(cipher, CompressedSerializer(serde) if compress else serde, migration=resolved)
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         type_tag, data = self._serde.dumps_typed(obj)

@@ -136,18 +136,20 @@ def serializer_from_env(
 ) -> EncryptedSerializer:
     """An `EncryptedSerializer` over the configured ciphers, as the application would build it.
 
-    ``pickle_presets`` (names from `PICKLE_PRESETS`) makes the inner
+    ``allow_plaintext`` and ``allow_legacy_pickle`` are deprecated aliases
+    of `Migration` fields. ``pickle_presets`` (names from `PICKLE_PRESETS`) makes the inner
     serializer a `PickleFallbackSerializer` admitting those presets, for
     stores written with one.
     """
+    resolved = Migration.resolve(
+        migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
+    )
     configured = require_ciphers()
     return EncryptedSerializer(
         configured.primary,
         _inner_serde(pickle_presets),
-        migration=migration,
-        allow_plaintext=allow_plaintext,
+        migration=resolved,
         decrypt_only=configured.decrypt_only,
-        allow_legacy_pickle=allow_legacy_pickle,
     )
 
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from secure_serde import ConfigurationError, EncryptedSerializer
+from secure_serde import ConfigurationError, EncryptedSerializer, Migration
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher, KmsEnvelopeCipher
+from secure_serde.config import serializer_from_env
 from tests.ciphers.kms_support import new_cmk
 
 KEY = b"k" * 32
@@ -116,3 +117,64 @@ def test_old_and_new_kms_names_together_or_neither_are_refused(
 ) -> None:
     with pytest.raises(ConfigurationError, match=message):
         KmsEnvelopeCipher(client=kms_client, **kwargs)
+
+
+# -- migration: one Migration setting, the allow_* switches are aliases ------------------------
+
+
+@pytest.mark.parametrize(
+    ("alias", "field"),
+    [("allow_plaintext", "plaintext"), ("allow_legacy_pickle", "legacy_pickle")],
+)
+def test_serializer_allow_switches_warn_once_and_map_onto_migration(alias: str, field: str) -> None:
+    builders: list[Callable[[], EncryptedSerializer]] = [
+        lambda: EncryptedSerializer(EnvKeyCipher(KEY), **{alias: True}),
+        lambda: EncryptedSerializer.from_pycryptodome_aes(key=KEY, **{alias: True}),
+    ]
+    for build in builders:
+        with pytest.warns(DeprecationWarning, match=f"{alias}=True is deprecated") as caught:
+            serde = build()
+        assert len(caught) == 1
+        assert caught[0].filename == __file__
+        assert serde.migration == Migration(**{field: True})
+
+
+def test_an_alias_widens_a_migration_it_is_passed_with() -> None:
+    with pytest.warns(DeprecationWarning, match="allow_plaintext=True is deprecated"):
+        serde = EncryptedSerializer(
+            EnvKeyCipher(KEY), migration=Migration(unbound=True), allow_plaintext=True
+        )
+    assert serde.migration == Migration(plaintext=True, unbound=True)
+
+
+def test_serializer_from_env_allow_switch_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "base64:" + "A" * 43 + "=")
+    monkeypatch.delenv("SECURE_SERDE_KEYRING_FILE", raising=False)
+    monkeypatch.delenv("SECURE_SERDE_KMS_KEY_ID", raising=False)
+    with pytest.warns(DeprecationWarning, match="allow_legacy_pickle=True") as caught:
+        serde = serializer_from_env(allow_legacy_pickle=True)
+    assert len(caught) == 1
+    assert serde.migration == Migration(legacy_pickle=True)
+
+
+def test_migration_alone_and_false_aliases_do_not_warn() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        serde = EncryptedSerializer(
+            EnvKeyCipher(KEY), migration=Migration(plaintext=True), allow_plaintext=False
+        )
+    assert serde.migration == Migration(plaintext=True)
+
+
+def test_saver_allow_inline_values_warns_once_at_the_with_line(postgres_url: str) -> None:
+    from secure_serde.savers.postgres import PostgresSaver
+
+    serde = EncryptedSerializer(EnvKeyCipher(KEY))
+    with (
+        pytest.warns(DeprecationWarning, match="allow_inline_values=True") as caught,
+        PostgresSaver.from_conn_string(
+            postgres_url, serde=serde, allow_inline_values=True
+        ) as saver,
+    ):
+        assert saver._migration == Migration(inline_values=True)
+    assert [w.filename for w in caught] == [__file__]

@@ -38,7 +38,7 @@ from typing import Any, Final
 from secure_serde._deprecated import check_backend
 from secure_serde._errors import ConfigurationError, RetiredKeyError
 from secure_serde._format import key_name
-from secure_serde._keys import ENV_VAR, Key, could_be_key, parse_key, shown_id
+from secure_serde._keys import ENV_VAR, Key, could_be_key, parse_key, shown_label
 from secure_serde._primitives import MODE_EAX, MODE_GCM, Buffer
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers._keyring import Keyring
@@ -113,11 +113,13 @@ class KeyRotationCipher(V1Cipher):
         retired = tuple(retired)
         if not keys:
             raise ConfigurationError("the keyring is empty")
-        # Messages show labels through `shown_id`: a key pasted where a label
+        # Messages show labels through `shown_label`: a key pasted where a label
         # belongs (``primary``, ``retired``, ``legacy_key``) is never echoed.
         for label in keys:
             if not isinstance(label, str) or not label:
-                raise ConfigurationError(f"labels must be non-empty strings, got {shown_id(label)}")
+                raise ConfigurationError(
+                    f"labels must be non-empty strings, got {shown_label(label)}"
+                )
             if could_be_key(label):
                 # Labels are printed (reprs, audit, errors); a key pasted as one would be too.
                 raise ConfigurationError(
@@ -128,16 +130,16 @@ class KeyRotationCipher(V1Cipher):
         for name, argument in ((primary, "primary"), (legacy_key, "legacy_key")):
             if name is not None and (not isinstance(name, str) or name not in keys):
                 raise ConfigurationError(
-                    f"{argument} {shown_id(name)} is not in keys (labels: {_shown(keys)})"
+                    f"{argument} {shown_label(name)} is not in keys (labels: {_shown(keys)})"
                 )
         unknown = [i for i in retired if not isinstance(i, str) or i not in keys]
         if unknown:
-            shown = ", ".join(shown_id(i) for i in unknown)
+            shown = ", ".join(shown_label(i) for i in unknown)
             raise ConfigurationError(
                 f"retired labels {shown} are not in keys (labels: {_shown(keys)})"
             )
         if primary in retired:
-            raise ConfigurationError(f"the primary key {shown_id(primary)} cannot be retired")
+            raise ConfigurationError(f"the primary key {shown_label(primary)} cannot be retired")
         derived = {
             label: Key.derive(parse_key(value, source=f"key {label!r}"), label=label)
             for label, value in keys.items()
@@ -248,7 +250,7 @@ class KeyRotationCipher(V1Cipher):
 
 
 def _shown(keys: Mapping[str, object]) -> str:
-    return ", ".join(shown_id(i) for i in keys) or "none"
+    return ", ".join(shown_label(i) for i in keys) or "none"
 
 
 def _read_private(path: Path) -> bytes:

@@ -16,7 +16,7 @@ the SQL and the rows are the stock ones, with two differences:
 The stock saver, given the same serde, reads everything these write (it
 already reads primitives stored as blobs). These read what it wrote too, but
 its inline values are plaintext nothing authenticates, so only under the
-logged ``allow_inline_values=True`` migration switch; with it, one thread
+logged ``Migration(inline_values=True)`` switch; with it, one thread
 can be written by both, in any order. Threads, channel names, checkpoint and
 task ids, blob lengths and the plaintext metadata keys stay readable in the
 database; see SECURITY.md.
@@ -114,7 +114,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             `UnboundValueError` (`MetadataMovedError` for a metadata entry
             that names no row). Each read under a switch is logged
             (rate-limited).
-        allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
+        allow_inline_values: deprecated alias (warns): sets ``migration.inline_values``.
     """
 
     def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
@@ -164,6 +164,8 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
+        # Resolved once, here: the alias warns at the caller's line, not again per saver.
+        migration = Migration.resolve(migration, allow_inline_values=allow_inline_values)
         with Connection.connect(
             conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
@@ -178,7 +180,6 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                         indexed_metadata=indexed_metadata,
                         index_key=index_key,
                         migration=migration,
-                        allow_inline_values=allow_inline_values,
                     )
             else:
                 yield cls(
@@ -190,7 +191,6 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                     indexed_metadata=indexed_metadata,
                     index_key=index_key,
                     migration=migration,
-                    allow_inline_values=allow_inline_values,
                 )
 
     def put(
@@ -264,7 +264,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             `UnboundValueError` (`MetadataMovedError` for a metadata entry
             that names no row). Each read under a switch is logged
             (rate-limited).
-        allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
+        allow_inline_values: deprecated alias (warns): sets ``migration.inline_values``.
     """
 
     def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
@@ -310,6 +310,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
+        migration = Migration.resolve(migration, allow_inline_values=allow_inline_values)
         async with await AsyncConnection.connect(
             conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
         ) as conn:
@@ -324,7 +325,6 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                         indexed_metadata=indexed_metadata,
                         index_key=index_key,
                         migration=migration,
-                        allow_inline_values=allow_inline_values,
                     )
             else:
                 yield cls(
@@ -336,7 +336,6 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                     indexed_metadata=indexed_metadata,
                     index_key=index_key,
                     migration=migration,
-                    allow_inline_values=allow_inline_values,
                 )
 
     async def aput(

@@ -18,6 +18,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from secure_serde import (
     ConfigurationError,
     EncryptedSerializer,
+    Migration,
     PickleRefusedError,
     PlaintextRefusedError,
     RewrapProgress,
@@ -281,16 +282,16 @@ def test_pickle_rows_with_unauthenticated_tags_are_refused(store_path: Path) -> 
         [("plain-pickle", "pickle", payload), ("legacy-pickle", "pickle+aes", legacy_blob)],
     )
     target = EncryptedSerializer(
-        KeyRotationCipher(A_AND_B, "b", legacy_key="a"), allow_plaintext=True
+        KeyRotationCipher(A_AND_B, "b", legacy_key="a"), migration=Migration(plaintext=True)
     )
 
-    report = rewrap(store_path, target, allow_plaintext=True)
+    report = rewrap(store_path, target, migration=Migration(plaintext=True))
     assert {f.ref.thread_id: f.error for f in report.failures} == {
         "plain-pickle": PickleRefusedError,
         "legacy-pickle": PickleRefusedError,
     }
     assert all(f.reason.startswith("PickleRefusedError: ") for f in report.failures)
-    report = rewrap(store_path, target, allow_plaintext=True, allow_legacy_pickle=True)
+    report = rewrap(store_path, target, migration=Migration(plaintext=True, legacy_pickle=True))
     assert [f.ref.thread_id for f in report.failures] == ["plain-pickle"]
     assert report.sources == {"aes": 1}
     assert not PlantedPickle.ran, "rewrap must never unpickle anything"
