@@ -250,7 +250,7 @@ def test_ours_continue_a_thread_the_stock_saver_started(postgres_url: str) -> No
 
         # Strict by default: those inline values are plaintext nothing authenticates.
         strict = PostgresSaver(conn, serde=serde(), seal_metadata=False)
-        with pytest.raises(PlaintextRefusedError, match="Migration.inline_values is off"):
+        with pytest.raises(PlaintextRefusedError, match=r"Migration\.inline_values is off"):
             strict.get_tuple(canary.canary_config("t"))
         # And its rows are bound to nothing: refused without the unbound switch too.
         inline_only = PostgresSaver(conn, serde=serde(), migration=Migration(inline_values=True))
