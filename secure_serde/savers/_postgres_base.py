@@ -34,6 +34,7 @@ from psycopg.types.json import Jsonb
 
 from secure_serde._binding import Location
 from secure_serde._errors import ConfigurationError
+from secure_serde._langgraph import postgres_hook
 from secure_serde._migration import Migration
 from secure_serde.savers._bound import Binder, binder_for
 from secure_serde.savers._index_sql import postgres_index_predicate, with_predicate
@@ -167,6 +168,7 @@ class SealedPostgresBase(BasePostgresSaver):
             return checkpoint_tuple
         return checkpoint_tuple._replace(metadata=metadata)
 
+    @postgres_hook
     def _dump_blobs(
         self,
         thread_id: str,
@@ -179,6 +181,7 @@ class SealedPostgresBase(BasePostgresSaver):
             return super()._dump_blobs(thread_id, checkpoint_ns, unbox(values, versions), versions)
         return dump_bound_blobs(binder, thread_id, checkpoint_ns, unbox(values, versions), versions)
 
+    @postgres_hook
     def _dump_writes(  # noqa: PLR0913 - langgraph's hook signature
         self,
         thread_id: str,
@@ -207,6 +210,7 @@ class SealedPostgresBase(BasePostgresSaver):
     def _delta_done(token: Any) -> None:
         _DELTA_AT.reset(token)
 
+    @postgres_hook
     def _build_delta_channels_writes_history(
         self,
         *,
@@ -243,6 +247,7 @@ class SealedPostgresBase(BasePostgresSaver):
             stage2_rows=stage2_rows,
         )
 
+    @postgres_hook
     def _search_where(
         self,
         config: RunnableConfig | None,

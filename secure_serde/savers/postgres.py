@@ -56,6 +56,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from psycopg import AsyncConnection, AsyncPipeline, Connection, Pipeline
 from psycopg.rows import DictRow, dict_row
 
+from secure_serde._langgraph import async_postgres_cursor, postgres_cursor, postgres_hook
 from secure_serde._migration import Migration
 from secure_serde.ciphers._v1cipher import V1Cipher
 from secure_serde.savers._metadata import (
@@ -205,6 +206,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         self._stored_primitives.record(*stored)
         return next_config
 
+    @postgres_hook
     def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         binder = self._bound()
         if binder is not None:
@@ -222,7 +224,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             self._delta_done(token)
         binder = self._bound()
         if binder is not None and read.chains:
-            with self._cursor() as cur:
+            with postgres_cursor(self) as cur:
                 cur.execute(CHAIN_SQL, read.chain_params())
                 verify_chain(binder, read, cur.fetchall())
         return history
@@ -371,12 +373,13 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             self._delta_done(token)
         binder = self._bound()
         if binder is not None and read.chains:
-            async with self._cursor() as cur:
+            async with async_postgres_cursor(self) as cur:
                 await cur.execute(CHAIN_SQL, read.chain_params())
                 rows = await cur.fetchall()
             await asyncio.to_thread(verify_chain, binder, read, rows)
         return history
 
+    @postgres_hook
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         binder = self._bound()
         if binder is not None:
