@@ -1,7 +1,9 @@
 """What the sync and async sealed Postgres savers share.
 
 The overrides of langgraph-checkpoint-postgres are all here or in
-``postgres.py``, and each is pinned by tests/savers/test_postgres_savers.py:
+``postgres.py``. Each private hook is listed, with its reason, in
+``secure_serde/_langgraph.py`` (``POSTGRES_SAVER_HOOKS``), marked
+``@postgres_hook`` here, and pinned by tests/test_langgraph_private_savers.py:
 ``put``/``aput`` (public, thin: they rewrite their arguments and call the
 stock method) and four private hooks that every read and write path of the
 stock savers already goes through: ``_dump_blobs`` (writes),
