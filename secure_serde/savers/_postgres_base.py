@@ -3,8 +3,8 @@
 The overrides of langgraph-checkpoint-postgres are all here or in
 ``postgres.py``. Each private hook is listed, with its reason, in
 ``secure_serde/_langgraph.py`` (``POSTGRES_SAVER_HOOKS``), marked
-``@postgres_hook`` here, and pinned by tests/test_langgraph_private_savers.py:
-``put``/``aput`` (public, thin: they rewrite their arguments and call the
+``@postgres_hook`` here, and pinned by tests/test_langgraph_private_savers.py.
+The overrides: ``put``/``aput`` (public, thin: they rewrite their arguments and call the
 stock method) and four private hooks that every read and write path of the
 stock savers already goes through: ``_dump_blobs`` (writes),
 ``_load_checkpoint_tuple`` (``get_tuple``/``list``),
