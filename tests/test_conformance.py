@@ -79,7 +79,7 @@ def cipher_suffix(serde: EncryptedSerializer) -> str:
     return "+" + type_tag.rpartition("+")[2]
 
 
-class _AsyncBySync:
+class _AsyncBySync(BaseCheckpointSaver[str]):
     """SqliteSaver, its async methods run by its own sync ones (the suite is async-only).
 
     The stock class raises NotImplementedError from every async method and points at
@@ -123,11 +123,11 @@ class _AsyncBySync:
         self.delete_thread(thread_id)
 
 
-class SyncSqliteSaver(_AsyncBySync, SqliteSaver):  # type: ignore[misc]
+class SyncSqliteSaver(_AsyncBySync, SqliteSaver):
     """The stock SqliteSaver, driven through its sync methods."""
 
 
-class SyncSealedSqliteSaver(_AsyncBySync, SealedSqliteSaver):  # type: ignore[misc]
+class SyncSealedSqliteSaver(_AsyncBySync, SealedSqliteSaver):
     """Our sealed SqliteSaver, driven through its sync methods."""
 
 
