@@ -258,8 +258,11 @@ def test_retired_ids_given_as_an_iterator_are_still_retired() -> None:
     blob = Keyring([old], old)._seal_with_nonce(b"secret", "bytes", b"\x00" * 12)
     with pytest.raises(RetiredKeyError):
         Keyring([new], new, retired=(k for k in [old])).open(blob, "bytes")
+    # An iterator where the signature says Collection: the misuse this test is about.
     cipher = KeyRotationCipher(
-        {"old": b"o" * 32, "new": b"n" * 32}, primary="new", retired=iter(["old"])
+        {"old": b"o" * 32, "new": b"n" * 32},
+        primary="new",
+        retired=iter(["old"]),  # type: ignore[arg-type]
     )
     with pytest.raises(RetiredKeyError):
         cipher.decrypt_bound("aesgcm", blob, "bytes")
