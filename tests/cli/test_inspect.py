@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import psycopg
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
@@ -186,7 +187,7 @@ def check_history(
         capsys, store, "--thread", conf["thread_id"], "--ns", conf.get("checkpoint_ns", ""), *extra
     )
     assert code == 0
-    entries = document["checkpoints"]
+    entries: list[Any] = document["checkpoints"]
     assert [e["checkpoint_id"] for e in entries] == [
         s.config["configurable"]["checkpoint_id"] for s in history
     ]
@@ -243,7 +244,7 @@ def test_subgraph_namespace_history(
 def test_interrupted_thread_text(
     keys: None, store: Path, graphs: Graphs, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = {"configurable": {"thread_id": CHAT_THREADS[1]}}
+    config: RunnableConfig = {"configurable": {"thread_id": CHAT_THREADS[1]}}
     snapshot = graphs.chat.get_state(config)
     assert snapshot.next == ("review",)
     [task] = snapshot.tasks
@@ -394,7 +395,7 @@ def pg_graph(url: str, *, sealed: bool, **options: Any) -> tuple[Any, Any]:
     if sealed:
         saver: Any = PostgresSaver(conn, serde=serde, **options)
     else:
-        saver = StockPostgresSaver(conn, serde=serde)  # type: ignore[arg-type]
+        saver = StockPostgresSaver(conn, serde=serde)
     saver.setup()
     return conn, canary.build_canary_graph(saver)
 
