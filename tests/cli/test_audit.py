@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ SERDE_A = {"env": KEY_A}
 
 
 @pytest.fixture
-def keys(monkeypatch: pytest.MonkeyPatch) -> Any:
+def keys(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """Configure keys as an operator would; by default only LANGGRAPH_AES_KEY = KEY_A."""
     for var in (
         "LANGGRAPH_AES_KEY",

@@ -13,6 +13,7 @@ import json
 import operator
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -145,7 +146,7 @@ def store(sqlite_template: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def graphs(store: Path) -> Any:
+def graphs(store: Path) -> Iterator[Graphs]:
     conn = sqlite3.connect(f"{store.as_uri()}?mode=ro", uri=True, check_same_thread=False)
     saver = SqliteSaver(conn, serde=rotation_serde(SERDE_A, "env"))
     saver.is_setup = True
