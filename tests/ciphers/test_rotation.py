@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ def test_secrets_stay_out_of_repr_and_pickles() -> None:
 
 
 @pytest.fixture
-def keyring_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def keyring_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     monkeypatch.delenv("LANGGRAPH_AES_KEY", raising=False)
     monkeypatch.delenv(KEYRING_FILE_VAR, raising=False)
 
