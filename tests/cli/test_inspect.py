@@ -25,7 +25,8 @@ from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, Send, interrupt
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Command, Send, interrupt
 from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
@@ -76,7 +77,9 @@ def _ask(state: FanState) -> dict[str, Any]:
     return {"items": [str(interrupt("continue?"))]}
 
 
-def build_fan_graph(checkpointer: Any) -> Any:
+def build_fan_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[FanState, None, FanState, FanState]:
     builder = StateGraph(FanState)
     for name, node in (
         ("left", _left),
