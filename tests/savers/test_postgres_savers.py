@@ -22,7 +22,7 @@ import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as StockAsyncSaver
 from langgraph.checkpoint.postgres.base import BasePostgresSaver
@@ -418,7 +418,7 @@ async def test_async_saver_refuses_inline_values(postgres_url: str) -> None:
 # Metadata
 
 
-def _checkpoint(values: dict[str, Any], versions: dict[str, Any] | None = None) -> Any:
+def _checkpoint(values: dict[str, Any], versions: dict[str, Any] | None = None) -> Checkpoint:
     from langgraph.checkpoint.base import empty_checkpoint
 
     checkpoint = empty_checkpoint()
@@ -427,8 +427,10 @@ def _checkpoint(values: dict[str, Any], versions: dict[str, Any] | None = None) 
     return checkpoint
 
 
-def _put(saver: Any, thread_id: str, **configurable: Any) -> Any:
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", **configurable}}
+def _put(saver: BaseCheckpointSaver[Any], thread_id: str, **configurable: Any) -> RunnableConfig:
+    config: RunnableConfig = {
+        "configurable": {"thread_id": thread_id, "checkpoint_ns": "", **configurable}
+    }
     # A list: stored as a blob by the stock saver too, so its rows read under the strict default.
     return saver.put(
         config, _checkpoint({"x": [1]}), {"source": "input", "step": -1, "parents": {}}, {"x": 1}
