@@ -47,15 +47,15 @@ _INDEX_KEY = b"conformance-index-key-0123456789"
 BASE = sorted(c.value for c in BASE_CAPABILITIES)
 
 
-def _env_key(request: pytest.FixtureRequest) -> Any:
+def _env_key(request: pytest.FixtureRequest) -> EnvKeyCipher:
     return EnvKeyCipher(KEY_A)
 
 
-def _key_rotation(request: pytest.FixtureRequest) -> Any:
+def _key_rotation(request: pytest.FixtureRequest) -> KeyRotationCipher:
     return KeyRotationCipher({"a": KEY_A, "b": KEY_B}, primary="b")
 
 
-def _kms(request: pytest.FixtureRequest) -> Any:
+def _kms(request: pytest.FixtureRequest) -> KmsEnvelopeCipher:
     client = request.getfixturevalue("kms_client")
     arn = client.create_key(Description="conformance")["KeyMetadata"]["Arn"]
     return KmsEnvelopeCipher(arn, client=client)
