@@ -60,7 +60,7 @@ def test_langgraph_allowlist_dispatch_is_the_one_we_hook() -> None:
             return None
 
     opaque = Opaque()
-    assert _with_msgpack_allowlist(opaque, [("m", "C")]) is opaque  # type: ignore[arg-type]
+    assert _with_msgpack_allowlist(opaque, [("m", "C")]) is opaque
     assert hasattr(BaseCheckpointSaver, "with_allowlist")
 
 
