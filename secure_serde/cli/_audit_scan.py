@@ -49,6 +49,7 @@ from secure_serde.stores import (
 
 __all__ = [
     "LANGGRAPH_METADATA_KEYS",
+    "STATE_METADATA_KEYS",
     "AuditReport",
     "BindingCounts",
     "CipherGroup",
