@@ -14,6 +14,9 @@ Reports, for a SQLite file or a ``postgresql://`` URL:
   relabelled legacy row or a planted one would;
 * PostgreSQL: channel values the stock saver left inline in the
   ``checkpoints.checkpoint`` JSONB, by channel name;
+* checkpoint records with and without a seal, and values bound to their row
+  (as the sealed savers write them) or not (see ``_audit_scan``): counted,
+  never a finding;
 * metadata key names (plaintext JSON in both stores), flagging every key
   LangGraph does not write itself: those were copied from
   ``config["configurable"]`` or ``config["metadata"]``.
