@@ -83,6 +83,21 @@ The API, all of it synchronous (sqlite3, psycopg 3):
 * `Store.display` is safe to print (no password); `Store.location` reopens
   the store, e.g. in a worker process.
 
+Beside the cells, for the tools that read a store as history or count its
+JSON columns (every connection a tool opens on a store is opened here, and
+every statement is a literal with bound parameters):
+
+* `HistoryView(store)` - a read-only connection (SQLite ``mode=ro``,
+  PostgreSQL read-only session) with the namespaces and checkpoint ids of a
+  thread, and whether records carry a seal; ``for_saver=True`` gives
+  LangGraph's ``PostgresSaver`` the rows it expects on `HistoryView.connection`.
+* `scan_json_columns(view)` - metadata key names, inline channel values
+  and record seals, counted by the database (`JsonColumnScan`).
+* The layout of the sealed-metadata column (`envelope`, `parse_envelope`,
+  `SEALED_METADATA_KEY`, `INDEX_METADATA_KEY`, `ROW_KEY`) and of a
+  checkpoint record's seal (`canonical`, `metadata_record`, `RECORD_KEY`),
+  shared with the sealed savers, which build on this package.
+
 Errors opening, reading or writing a store raise `StoreError`, under
 `SecureSerdeError`.
 """
