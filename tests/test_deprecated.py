@@ -127,9 +127,10 @@ def test_old_and_new_kms_names_together_or_neither_are_refused(
     [("allow_plaintext", "plaintext"), ("allow_legacy_pickle", "legacy_pickle")],
 )
 def test_serializer_allow_switches_warn_once_and_map_onto_migration(alias: str, field: str) -> None:
+    options: dict[str, Any] = {alias: True}
     builders: list[Callable[[], EncryptedSerializer]] = [
-        lambda: EncryptedSerializer(EnvKeyCipher(KEY), **{alias: True}),
-        lambda: EncryptedSerializer.from_pycryptodome_aes(key=KEY, **{alias: True}),
+        lambda: EncryptedSerializer(EnvKeyCipher(KEY), **options),
+        lambda: EncryptedSerializer.from_pycryptodome_aes(key=KEY, **options),
     ]
     for build in builders:
         with pytest.warns(DeprecationWarning, match=f"{alias}=True is deprecated") as caught:
