@@ -301,3 +301,15 @@ def test_the_old_id_flag_is_hidden_and_exclusive_with_label(
         assert usage_error.value.code == 2
         assert message in capsys.readouterr().err
     assert not env.exists()
+
+
+def test_keygen_takes_label_and_its_old_name_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for flag, warned in (("--label", False), ("--id", True)):
+        code, out, err = run_main(capsys, "keygen", flag, "2026-02")
+        assert code == 0
+        printed = json.loads(out)
+        assert printed["primary"] == "2026-02"
+        assert list(printed["keys"]) == ["2026-02"]
+        assert ("--id is deprecated; use --label" in err) is warned
