@@ -1,4 +1,4 @@
-"""Key material: how keys are written down, and how a key becomes an AEAD key and an id.
+"""Key material: how keys are written down, and how a key becomes an AEAD key and a key id.
 
 Two written forms are accepted wherever a key is configured (the
 ``LANGGRAPH_AES_KEY`` variable, ``key=`` as text, keyring files):
@@ -14,7 +14,7 @@ Every key, whatever its form or length, is put through HKDF-SHA256 twice:
 once for the AES-256-GCM key (so a 16-byte legacy key still encrypts with
 AES-256, and never with the very bytes its legacy EAX rows used), and once
 for the 4-byte key id written in each header. The id depends only on the
-key, so the same key gets the same id in an env-key cipher, a keyring or a
+key, so the same key gets the same key id in an env-key cipher, a keyring or a
 rewrap tool, with nothing to configure.
 """
 

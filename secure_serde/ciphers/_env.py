@@ -52,7 +52,7 @@ class EnvKeyCipher(V1Cipher):
 
     @property
     def key_id(self) -> str:
-        """The printable id of the key, as written in every header."""
+        """The key id (hex) of the key, as written in every header."""
         return self._keyring.primary.key_id_hex
 
     def __repr__(self) -> str:

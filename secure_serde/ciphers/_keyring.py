@@ -3,7 +3,7 @@
 One key encrypts (the primary), in format v2 (``_format_v2``); v1 stays
 readable. Decryption reads the key id from the header and uses that key
 alone, as Tink does, instead of trying each key as MultiFernet does; a
-retired id is refused by name.
+retired key is refused by key id and label.
 """
 
 from __future__ import annotations

@@ -605,7 +605,7 @@ def _resolve_arns(primary: str, arns: Mapping[str, str]) -> _Resolved:
         cmk = _kms_format.cmk_id(arn)
         other = by_cmk.get(cmk)
         if other is not None and other != arn:
-            # Two CMKs with one 4-byte id: a 1 in 2^32 chance, refused rather than guessed.
+            # Two KMS keys with one 4-byte key id: a 1 in 2^32 chance, refused rather than guessed.
             raise ConfigurationError(
                 f"KMS keys {other} and {arn} share key id {cmk.hex()} (their CMK id)"
             )
