@@ -16,7 +16,7 @@ the SQL and the rows are the stock ones, with two differences:
 The stock saver, given the same serde, reads everything these write (it
 already reads primitives stored as blobs). These read what it wrote too, but
 its inline values are plaintext nothing authenticates, so only under the
-logged ``allow_inline_values=True`` migration switch; with it, one thread
+logged ``Migration(inline_values=True)`` switch; with it, one thread
 can be written by both, in any order. Threads, channel names, checkpoint and
 task ids, blob lengths and the plaintext metadata keys stay readable in the
 database; see SECURITY.md.
@@ -53,11 +53,13 @@ from langgraph.checkpoint.postgres import PostgresSaver as _StockPostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as _StockAsyncPostgresSaver
 from langgraph.checkpoint.postgres.aio import Conn as AsyncConn
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from psycopg import AsyncConnection, AsyncPipeline, Connection, Pipeline
-from psycopg.rows import DictRow, dict_row
+from psycopg import AsyncPipeline, Pipeline
+from psycopg.rows import DictRow
 
+from secure_serde._langgraph import async_postgres_cursor, postgres_cursor, postgres_hook
 from secure_serde._migration import Migration
 from secure_serde.ciphers._v1cipher import V1Cipher
+from secure_serde.savers._connect import Dsn, aconnect, connect
 from secure_serde.savers._metadata import (
     SEALED_METADATA_KEY,
     STRUCTURAL_METADATA_KEYS,
@@ -114,7 +116,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             `UnboundValueError` (`MetadataMovedError` for a metadata entry
             that names no row). Each read under a switch is logged
             (rate-limited).
-        allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
+        allow_inline_values: deprecated alias (warns): sets ``migration.inline_values``.
     """
 
     def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
@@ -159,14 +161,16 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         The connection is opened as the stock ``from_conn_string`` opens it
         (``autocommit=True, prepare_threshold=0, row_factory=dict_row``).
         """
+        dsn = Dsn(conn_string)  # no frame below holds the password as text
+        del conn_string
         MetadataSealer.from_options(  # fail before connecting
             seal_metadata=seal_metadata,
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
-        with Connection.connect(
-            conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
-        ) as conn:
+        # Resolved once, here: the alias warns at the caller's line, not again per saver.
+        migration = Migration.resolve(migration, allow_inline_values=allow_inline_values)
+        with connect(dsn) as conn:
             if pipeline:
                 with conn.pipeline() as pipe:
                     yield cls(
@@ -178,7 +182,6 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                         indexed_metadata=indexed_metadata,
                         index_key=index_key,
                         migration=migration,
-                        allow_inline_values=allow_inline_values,
                     )
             else:
                 yield cls(
@@ -190,7 +193,6 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                     indexed_metadata=indexed_metadata,
                     index_key=index_key,
                     migration=migration,
-                    allow_inline_values=allow_inline_values,
                 )
 
     def put(
@@ -205,6 +207,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         self._stored_primitives.record(*stored)
         return next_config
 
+    @postgres_hook
     def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         binder = self._bound()
         if binder is not None:
@@ -222,7 +225,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             self._delta_done(token)
         binder = self._bound()
         if binder is not None and read.chains:
-            with self._cursor() as cur:
+            with postgres_cursor(self) as cur:
                 cur.execute(CHAIN_SQL, read.chain_params())
                 verify_chain(binder, read, cur.fetchall())
         return history
@@ -264,7 +267,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             `UnboundValueError` (`MetadataMovedError` for a metadata entry
             that names no row). Each read under a switch is logged
             (rate-limited).
-        allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
+        allow_inline_values: deprecated alias (warns): sets ``migration.inline_values``.
     """
 
     def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
@@ -305,14 +308,15 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         allow_inline_values: bool = False,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """A saver on a new connection, closed on exit, opened as the stock one opens it."""
+        dsn = Dsn(conn_string)  # no frame below holds the password as text
+        del conn_string
         MetadataSealer.from_options(  # fail before connecting
             seal_metadata=seal_metadata,
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
-        async with await AsyncConnection.connect(
-            conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
-        ) as conn:
+        migration = Migration.resolve(migration, allow_inline_values=allow_inline_values)
+        async with await aconnect(dsn) as conn:
             if pipeline:
                 async with conn.pipeline() as pipe:
                     yield cls(
@@ -324,7 +328,6 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                         indexed_metadata=indexed_metadata,
                         index_key=index_key,
                         migration=migration,
-                        allow_inline_values=allow_inline_values,
                     )
             else:
                 yield cls(
@@ -336,7 +339,6 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                     indexed_metadata=indexed_metadata,
                     index_key=index_key,
                     migration=migration,
-                    allow_inline_values=allow_inline_values,
                 )
 
     async def aput(
@@ -371,12 +373,13 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             self._delta_done(token)
         binder = self._bound()
         if binder is not None and read.chains:
-            async with self._cursor() as cur:
+            async with async_postgres_cursor(self) as cur:
                 await cur.execute(CHAIN_SQL, read.chain_params())
                 rows = await cur.fetchall()
             await asyncio.to_thread(verify_chain, binder, read, rows)
         return history
 
+    @postgres_hook
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         binder = self._bound()
         if binder is not None:
