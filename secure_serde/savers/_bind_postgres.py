@@ -23,6 +23,7 @@ from langgraph.checkpoint.postgres.base import UPSERT_CHECKPOINT_BLOBS_SQL
 
 from secure_serde._binding import Location
 from secure_serde._errors import DecryptionError
+from secure_serde._langgraph import postgres_cursor
 from secure_serde.savers._bind_record import (
     BlobInsert,
     BlobKey,
@@ -131,7 +132,7 @@ def _pages(
 ) -> Iterator[list[DictRow]]:
     last: tuple[Any, ...] | None = None
     while True:
-        with saver._cursor() as cur:
+        with postgres_cursor(saver) as cur:
             if last is None:
                 cur.execute(first, (batch_size,))
             else:
@@ -186,7 +187,7 @@ def _applied(cur: Cursor[DictRow], sql: str, params: Sequence[tuple[Any, ...]]) 
 def _apply_swaps(saver: PostgresSaver, sql: str, swaps: Sequence[tuple[Any, ...]]) -> int:
     if not swaps:
         return 0
-    with saver._cursor() as cur, cur.connection.transaction():
+    with postgres_cursor(saver) as cur, cur.connection.transaction():
         return sum(_applied(cur, sql, swaps))
 
 
@@ -247,7 +248,7 @@ def write_checkpoints(saver: PostgresSaver, plans: Sequence[PlannedCheckpoint]) 
         )
         for p in plans
     ]
-    with saver._cursor() as cur, cur.connection.transaction():
+    with postgres_cursor(saver) as cur, cur.connection.transaction():
         if blobs:
             cur.executemany(UPSERT_CHECKPOINT_BLOBS_SQL, blobs)
         return _applied(cur, _CHECKPOINT_SWAP, swaps)
@@ -264,7 +265,7 @@ def _bind_checkpoints(
     key = ("thread_id", "checkpoint_ns", "checkpoint_id")
     binder = Binder(rebinder.serde, rebinder.migration)
     for rows in _pages(saver, _CHECKPOINTS_FIRST, _CHECKPOINTS_PAGE, key, batch_size):
-        with saver._cursor() as cur:
+        with postgres_cursor(saver) as cur:
             existing = existing_blobs(cur, rows)
         pending: dict[BlobKey, tuple[Any, BlobInsert]] = {}
         plans: list[PlannedCheckpoint] = []

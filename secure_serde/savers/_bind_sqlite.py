@@ -171,7 +171,7 @@ def swap_page(conn: sqlite3.Connection, spec: SqlitePass, swaps: Sequence[tuple[
     return applied
 
 
-def _has_task_path(conn: sqlite3.Connection) -> bool:
+def _writes_have_task_path(conn: sqlite3.Connection) -> bool:
     with closing(conn.execute("PRAGMA table_info(writes)")) as cur:
         return any(r[1] == "task_path" for r in cur.fetchall())
 
@@ -188,7 +188,7 @@ def bind_sqlite_rows(
     saver.setup()
     with saver.lock:
         conn = saver.conn
-        for spec in (CHECKPOINT_PASS, _write_pass(_has_task_path(conn))):
+        for spec in (CHECKPOINT_PASS, _write_pass(_writes_have_task_path(conn))):
             for rows in _pages(conn, spec, batch_size):
                 swaps = plan_page(rebinder, tally, spec, rows)
                 done = len(swaps) if dry_run else swap_page(conn, spec, swaps)
