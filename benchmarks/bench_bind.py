@@ -36,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -118,22 +119,20 @@ def _rewrap(db: Db) -> Any:
     return report
 
 
-def measure(template: Db, copy: Callable[[], Db], repeat: int) -> tuple[list[float], ...]:
-    rewraps, binds, again = [], [], [0.0, 0.0]
+def measure(copy: Callable[[], Db], repeat: int) -> tuple[list[float], list[float], list[float]]:
+    """Medians' samples of each pass, and one rerun of each on its own output."""
+    passes: dict[str, Callable[[Db], Any]] = {"rewrap": _rewrap, "bind": _bind}
+    samples: dict[str, list[float]] = {"rewrap": [], "bind": []}
+    again = {"rewrap": 0.0, "bind": 0.0}
     for run in range(repeat):
         # Alternate the order, so neither pass always runs on a warmer cache.
         order = ("rewrap", "bind") if run % 2 == 0 else ("bind", "rewrap")
         for name in order:
             db = copy()
-            if name == "rewrap":
-                rewraps.append(_timed(lambda db=db: _rewrap(db)))
-                if run == 0:
-                    again[0] = _timed(lambda db=db: _rewrap(db))
-            else:
-                binds.append(_timed(lambda db=db: _bind(db)))
-                if run == 0:
-                    again[1] = _timed(lambda db=db: _bind(db))
-    return rewraps, binds, again
+            samples[name].append(_timed(partial(passes[name], db)))
+            if run == 0:
+                again[name] = _timed(partial(passes[name], db))
+    return samples["rewrap"], samples["bind"], [again["rewrap"], again["bind"]]
 
 
 def run_sqlite(tmp: Path, checkpoints: int, repeat: int) -> Result:
@@ -148,7 +147,7 @@ def run_sqlite(tmp: Path, checkpoints: int, repeat: int) -> Result:
             src.backup(dst)
         return Db("sqlite", str(path))
 
-    rewraps, binds, again = measure(template, copy, repeat)
+    rewraps, binds, again = measure(copy, repeat)
     return Result("SQLite", made, rows, rewraps, binds, again[0], again[1])
 
 
@@ -166,7 +165,7 @@ def run_postgres(server_url: str, checkpoints: int, repeat: int) -> Result:
             admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{source}"')
         return Db("postgres", template.location.replace(f"/{source}?", f"/{name}?"))
 
-    rewraps, binds, again = measure(template, copy, repeat)
+    rewraps, binds, again = measure(copy, repeat)
     return Result("PostgreSQL", made, rows, rewraps, binds, again[0], again[1])
 
 
