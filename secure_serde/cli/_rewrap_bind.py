@@ -48,10 +48,8 @@ class Resealed:
     refused: tuple[str, ...]
 
 
-def _reseal_postgres(saver: Any, batch_size: int, dry_run: bool) -> Resealed:
-    from secure_serde.savers.postgres import reseal_postgres_metadata
-
-    report = reseal_postgres_metadata(saver, batch_size=batch_size, dry_run=dry_run)
+def _resealed(report: Any) -> Resealed:
+    """A `ResealReport` (any store's) in the CLI's words."""
     return Resealed(
         report.rewritten,
         report.current,
@@ -60,8 +58,15 @@ def _reseal_postgres(saver: Any, batch_size: int, dry_run: bool) -> Resealed:
     )
 
 
+def _reseal_postgres(saver: Any, batch_size: int, dry_run: bool) -> Resealed:
+    from secure_serde.savers.postgres import reseal_postgres_metadata
+
+    return _resealed(reseal_postgres_metadata(saver, batch_size=batch_size, dry_run=dry_run))
+
+
 # Store kind -> the pass that brings its stored metadata up to the sealing
-# policy, run on the same sealed saver as the binding pass.
+# policy, run on the same sealed saver as the binding pass; each takes the
+# saver, the batch size and whether this is a dry run.
 RESEALERS: Final[Mapping[str, Callable[[Any, int, bool], Resealed]]] = {
     "postgres": _reseal_postgres,
 }
