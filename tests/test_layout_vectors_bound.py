@@ -1,4 +1,4 @@
-"""Frozen vectors for the layouts the sealed savers add: record seals and blind-index tokens.
+"""Frozen vectors for the layouts binding added: record seals, blind-index tokens, KMS envelope v2.
 
 Each is pinned twice, as in tests/test_layout_vectors.py: the library reproduces the frozen
 bytes, and the bytes are rebuilt from the documented layout with bare ``cryptography`` calls.
@@ -7,6 +7,7 @@ bytes, and the bytes are rebuilt from the documented layout with bare ``cryptogr
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import struct
 from pathlib import Path
@@ -20,7 +21,7 @@ from secure_serde._binding import Location
 from secure_serde._keys import Key, parse_key
 from secure_serde._migration import Migration
 from secure_serde._serializer import EncryptedSerializer
-from secure_serde.ciphers import EnvKeyCipher
+from secure_serde.ciphers import EnvKeyCipher, KmsEnvelopeCipher
 from secure_serde.savers._blind_index import BlindIndexKeys, canonical_value
 from secure_serde.savers._bound import Binder, canonical
 from tests.test_format_v2 import _hkdf, _hmac, _location
@@ -36,6 +37,8 @@ def _load(name: str) -> list[dict[str, Any]]:
 
 SEALS = _load("record_seal.json")
 TOKENS = _load("blind_index.json")
+KMS_V2 = _load("kms_v2.json")
+PURPOSE = {"purpose": "secure_serde/langgraph-checkpoint"}
 
 
 def _ids(vector: dict[str, Any]) -> str:
@@ -153,3 +156,58 @@ def test_index_token_follows_the_documented_layout(vector: dict[str, Any]) -> No
     )
     token = base64.urlsafe_b64encode(mac[:16]).rstrip(b"=").decode()
     assert f"{_hkdf(material, b'secure_serde/v1/key-id', 4).hex()}:{token}" == vector["token"]
+
+
+# --- KMS envelope v2 ---------------------------------------------------------------------
+
+
+def _ec(context: dict[str, str]) -> bytes:
+    entries = sorted((k.encode(), v.encode()) for k, v in context.items())
+    out = struct.pack(">H", len(entries))
+    for key, value in entries:
+        out += struct.pack(">H", len(key)) + key + struct.pack(">H", len(value)) + value
+    return out
+
+
+@pytest.mark.parametrize("vector", KMS_V2, ids=_ids)
+def test_kms_v2_follows_the_documented_layout(vector: dict[str, Any]) -> None:
+    cmk = hashlib.sha256(b"secure_serde/kms/v1/cmk-id\x00" + vector["key_arn"].encode()).digest()
+    assert cmk[:4].hex() == vector["cmk_id"]
+    wrapped = bytes.fromhex(vector["wrapped_key"])
+    data_key = bytes.fromhex(vector["data_key"])
+    nonce = bytes.fromhex(vector["nonce"])
+    header = b"\x02" + cmk[:4] + struct.pack(">H", len(wrapped)) + wrapped
+    commitment = _hmac(_hkdf(data_key, b"secure_serde/kms/v2/commitment", 32), header + nonce)[:16]
+    ec = _ec({**PURPOSE, **vector["encryption_context"]})
+    tag = vector["context"].encode()
+    aad = b"\x02" + cmk[:4] + commitment + b"\x03kms" + struct.pack(">H", len(ec)) + ec
+    aad += struct.pack(">H", len(tag)) + tag + bytes.fromhex(vector["location"])
+    sealed = AESGCM(data_key).encrypt(nonce, bytes.fromhex(vector["plaintext"]), aad)
+    assert (header + nonce + commitment + sealed).hex() == vector["ciphertext"]
+
+
+@pytest.mark.parametrize("vector", KMS_V2, ids=_ids)
+def test_kms_v2_is_reproduced_and_reads_only_at_its_location(
+    vector: dict[str, Any], kms_client: Any
+) -> None:
+    cipher = KmsEnvelopeCipher(
+        vector["key_arn"], client=kms_client, encryption_context=vector["encryption_context"]
+    )
+    data_key = bytes.fromhex(vector["data_key"])
+    wrapped = bytes.fromhex(vector["wrapped_key"])
+    location = bytes.fromhex(vector["location"])
+    plaintext = bytes.fromhex(vector["plaintext"])
+    blob = cipher._seal_at_with_nonce(
+        plaintext,
+        vector["context"],
+        location,
+        data_key=data_key,
+        wrapped_key=wrapped,
+        nonce=bytes.fromhex(vector["nonce"]),
+    )
+    assert blob.hex() == vector["ciphertext"]
+    cipher._remember(data_key, wrapped)
+    assert cipher.decrypt_at("kms", blob, vector["context"], location) == plaintext
+    elsewhere = Location.blob("another-thread", "", "messages", "1").encode()
+    with pytest.raises(BindingError):
+        cipher.decrypt_at("kms", blob, vector["context"], elsewhere)
