@@ -23,7 +23,6 @@ from typing import Annotated, Any
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
@@ -31,6 +30,7 @@ from typing_extensions import TypedDict
 from secure_serde import EncryptedSerializer, RetiredKeyError, UnknownKeyError
 from secure_serde.ciphers import KeyRotationCipher
 from secure_serde.stores import Cell, open_store
+from tests.graphs_support import linear_graph
 
 # Raw 32-character keys: the form LANGGRAPH_AES_KEY takes in drop-in deployments.
 KEY_A = "rotation-test-key-A-0123456789ab"
@@ -56,13 +56,8 @@ def _review(state: ChatState) -> dict[str, Any]:
 
 
 def build_graph(checkpointer: Any) -> Any:
-    builder = StateGraph(ChatState)
-    builder.add_node("reply", _reply)
-    builder.add_node("review", _review)
-    builder.add_edge(START, "reply")
-    builder.add_edge("reply", "review")
-    builder.add_edge("review", END)
-    return builder.compile(checkpointer=checkpointer)
+    nodes = ("reply", _reply), ("review", _review)
+    return linear_graph(ChatState, *nodes, checkpointer=checkpointer)
 
 
 def config(thread_id: str) -> dict[str, Any]:
