@@ -32,11 +32,6 @@ CHECKPOINTS = 2000
 THREADS = 50
 
 
-@pytest.fixture
-def counter(kms_client: Any) -> KmsCallCounter:
-    return KmsCallCounter(kms_client)
-
-
 def _say(thread: str, turn: int) -> str:
     return f"{thread}: message {turn}"
 
