@@ -26,6 +26,7 @@ from typing import Any, NoReturn
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.rows import DictRow, dict_row
 
 _INSTALL_HINT = "PostgreSQL server binaries are required: run `apt-get install -y postgresql`."
 _REQUIRED_BINARIES = ("initdb", "pg_ctl", "postgres", "pg_dump")
@@ -201,6 +202,14 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
                 (dbname,),
             )
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+
+
+def saver_connection(url: str) -> psycopg.Connection[DictRow]:
+    """A connection as langgraph's PostgreSQL savers want one: autocommit, dict rows, and no
+    server-side prepared statements (the savers' own ``from_conn_string`` sets the same)."""
+    return psycopg.Connection.connect(
+        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    )
 
 
 def pg_dump(server: PostgresServer, url: str) -> bytes:

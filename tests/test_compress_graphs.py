@@ -15,12 +15,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
-from psycopg.rows import dict_row
 
 from secure_serde import CompressedSerializer, EncryptedSerializer, PickleFallbackSerializer
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
 from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
+from tests.fixtures_services import saver_connection
 from tests.graphs_support import (
     KEY,
     Profile,
@@ -124,9 +124,7 @@ def blob_tags(url: str) -> list[str]:
 @pytest.fixture(params=["stock", "sealed"])
 def pg_saver(request: pytest.FixtureRequest, postgres_url: str) -> Iterator[Any]:
     cls = StockPostgresSaver if request.param == "stock" else SealedPostgresSaver
-    with psycopg.Connection.connect(
-        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = cls(conn, serde=compressed_serde())
         saver.setup()
         yield saver
@@ -143,9 +141,7 @@ def test_chat_graph_on_postgres(pg_saver: Any, postgres_url: str) -> None:
         ).fetchone() or ("",)
     assert "long conversation" not in (dump or "")
     # The same store, read by a fresh saver and serializer.
-    with psycopg.Connection.connect(
-        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(postgres_url) as conn:
         again = build_chat_graph(type(pg_saver)(conn, serde=compressed_serde()))
         messages = again.get_state(cfg("pg")).values["messages"]
         assert transcript(messages) == expected_transcript(TURNS)

@@ -30,13 +30,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StateSnapshot
-from psycopg.rows import dict_row
 
 from secure_serde import DecryptionError, EncryptedSerializer, UnknownKeyError
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers import postgres as sealed_postgres
 from secure_serde.savers import sqlite as sealed_sqlite
-from tests.fixtures_services import PostgresServer, pg_dump
+from tests.fixtures_services import PostgresServer, pg_dump, saver_connection
 from tests.graphs_support import (
     KEY,
     OTHER_KEY,
@@ -510,9 +509,7 @@ def _assert_postgres_rows_encrypted(url: str, server: PostgresServer) -> None:
 async def test_postgres_saver_with_our_serde(
     postgres_url: str, postgres_server: PostgresServer
 ) -> None:
-    with psycopg.Connection.connect(
-        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = PostgresSaver(conn, serde=our_serde())
         saver.setup()
         await _postgres_scenario(lambda build: Driver(build(saver), is_async=False))

@@ -22,7 +22,6 @@ import pytest
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
-from psycopg.rows import dict_row
 
 from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import KmsEnvelopeCipher
@@ -32,6 +31,7 @@ from secure_serde.savers.postgres import PostgresSaver
 from tests import canary_support as canary
 from tests.ciphers.kms_support import REGION, new_cmk
 from tests.cli.cli_support import run_console_script, run_main
+from tests.fixtures_services import saver_connection
 from tests.rewrap.rewrap_support import (
     KEY_A,
     KEY_C,
@@ -397,7 +397,7 @@ def test_kms_rows_by_cmk(
 
 
 def pg_connect(url: str) -> Any:
-    return psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    return saver_connection(url)
 
 
 def run_canary_postgres(url: str, thread_id: str, *, sealed: bool, **options: Any) -> None:

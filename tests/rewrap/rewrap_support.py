@@ -30,6 +30,7 @@ from typing_extensions import TypedDict
 from secure_serde import EncryptedSerializer, RetiredKeyError, UnknownKeyError
 from secure_serde.ciphers import KeyRotationCipher
 from secure_serde.stores import Cell, open_store
+from tests.fixtures_services import saver_connection
 from tests.graphs_support import linear_graph
 
 # Raw 32-character keys: the form LANGGRAPH_AES_KEY takes in drop-in deployments.
@@ -115,11 +116,9 @@ def sqlite_graph(path: Path, serde: SerializerProtocol) -> Iterator[Any]:
 
 @contextmanager
 def postgres_graph(url: str, serde: SerializerProtocol) -> Iterator[Any]:
-    import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg.rows import dict_row
 
-    with psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
+    with saver_connection(url) as conn:
         saver = PostgresSaver(conn, serde=serde)  # type: ignore[arg-type]
         saver.setup()
         yield build_graph(saver)

@@ -11,15 +11,12 @@ refused the same way.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated, Any
 
 import psycopg
 import pytest
 from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
-from langgraph.graph import END, START, StateGraph
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
@@ -27,6 +24,8 @@ from secure_serde import BindingError, DecryptionError
 from secure_serde.savers import SEALED_METADATA_KEY
 from secure_serde.savers._bound import RECORD_KEY
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from tests.fixtures_services import saver_connection
+from tests.graphs_support import linear_graph
 from tests.savers.binding_support import (
     CHECKPOINTS,
     NAMESPACES,
@@ -45,14 +44,6 @@ from tests.savers.binding_support import (
     version,
     write_cells,
 )
-
-
-@contextmanager
-def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.Connection.connect(
-        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
-        yield conn
 
 
 def blob_cells() -> Iterator[Cell]:
@@ -129,7 +120,7 @@ def legitimately_read(source: Cell, target: Cell) -> bool:
 @pytest.fixture
 def store(postgres_url: str) -> Iterator[tuple[psycopg.Connection[Any], PostgresSaver, Any]]:
     serde, inner = marking_serde()
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         saver = PostgresSaver(conn, serde=serde, plaintext_metadata=[])
         populate(saver)
@@ -162,7 +153,7 @@ def test_every_value_moved_into_any_other_row_is_refused(store: Any, target: Cel
 
 async def test_async_saver_refuses_moved_values(postgres_url: str) -> None:
     serde, inner = marking_serde()
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         populate(PostgresSaver(conn, serde=serde, plaintext_metadata=[]))
         pairs = [
@@ -293,11 +284,7 @@ def _notes_graph(checkpointer: Any) -> Any:
     def write(state: dict[str, Any]) -> dict[str, Any]:
         return {"notes": f"[{len(state.get('notes', ''))}]"}
 
-    builder = StateGraph(Notes)
-    builder.add_node("write", write)
-    builder.add_edge(START, "write")
-    builder.add_edge("write", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear_graph(Notes, ("write", write), checkpointer=checkpointer)
 
 
 @pytest.mark.parametrize("attack", ["re-parent an ancestor", "plant another thread's write"])
@@ -306,7 +293,7 @@ async def test_delta_history_refuses_a_spliced_chain(
     postgres_url: str, attack: str, is_async: bool
 ) -> None:
     serde, _ = marking_serde()
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         saver = PostgresSaver(conn, serde=serde)
         for thread_id in THREADS:

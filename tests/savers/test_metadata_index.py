@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import psycopg
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from secure_serde import (
@@ -36,7 +34,7 @@ from secure_serde.savers._metadata import MetadataOpener, MetadataSealer
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver, reseal_postgres_metadata
 from secure_serde.stores import SEALED_METADATA_KEY
 from tests import canary_support as canary
-from tests.fixtures_services import PostgresServer, pg_dump
+from tests.fixtures_services import PostgresServer, pg_dump, saver_connection
 
 KEY_A = b"index-tests-key-a-0123456789abcd"
 KEY_B = b"index-tests-key-b-0123456789abcd"
@@ -69,14 +67,6 @@ def serde(*keys: bytes) -> EncryptedSerializer:
     return EncryptedSerializer(KeyRotationCipher(ids, "k0"))
 
 
-@contextmanager
-def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.Connection.connect(
-        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
-        yield conn
-
-
 def put(saver: Any, thread: str, source: str, tenant: str, user: Any, step: int) -> Any:
     checkpoint = empty_checkpoint()
     checkpoint["channel_values"] = {"x": [step]}
@@ -98,7 +88,7 @@ def found(tuples: Any) -> list[tuple[str, int]]:
 
 
 def stored(url: str, thread: str, step: int) -> dict[str, Any]:
-    with connect(url) as conn:
+    with saver_connection(url) as conn:
         row = conn.execute(
             "SELECT metadata FROM checkpoints WHERE thread_id = %s AND metadata->>'step' = %s",
             (thread, str(step)),
@@ -115,7 +105,7 @@ def overwrite(url: str, thread: str, step: int, metadata: dict[str, Any]) -> Non
     the row models a record written before binding, read under
     ``Migration(unbound=True)``, so the metadata checks themselves are reached.
     """
-    with connect(url) as conn:
+    with saver_connection(url) as conn:
         conn.execute(
             "UPDATE checkpoints SET metadata = %s,"
             " checkpoint = checkpoint - '__secure_serde_record__'"
@@ -151,7 +141,7 @@ async def test_config_canaries_stay_out_of_the_dump(
             graph = canary.build_canary_graph(sync)
             canary.check_final_state(canary.run_sync(graph, "canary"))
             hits = list(sync.list(None, filter={"api_key": canary.API_KEY}))
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         total = conn.execute("SELECT count(*) AS n FROM checkpoints").fetchone()
     assert total is not None
     assert len(hits) == total["n"] > 5
@@ -193,7 +183,7 @@ def _stock_results(conn: psycopg.Connection[Any]) -> dict[Any, Any]:
 
 
 def test_filters_match_the_stock_saver(postgres_url: str) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         expected = _stock_results(conn)
         ours = PostgresSaver(conn, serde=serde(), **OPTIONS)
         for row in PUTS:
@@ -219,7 +209,7 @@ def test_filters_match_the_stock_saver(postgres_url: str) -> None:
 
 
 async def test_async_filters_match_the_stock_saver(postgres_url: str) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         expected = _stock_results(conn)
     async with AsyncPostgresSaver.from_conn_string(postgres_url, serde=serde(), **OPTIONS) as ours:
         for row in PUTS:
@@ -245,7 +235,7 @@ async def test_async_filters_match_the_stock_saver(postgres_url: str) -> None:
 
 
 def test_rotated_keyring_still_matches_old_rows(postgres_url: str) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         old = PostgresSaver(conn, serde=serde(KEY_A), **OPTIONS)
         put(old, "t-old", "input", "acme", "u1", 1)
@@ -268,9 +258,7 @@ def test_rotated_keyring_still_matches_old_rows(postgres_url: str) -> None:
 
 
 def _two_rows(url: str) -> PostgresSaver:
-    conn = psycopg.Connection.connect(
-        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    )
+    conn = saver_connection(url)
     # Unbound: `overwrite` strips the record seal (see there).
     saver = PostgresSaver(conn, serde=serde(), migration=Migration(unbound=True), **OPTIONS)
     saver.setup()
@@ -285,7 +273,7 @@ def test_metadata_rewrite_fails_the_record_seal_first(postgres_url: str) -> None
         strict = PostgresSaver(saver.conn, serde=serde(), **OPTIONS)
         victim, other = stored(postgres_url, "victim", 1), stored(postgres_url, "other", 2)
         other[INDEX_METADATA_KEY] = victim[INDEX_METADATA_KEY]
-        with connect(postgres_url) as conn:
+        with saver_connection(postgres_url) as conn:
             conn.execute(
                 "UPDATE checkpoints SET metadata = %s WHERE thread_id = 'other'", (Jsonb(other),)
             )
@@ -355,7 +343,7 @@ def test_sealed_key_rewritten_in_plaintext_is_refused(postgres_url: str) -> None
     finally:
         saver.conn.close()  # type: ignore[union-attr]
     # Under the migration switch, the sealed value still wins.
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         migrating = PostgresSaver(
             conn,
             serde=serde(),
@@ -474,7 +462,7 @@ def test_sqlite_filter_matches_the_index(tmp_path: Path) -> None:
 def test_reseal_seals_plaintext_rows_and_reindexes_under_the_new_key(
     postgres_server: PostgresServer, postgres_url: str
 ) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         put(
             PostgresSaver(conn, serde=serde(KEY_A), seal_metadata=False),
