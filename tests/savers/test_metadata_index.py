@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -257,19 +258,20 @@ def test_rotated_keyring_still_matches_old_rows(postgres_url: str) -> None:
 # Tampering
 
 
-def _two_rows(url: str) -> PostgresSaver:
-    conn = saver_connection(url)
-    # Unbound: `overwrite` strips the record seal (see there).
-    saver = PostgresSaver(conn, serde=serde(), migration=Migration(unbound=True), **OPTIONS)
-    saver.setup()
-    put(saver, "victim", "input", "acme", "u1", 1)
-    put(saver, "other", "input", "acme", "u2", 2)
-    return saver
+@contextmanager
+def _two_rows(url: str) -> Iterator[PostgresSaver]:
+    """A saver holding the threads "victim" and "other", one checkpoint each, for tampering."""
+    with saver_connection(url) as conn:
+        # Unbound: `overwrite` strips the record seal (see there).
+        saver = PostgresSaver(conn, serde=serde(), migration=Migration(unbound=True), **OPTIONS)
+        saver.setup()
+        put(saver, "victim", "input", "acme", "u1", 1)
+        put(saver, "other", "input", "acme", "u2", 2)
+        yield saver
 
 
 def test_metadata_rewrite_fails_the_record_seal_first(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         strict = PostgresSaver(saver.conn, serde=serde(), **OPTIONS)
         victim, other = stored(postgres_url, "victim", 1), stored(postgres_url, "other", 2)
         other[INDEX_METADATA_KEY] = victim[INDEX_METADATA_KEY]
@@ -282,13 +284,10 @@ def test_metadata_rewrite_fails_the_record_seal_first(postgres_url: str) -> None
             strict.get_tuple(config_of("other"))
         with pytest.raises(BindingError, match="checkpoint row"):
             saver.get_tuple(config_of("other"))  # a present seal is checked under unbound too
-    finally:
-        saver.conn.close()  # type: ignore[union-attr]
 
 
 def test_index_moved_to_another_row_is_refused(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         victim, other = stored(postgres_url, "victim", 1), stored(postgres_url, "other", 2)
         # Make "other" match the victim's filter by copying the victim's token.
         other[INDEX_METADATA_KEY] = victim[INDEX_METADATA_KEY]
@@ -299,25 +298,19 @@ def test_index_moved_to_another_row_is_refused(postgres_url: str) -> None:
         assert caught.value.key == "user_id"
         with pytest.raises(BlindIndexError):
             saver.get_tuple(config_of("other"))
-    finally:
-        saver.conn.close()  # type: ignore[union-attr]
 
 
 def test_index_without_its_value_is_refused(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         other = stored(postgres_url, "other", 2)
         other[INDEX_METADATA_KEY] = {**other[INDEX_METADATA_KEY], "nonexistent": "x"}
         overwrite(postgres_url, "other", 2, other)
         with pytest.raises(BlindIndexError, match="no sealed value"):
             saver.get_tuple(config_of("other"))
-    finally:
-        saver.conn.close()  # type: ignore[union-attr]
 
 
 def test_sealed_entry_deleted_is_refused(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         victim = stored(postgres_url, "victim", 1)
         del victim[SEALED_METADATA_KEY]
         overwrite(postgres_url, "victim", 1, victim)
@@ -327,21 +320,16 @@ def test_sealed_entry_deleted_is_refused(postgres_url: str) -> None:
         overwrite(postgres_url, "victim", 1, victim)
         with pytest.raises(MetadataDowngradeError, match="removed or bypassed"):
             saver.get_tuple(config_of("victim"))
-    finally:
-        saver.conn.close()  # type: ignore[union-attr]
 
 
 def test_sealed_key_rewritten_in_plaintext_is_refused(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         victim = stored(postgres_url, "victim", 1)
         victim["api_key"] = "sk-attacker"
         overwrite(postgres_url, "victim", 1, victim)
         with pytest.raises(MetadataDowngradeError) as caught:
             saver.get_tuple(config_of("victim"))
         assert caught.value.keys == ("api_key",)
-    finally:
-        saver.conn.close()  # type: ignore[union-attr]
     # Under the migration switch, the sealed value still wins.
     with saver_connection(postgres_url) as conn:
         migrating = PostgresSaver(
@@ -370,8 +358,7 @@ def test_unbound_entry_naming_another_row_is_refused() -> None:
 
 
 def test_sealed_entry_moved_to_another_row_is_refused(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         victim, other = stored(postgres_url, "victim", 1), stored(postgres_url, "other", 2)
         # The whole entry and its index: every check but the row binding passes.
         other[SEALED_METADATA_KEY] = victim[SEALED_METADATA_KEY]
@@ -381,8 +368,6 @@ def test_sealed_entry_moved_to_another_row_is_refused(postgres_url: str) -> None
         # before its row name (`MetadataMovedError`, for unbound serdes) is read.
         with pytest.raises(BindingError, match="at its metadata row"):
             saver.get_tuple(config_of("other"))
-    finally:
-        saver.conn.close()  # type: ignore[union-attr]
 
 
 # --------------------------------------------------------------------------------------------
