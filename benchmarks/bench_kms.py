@@ -41,7 +41,17 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from bench_serde import FULL, MESSAGE_COUNTS, QUICK, Serde, Settings, make_state, versions
+from bench_serde import (
+    FULL,
+    MESSAGE_COUNTS,
+    QUICK,
+    Serde,
+    Settings,
+    calibrate,
+    make_state,
+    time_batch,
+    versions,
+)
 from botocore.config import Config
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from moto.server import ThreadedMotoServer
@@ -89,29 +99,6 @@ def _count_calls(client: Any) -> Counter[str]:
 # Timing
 
 
-def _batch(serde: Serde, state: Any, calls: int) -> float:
-    dumps, loads = serde.dumps_typed, serde.loads_typed
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        for _ in range(calls):
-            loads(dumps(state))
-        elapsed = time.perf_counter() - start
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return elapsed / calls
-
-
-def _calibrate(serde: Serde, state: Any, settings: Settings) -> int:
-    deadline = time.perf_counter() + settings.warmup_seconds
-    per_call = _batch(serde, state, 1)
-    while time.perf_counter() < deadline:
-        per_call = min(per_call, _batch(serde, state, 1))
-    return max(1, round(settings.batch_seconds / per_call))
-
-
 @dataclass
 class SpeedRow:
     messages: int
@@ -133,13 +120,13 @@ def bench_speed(
         stored[name] = serde.dumps_typed(state)
         if serde.loads_typed(stored[name]) != state:
             raise RuntimeError(f"{name}: round trip did not return an equal state")
-    calls = {name: _calibrate(s, state, settings) for name, s in serdes.items()}
+    calls = {name: calibrate(s, state, settings) for name, s in serdes.items()}
     names = list(serdes)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for rep in range(settings.repetitions):
         shift = rep % len(names)
         for name in names[shift:] + names[:shift]:
-            samples[name].append(_batch(serdes[name], state, calls[name]) * 1e6)
+            samples[name].append(time_batch(serdes[name], state, calls[name]) * 1e6)
         gc.collect()
     medians = {name: statistics.median(v) for name, v in samples.items()}
     paired = statistics.median(k / e for k, e in zip(samples[KMS], samples[ENV], strict=True))
