@@ -27,7 +27,6 @@ Then KMS calls are counted with botocore event hooks for 10,000 writes and
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import logging
 import statistics
@@ -47,9 +46,8 @@ from bench_serde import (
     QUICK,
     Serde,
     Settings,
-    calibrate,
+    interleaved_samples,
     make_state,
-    time_batch,
     versions,
 )
 from botocore.config import Config
@@ -120,14 +118,7 @@ def bench_speed(
         stored[name] = serde.dumps_typed(state)
         if serde.loads_typed(stored[name]) != state:
             raise RuntimeError(f"{name}: round trip did not return an equal state")
-    calls = {name: calibrate(s, state, settings) for name, s in serdes.items()}
-    names = list(serdes)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(settings.repetitions):
-        shift = rep % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(time_batch(serdes[name], state, calls[name]) * 1e6)
-        gc.collect()
+    _, samples = interleaved_samples(serdes, state, settings)
     medians = {name: statistics.median(v) for name, v in samples.items()}
     paired = statistics.median(k / e for k, e in zip(samples[KMS], samples[ENV], strict=True))
     plain_bytes = len(stored[PLAIN][1])

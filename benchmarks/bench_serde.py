@@ -283,6 +283,25 @@ def calibrate(serde: Serde, state: Any, settings: Settings) -> int:
     return max(1, round(settings.batch_seconds / per_call))
 
 
+def interleaved_samples(
+    serializers: dict[str, Serde], state: Any, settings: Settings
+) -> tuple[dict[str, int], dict[str, list[float]]]:
+    """Calls per batch, and microseconds per round trip of each batch, for each serializer.
+
+    Every repetition runs one batch of each serializer, in an order rotated by one each time,
+    so that none always runs first or right after the collection between repetitions.
+    """
+    calls = {name: calibrate(s, state, settings) for name, s in serializers.items()}
+    names = list(serializers)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(settings.repetitions):
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(time_batch(serializers[name], state, calls[name]) * 1e6)
+        gc.collect()
+    return calls, samples
+
+
 @dataclass
 class Result:
     serializer: str
@@ -325,14 +344,8 @@ def bench_state(
     plain_bytes = len(stored[PLAIN][1])
     progress(f"{count} messages: plain {plain_bytes} B; calibrating")
 
-    calls = {name: calibrate(s, state, settings) for name, s in serializers.items()}
+    calls, samples = interleaved_samples(serializers, state, settings)
     names = list(serializers)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(settings.repetitions):
-        shift = rep % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(time_batch(serializers[name], state, calls[name]) * 1e6)
-        gc.collect()
     progress(f"{count} messages: {settings.repetitions} repetitions done")
 
     plain_median = statistics.median(samples[PLAIN])
