@@ -17,9 +17,14 @@ from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, StateSnapshot, interrupt
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Command, StateSnapshot, interrupt
+from langgraph.typing import StateT
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
@@ -32,7 +37,9 @@ OTHER_KEY = b"a-completely-different-key-32byt"
 assert len(KEY) == len(OTHER_KEY) == 32
 
 
-def linear_graph(schema: type[Any], *nodes: tuple[str, Any], checkpointer: Any = None) -> Any:
+def linear_graph(
+    schema: type[StateT], *nodes: tuple[str, Any], checkpointer: Checkpointer = None
+) -> CompiledStateGraph[StateT, None, StateT, StateT]:
     """Compile ``START -> nodes[0] -> ... -> nodes[-1] -> END`` over the state ``schema``.
 
     Most test graphs have this shape; what tells them apart is their state and their nodes
@@ -68,7 +75,9 @@ def _reply(state: ChatState) -> dict[str, Any]:
     return {"messages": [AIMessage(content=reply_text(len(humans), str(humans[-1].content)))]}
 
 
-def build_chat_graph(checkpointer: Any) -> Any:
+def build_chat_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[ChatState, None, ChatState, ChatState]:
     return linear_graph(ChatState, ("reply", _reply), checkpointer=checkpointer)
 
 
@@ -104,7 +113,9 @@ def _publish(state: ReviewState) -> dict[str, Any]:
     return {"messages": [AIMessage(content=f"published ({state['verdict']})")]}
 
 
-def build_review_graph(checkpointer: Any) -> Any:
+def build_review_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[ReviewState, None, ReviewState, ReviewState]:
     return linear_graph(
         ReviewState,
         ("draft", _draft),
@@ -131,7 +142,9 @@ def _step(name: str) -> Any:
     return node
 
 
-def build_steps_graph(checkpointer: Any) -> Any:
+def build_steps_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[StepsState, None, StepsState, StepsState]:
     steps = [(name, _step(name)) for name in ("a", "b", "c")]
     return linear_graph(StepsState, *steps, checkpointer=checkpointer)
 
@@ -168,11 +181,13 @@ def _summarize(state: ParentState) -> dict[str, Any]:
     return {"log": [f"summarized {len(state['messages'])} messages"]}
 
 
-def build_child_graph() -> Any:
+def build_child_graph() -> CompiledStateGraph[ChildState, None, ChildState, ChildState]:
     return linear_graph(ChildState, ("research", _research), ("confirm", _confirm))
 
 
-def build_parent_graph(checkpointer: Any) -> Any:
+def build_parent_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[ParentState, None, ParentState, ParentState]:
     return linear_graph(
         ParentState,
         ("prepare", _prepare),
@@ -190,37 +205,38 @@ def build_parent_graph(checkpointer: Any) -> Any:
 class Driver:
     """The same calls on a compiled graph, through ``invoke`` or ``ainvoke`` and friends."""
 
-    graph: Any
+    graph: CompiledStateGraph[Any, Any, Any, Any]
     is_async: bool
 
-    async def invoke(self, inp: Any, config: dict[str, Any]) -> Any:
+    async def invoke(self, inp: Any, config: RunnableConfig) -> Any:
         if self.is_async:
             return await self.graph.ainvoke(inp, config)
         return self.graph.invoke(inp, config)
 
-    async def resume(self, value: Any, config: dict[str, Any]) -> Any:
+    async def resume(self, value: Any, config: RunnableConfig) -> Any:
         return await self.invoke(Command(resume=value), config)
 
-    async def state(self, config: dict[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
+    async def state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
         if self.is_async:
             return await self.graph.aget_state(config, subgraphs=subgraphs)
         return self.graph.get_state(config, subgraphs=subgraphs)
 
-    async def history(self, config: dict[str, Any]) -> list[StateSnapshot]:
+    async def history(self, config: RunnableConfig) -> list[StateSnapshot]:
         if self.is_async:
             return [s async for s in self.graph.aget_state_history(config)]
         return list(self.graph.get_state_history(config))
 
     async def update(
-        self, config: dict[str, Any], values: Any, as_node: str | None = None
-    ) -> dict[str, Any]:
+        self, config: RunnableConfig, values: Any, as_node: str | None = None
+    ) -> RunnableConfig:
         if self.is_async:
             return await self.graph.aupdate_state(config, values, as_node=as_node)
         return self.graph.update_state(config, values, as_node=as_node)
 
-    async def checkpoints(self, config: dict[str, Any]) -> list[Any]:
+    async def checkpoints(self, config: RunnableConfig) -> list[CheckpointTuple]:
         """Raw checkpoint tuples from the saver (decrypted by its serde)."""
         saver = self.graph.checkpointer
+        assert isinstance(saver, BaseCheckpointSaver)
         if self.is_async:
             return [t async for t in saver.alist(config)]
         return list(saver.list(config))
@@ -260,7 +276,9 @@ def _greet(state: StrictState) -> dict[str, Any]:
     return {"greeting": f"hello {profile['name']} ({type(profile).__name__})"}
 
 
-def build_strict_graph(checkpointer: Any) -> Any:
+def build_strict_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[StrictState, None, StrictState, StrictState]:
     return linear_graph(
         StrictState, ("pause", _pause), ("greet", _greet), checkpointer=checkpointer
     )
@@ -269,7 +287,7 @@ def build_strict_graph(checkpointer: Any) -> Any:
 class PassThroughSerde:
     """A serializer wrapper that is not a JsonPlusSerializer (langgraph cannot reach inside)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: SerializerProtocol) -> None:
         self.inner = inner
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
@@ -337,13 +355,14 @@ def strict_msgpack_report() -> dict[str, Any]:
         with collected_warnings() as warnings:
             saver = InMemorySaver(serde=serde)
             graph = build_strict_graph(saver)
-            config = {"configurable": {"thread_id": f"strict-{name}"}}
+            config: RunnableConfig = {"configurable": {"thread_id": f"strict-{name}"}}
             graph.invoke(
                 {"profile": Profile(name="Ada", tags=["x", "y"]), "extra": Opaque("boom", 3)},
                 config,
             )
             graph.invoke(Command(resume=True), config)
             values = graph.get_state(config).values
+            assert isinstance(graph.checkpointer, BaseCheckpointSaver)
             used = graph.checkpointer.serde
             report["runs"][name] = {
                 "profile": _describe(values["profile"]),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -53,7 +54,7 @@ def run_chat(saver: Any, threads: int, turns: int) -> None:
     graph = build_chat_graph(saver)
     for t in range(threads):
         for turn in range(turns):
-            config = {"configurable": {"thread_id": f"t{t}"}}
+            config: RunnableConfig = {"configurable": {"thread_id": f"t{t}"}}
             graph.invoke({"messages": [HumanMessage(content=text(f"t{t}", turn))]}, config)
 
 
