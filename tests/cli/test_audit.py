@@ -31,7 +31,7 @@ from secure_serde.cli import main
 from secure_serde.savers.postgres import PostgresSaver
 from tests import canary_support as canary
 from tests.ciphers.kms_support import REGION, new_cmk
-from tests.cli.cli_support import run_console_script, run_main
+from tests.cli.cli_support import only_env_key, run_console_script, run_main
 from tests.fixtures_services import saver_connection
 from tests.rewrap.rewrap_support import (
     KEY_A,
@@ -55,14 +55,7 @@ SERDE_A = {"env": KEY_A}
 @pytest.fixture
 def keys(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """Configure keys as an operator would; by default only LANGGRAPH_AES_KEY = KEY_A."""
-    for var in (
-        "LANGGRAPH_AES_KEY",
-        "SECURE_SERDE_KEYRING_FILE",
-        "SECURE_SERDE_KMS_KEY_ID",
-        "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
-        "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT",
-    ):
-        monkeypatch.delenv(var, raising=False)
+    only_env_key(monkeypatch, None)
 
     def configure(**env: str) -> None:
         for name, value in env.items():
