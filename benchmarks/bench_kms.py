@@ -27,7 +27,6 @@ Then KMS calls are counted with botocore event hooks for 10,000 writes and
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import logging
 import statistics
@@ -41,7 +40,16 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-from bench_serde import FULL, MESSAGE_COUNTS, QUICK, Serde, Settings, make_state, versions
+from bench_serde import (
+    FULL,
+    MESSAGE_COUNTS,
+    QUICK,
+    Serde,
+    Settings,
+    interleaved_samples,
+    make_state,
+    versions,
+)
 from botocore.config import Config
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from moto.server import ThreadedMotoServer
@@ -89,29 +97,6 @@ def _count_calls(client: Any) -> Counter[str]:
 # Timing
 
 
-def _batch(serde: Serde, state: Any, calls: int) -> float:
-    dumps, loads = serde.dumps_typed, serde.loads_typed
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        start = time.perf_counter()
-        for _ in range(calls):
-            loads(dumps(state))
-        elapsed = time.perf_counter() - start
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return elapsed / calls
-
-
-def _calibrate(serde: Serde, state: Any, settings: Settings) -> int:
-    deadline = time.perf_counter() + settings.warmup_seconds
-    per_call = _batch(serde, state, 1)
-    while time.perf_counter() < deadline:
-        per_call = min(per_call, _batch(serde, state, 1))
-    return max(1, round(settings.batch_seconds / per_call))
-
-
 @dataclass
 class SpeedRow:
     messages: int
@@ -133,14 +118,7 @@ def bench_speed(
         stored[name] = serde.dumps_typed(state)
         if serde.loads_typed(stored[name]) != state:
             raise RuntimeError(f"{name}: round trip did not return an equal state")
-    calls = {name: _calibrate(s, state, settings) for name, s in serdes.items()}
-    names = list(serdes)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(settings.repetitions):
-        shift = rep % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(_batch(serdes[name], state, calls[name]) * 1e6)
-        gc.collect()
+    _, samples = interleaved_samples(serdes, state, settings)
     medians = {name: statistics.median(v) for name, v in samples.items()}
     paired = statistics.median(k / e for k, e in zip(samples[KMS], samples[ENV], strict=True))
     plain_bytes = len(stored[PLAIN][1])

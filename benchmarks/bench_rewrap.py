@@ -7,7 +7,7 @@ the script starts its own throwaway cluster on 127.0.0.1 and removes it afterwar
     .venv/bin/python benchmarks/bench_rewrap.py --sizes 10000 --repeat 1   # smoke run
     .venv/bin/python benchmarks/bench_rewrap.py --no-postgres
 
-Workload: the chat graph of ``tests/rewrap_support.py`` (messages, a list channel and an
+Workload: the chat graph of ``tests/rewrap/rewrap_support.py`` (messages, a list channel and an
 ``interrupt()`` in every turn) is run for four threads under key A, then its threads are
 cloned under new thread ids until the store holds the wanted number of serialized cells
 (SQLite: checkpoints and writes; PostgreSQL: channel blobs and writes).
@@ -29,7 +29,6 @@ import contextlib
 import os
 import platform
 import re
-import shutil
 import statistics
 import subprocess
 import sys
@@ -183,44 +182,11 @@ def postgres_store(url: str, rows: int) -> tuple[str, int]:
 
 @contextlib.contextmanager
 def throwaway_postgres() -> Iterator[str]:
-    """A private cluster, started the way tests/fixtures_services.py starts it."""
-    import psycopg
+    """A private cluster, started the way the tests start theirs; yields its admin URL."""
+    from tests.fixtures_services import throwaway_cluster
 
-    from tests.fixtures_services import PostgresServer, _free_port, _run_as_owner, find_bindir
-
-    bindir = find_bindir()
-    as_postgres = os.geteuid() == 0
-    base = Path(tempfile.mkdtemp(prefix="secure-serde-bench-pg-"))
-    if as_postgres:
-        import pwd
-
-        pw = pwd.getpwnam("postgres")
-        os.chown(base, pw.pw_uid, pw.pw_gid)
-    data, log = base / "data", base / "server.log"
-    server = PostgresServer(host="127.0.0.1", port=_free_port(), user="postgres", bindir=bindir)
-    pg_ctl = str(bindir / "pg_ctl")
-    try:
-        initdb = [str(bindir / "initdb"), "-D", str(data), "-U", server.user, "-A", "trust"]
-        proc = _run_as_owner([*initdb, "-E", "UTF8", "--no-locale", "--no-sync"], as_postgres)
-        if proc.returncode != 0:
-            raise RuntimeError(f"initdb failed: {proc.stderr}")
-        with (data / "postgresql.conf").open("a") as conf:
-            conf.write(
-                f"\nlisten_addresses = '127.0.0.1'\nport = {server.port}\n"
-                f"unix_socket_directories = '{base}'\nfsync = off\nsynchronous_commit = off\n"
-                "full_page_writes = off\n"
-            )
-        proc = _run_as_owner(
-            [pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", "30", "start"], as_postgres
-        )
-        if proc.returncode != 0:
-            raise RuntimeError(f"pg_ctl start failed: {proc.stderr}")
-        with psycopg.connect(server.conninfo, autocommit=True) as admin:
-            admin.execute("SELECT 1")
+    with throwaway_cluster(prefix="secure-serde-bench-pg-") as server:
         yield server.url("postgres")
-    finally:
-        _run_as_owner([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"], as_postgres)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 def fresh_database(server_url: str) -> str:

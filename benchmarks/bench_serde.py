@@ -253,7 +253,7 @@ def build_serializers() -> dict[str, Serde]:
 # Timing
 
 
-def _batch(serde: Serde, state: Any, calls: int) -> float:
+def time_batch(serde: Serde, state: Any, calls: int) -> float:
     """Mean seconds per round trip over ``calls`` calls, with gc paused."""
     dumps = serde.dumps_typed
     loads = serde.loads_typed
@@ -270,13 +270,32 @@ def _batch(serde: Serde, state: Any, calls: int) -> float:
     return elapsed / calls
 
 
-def _calibrate(serde: Serde, state: Any, settings: Settings) -> int:
+def calibrate(serde: Serde, state: Any, settings: Settings) -> int:
     """Warm up, then pick a call count that makes one batch last about batch_seconds."""
     deadline = time.perf_counter() + settings.warmup_seconds
-    per_call = _batch(serde, state, 1)
+    per_call = time_batch(serde, state, 1)
     while time.perf_counter() < deadline:
-        per_call = min(per_call, _batch(serde, state, 1))
+        per_call = min(per_call, time_batch(serde, state, 1))
     return max(1, round(settings.batch_seconds / per_call))
+
+
+def interleaved_samples(
+    serializers: dict[str, Serde], state: Any, settings: Settings
+) -> tuple[dict[str, int], dict[str, list[float]]]:
+    """Calls per batch, and microseconds per round trip of each batch, for each serializer.
+
+    Every repetition runs one batch of each serializer, in an order rotated by one each time,
+    so that none always runs first or right after the collection between repetitions.
+    """
+    calls = {name: calibrate(s, state, settings) for name, s in serializers.items()}
+    names = list(serializers)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(settings.repetitions):
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            samples[name].append(time_batch(serializers[name], state, calls[name]) * 1e6)
+        gc.collect()
+    return calls, samples
 
 
 @dataclass
@@ -321,14 +340,8 @@ def bench_state(
     plain_bytes = len(stored[PLAIN][1])
     progress(f"{count} messages: plain {plain_bytes} B; calibrating")
 
-    calls = {name: _calibrate(s, state, settings) for name, s in serializers.items()}
+    calls, samples = interleaved_samples(serializers, state, settings)
     names = list(serializers)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for rep in range(settings.repetitions):
-        shift = rep % len(names)
-        for name in names[shift:] + names[:shift]:
-            samples[name].append(_batch(serializers[name], state, calls[name]) * 1e6)
-        gc.collect()
     progress(f"{count} messages: {settings.repetitions} repetitions done")
 
     plain_median = statistics.median(samples[PLAIN])

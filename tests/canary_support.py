@@ -21,11 +21,12 @@ from typing import Annotated, Any
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command, interrupt
 from typing_extensions import TypedDict
+
+from tests.graphs_support import linear_graph
 
 STR = "CANARY-str-7f3a91c2"
 INT = 73519046282
@@ -138,13 +139,7 @@ def _confirm(state: ChildState) -> dict[str, Any]:
 
 
 def build_child() -> CompiledStateGraph[ChildState, None, ChildState, ChildState]:
-    builder = StateGraph(ChildState)
-    builder.add_node("research", _research)
-    builder.add_node("confirm", _confirm)
-    builder.add_edge(START, "research")
-    builder.add_edge("research", "confirm")
-    builder.add_edge("confirm", END)
-    return builder.compile()
+    return linear_graph(ChildState, ("research", _research), ("confirm", _confirm))
 
 
 def _after_child(state: CanaryState) -> dict[str, Any]:
@@ -159,17 +154,14 @@ CanaryGraph = CompiledStateGraph[CanaryState, None, CanaryState, CanaryState]
 
 
 def build_canary_graph(checkpointer: Checkpointer) -> CanaryGraph:
-    builder = StateGraph(CanaryState)
-    builder.add_node("fill", _fill)
-    builder.add_node("child", build_child())
-    builder.add_node("after_child", _after_child)
-    builder.add_node("finish", _finish)
-    builder.add_edge(START, "fill")
-    builder.add_edge("fill", "child")
-    builder.add_edge("child", "after_child")
-    builder.add_edge("after_child", "finish")
-    builder.add_edge("finish", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear_graph(
+        CanaryState,
+        ("fill", _fill),
+        ("child", build_child()),
+        ("after_child", _after_child),
+        ("finish", _finish),
+        checkpointer=checkpointer,
+    )
 
 
 def canary_config(thread_id: str) -> RunnableConfig:

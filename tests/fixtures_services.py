@@ -1,11 +1,14 @@
 """Real backing services for integration tests: a throwaway PostgreSQL cluster and a moto KMS.
 
 Loaded from ``tests/conftest.py`` via ``pytest_plugins``. These fixtures never skip: a missing
-PostgreSQL installation is a hard failure, because CI is expected to provide it.
+PostgreSQL installation is a hard failure, because CI is expected to provide it. The cluster
+itself is `throwaway_cluster`, a plain context manager, so the benchmarks start theirs the same
+way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -23,10 +26,15 @@ from typing import Any, NoReturn
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.rows import DictRow, dict_row
 
 _INSTALL_HINT = "PostgreSQL server binaries are required: run `apt-get install -y postgresql`."
 _REQUIRED_BINARIES = ("initdb", "pg_ctl", "postgres", "pg_dump")
 _STARTUP_TIMEOUT_S = 30.0
+
+
+class ClusterError(Exception):
+    """The throwaway cluster could not be set up; the message says which step failed and why."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +83,9 @@ def find_bindir() -> Path:
     for bindir in candidates:
         if _has_binaries(bindir):
             return bindir
-    pytest.fail(
+    raise ClusterError(
         f"No PostgreSQL bindir with {', '.join(_REQUIRED_BINARIES)} found "
-        f"(looked in: {[str(c) for c in candidates] or 'nothing'}). {_INSTALL_HINT}",
-        pytrace=False,
+        f"(looked in: {[str(c) for c in candidates] or 'nothing'}). {_INSTALL_HINT}"
     )
 
 
@@ -101,47 +108,55 @@ def _read_log(path: Path) -> str:
         return f"<could not read {path}: {exc}>"
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """Start a private PostgreSQL cluster on 127.0.0.1:<free port> for the whole session."""
+def _postgres_os_user() -> pwd.struct_passwd:
+    """The ``postgres`` OS user, which runs the server when we are root (initdb refuses root)."""
+    if shutil.which("runuser") is None:
+        raise ClusterError("Running as root but `runuser` is missing (util-linux).")
+    try:
+        return pwd.getpwnam("postgres")
+    except KeyError:
+        raise ClusterError(
+            f"Running as root but no `postgres` OS user exists. {_INSTALL_HINT}"
+        ) from None
+
+
+@contextlib.contextmanager
+def throwaway_cluster(prefix: str = "secure-serde-pg-") -> Iterator[PostgresServer]:
+    """A private PostgreSQL cluster on 127.0.0.1:<free port>, stopped and deleted afterwards.
+
+    Trust authentication and no durability (fsync off): for tests and benchmarks only. Raises
+    `ClusterError`, with the server log, when a step of starting it fails.
+    """
     bindir = find_bindir()
     as_postgres = os.geteuid() == 0
-    base = Path(tempfile.mkdtemp(prefix="secure-serde-pg-"))
-    if as_postgres:
-        if shutil.which("runuser") is None:
-            pytest.fail("Running as root but `runuser` is missing (util-linux).", pytrace=False)
-        try:
-            pw = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.fail(
-                f"Running as root but no `postgres` OS user exists. {_INSTALL_HINT}", pytrace=False
-            )
-        os.chown(base, pw.pw_uid, pw.pw_gid)
+    owner = _postgres_os_user() if as_postgres else None
+    base = Path(tempfile.mkdtemp(prefix=prefix))
+    if owner is not None:
+        os.chown(base, owner.pw_uid, owner.pw_gid)
     data, log = base / "data", base / "server.log"
     server = PostgresServer(host="127.0.0.1", port=_free_port(), user="postgres", bindir=bindir)
+    pg_ctl = str(bindir / "pg_ctl")
 
     def fail(step: str, proc: subprocess.CompletedProcess[str] | None = None) -> NoReturn:
         out = f"\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}" if proc else ""
-        shutil.rmtree(base, ignore_errors=True)
-        pytest.fail(f"PostgreSQL {step} failed.{out}\nserver log:\n{_read_log(log)}", pytrace=False)
+        raise ClusterError(f"PostgreSQL {step} failed.{out}\nserver log:\n{_read_log(log)}")
 
-    initdb = [str(bindir / "initdb"), "-D", str(data), "-U", server.user, "-A", "trust"]
-    proc = _run_as_owner([*initdb, "-E", "UTF8", "--no-locale", "--no-sync"], as_postgres)
-    if proc.returncode != 0:
-        fail("initdb", proc)
-    with (data / "postgresql.conf").open("a") as conf:
-        conf.write(
-            f"\nlisten_addresses = '127.0.0.1'\nport = {server.port}\n"
-            f"unix_socket_directories = '{base}'\nfsync = off\nsynchronous_commit = off\n"
-            "full_page_writes = off\nmax_connections = 100\n"
-        )
-    pg_ctl = str(bindir / "pg_ctl")
-    proc = _run_as_owner(
-        [pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", "30", "start"], as_postgres
-    )
-    if proc.returncode != 0:
-        fail("pg_ctl start", proc)
     try:
+        initdb = [str(bindir / "initdb"), "-D", str(data), "-U", server.user, "-A", "trust"]
+        proc = _run_as_owner([*initdb, "-E", "UTF8", "--no-locale", "--no-sync"], as_postgres)
+        if proc.returncode != 0:
+            fail("initdb", proc)
+        with (data / "postgresql.conf").open("a") as conf:
+            conf.write(
+                f"\nlisten_addresses = '127.0.0.1'\nport = {server.port}\n"
+                f"unix_socket_directories = '{base}'\nfsync = off\nsynchronous_commit = off\n"
+                "full_page_writes = off\nmax_connections = 100\n"
+            )
+        proc = _run_as_owner(
+            [pg_ctl, "-D", str(data), "-l", str(log), "-w", "-t", "30", "start"], as_postgres
+        )
+        if proc.returncode != 0:
+            fail("pg_ctl start", proc)
         deadline = time.monotonic() + _STARTUP_TIMEOUT_S
         while True:
             try:
@@ -154,8 +169,20 @@ def postgres_server() -> Iterator[PostgresServer]:
                 time.sleep(0.2)
         yield server
     finally:
+        # Also after a failed start: pg_ctl stop on a cluster that never ran just says so.
         _run_as_owner([pg_ctl, "-D", str(data), "-m", "fast", "-w", "stop"], as_postgres)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """Start a private PostgreSQL cluster on 127.0.0.1:<free port> for the whole session."""
+    with contextlib.ExitStack() as stack:
+        try:
+            server = stack.enter_context(throwaway_cluster())
+        except ClusterError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        yield server
 
 
 @pytest.fixture
@@ -175,6 +202,14 @@ def postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
                 (dbname,),
             )
             admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(ident))
+
+
+def saver_connection(url: str) -> psycopg.Connection[DictRow]:
+    """A connection as langgraph's PostgreSQL savers want one: autocommit, dict rows, and no
+    server-side prepared statements (the savers' own ``from_conn_string`` sets the same)."""
+    return psycopg.Connection.connect(
+        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
+    )
 
 
 def pg_dump(server: PostgresServer, url: str) -> bytes:

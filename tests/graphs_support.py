@@ -1,7 +1,9 @@
 """Small, deterministic LangGraph graphs shared by the graph-level tests (no LLM anywhere).
 
-Every builder takes a checkpointer and returns a compiled graph. `Driver` runs a graph through
-its sync or its async API with the same calls, so one scenario covers both kinds of saver.
+Every builder takes a checkpointer and returns a compiled graph; `linear_graph` wires the
+``START -> ... -> END`` shape they share (the canary and rewrap graphs use it too). `Driver`
+runs a graph through its sync or its async API with the same calls, so one scenario covers both
+kinds of saver.
 `strict_msgpack_report` is run in a subprocess with ``LANGGRAPH_STRICT_MSGPACK=true`` (langgraph
 reads that variable at import time); `Profile` and `Opaque` live here, in an importable module,
 because the msgpack allowlist names types by module and qualified name.
@@ -10,7 +12,6 @@ because the msgpack allowlist names types by module and qualified name.
 from __future__ import annotations
 
 import dataclasses
-import logging
 import operator
 from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar
@@ -23,15 +24,38 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command, StateSnapshot, interrupt
+from langgraph.typing import StateT
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
 from secure_serde import EncryptedSerializer
+from tests.strict_support import collected_warnings
 
 # A fixed test key (32 bytes); tests that need a second, different key use OTHER_KEY.
 KEY = b"graph-tests-key-0123456789abcdef"
 OTHER_KEY = b"a-completely-different-key-32byt"
 assert len(KEY) == len(OTHER_KEY) == 32
+
+
+def linear_graph(
+    schema: type[StateT], *nodes: tuple[str, Any], checkpointer: Checkpointer = None
+) -> CompiledStateGraph[StateT, None, StateT, StateT]:
+    """Compile ``START -> nodes[0] -> ... -> nodes[-1] -> END`` over the state ``schema``.
+
+    Most test graphs have this shape; what tells them apart is their state and their nodes
+    (functions or compiled subgraphs, each given with its name). Without a checkpointer the
+    graph is compiled bare, as a subgraph is.
+    """
+    builder = StateGraph(schema)
+    for name, node in nodes:
+        builder.add_node(name, node)
+    previous = START
+    for name, _ in nodes:
+        builder.add_edge(previous, name)
+        previous = name
+    builder.add_edge(previous, END)
+    return builder.compile(checkpointer=checkpointer)
+
 
 # --------------------------------------------------------------------------------------------
 # 1. Conversation memory
@@ -54,11 +78,7 @@ def _reply(state: ChatState) -> dict[str, Any]:
 def build_chat_graph(
     checkpointer: Checkpointer,
 ) -> CompiledStateGraph[ChatState, None, ChatState, ChatState]:
-    builder = StateGraph(ChatState)
-    builder.add_node("reply", _reply)
-    builder.add_edge(START, "reply")
-    builder.add_edge("reply", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear_graph(ChatState, ("reply", _reply), checkpointer=checkpointer)
 
 
 def transcript(messages: Sequence[Any]) -> list[tuple[str, str]]:
@@ -96,15 +116,13 @@ def _publish(state: ReviewState) -> dict[str, Any]:
 def build_review_graph(
     checkpointer: Checkpointer,
 ) -> CompiledStateGraph[ReviewState, None, ReviewState, ReviewState]:
-    builder = StateGraph(ReviewState)
-    builder.add_node("draft", _draft)
-    builder.add_node("review", _review)
-    builder.add_node("publish", _publish)
-    builder.add_edge(START, "draft")
-    builder.add_edge("draft", "review")
-    builder.add_edge("review", "publish")
-    builder.add_edge("publish", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear_graph(
+        ReviewState,
+        ("draft", _draft),
+        ("review", _review),
+        ("publish", _publish),
+        checkpointer=checkpointer,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -127,14 +145,8 @@ def _step(name: str) -> Any:
 def build_steps_graph(
     checkpointer: Checkpointer,
 ) -> CompiledStateGraph[StepsState, None, StepsState, StepsState]:
-    builder = StateGraph(StepsState)
-    for name in ("a", "b", "c"):
-        builder.add_node(name, _step(name))
-    builder.add_edge(START, "a")
-    builder.add_edge("a", "b")
-    builder.add_edge("b", "c")
-    builder.add_edge("c", END)
-    return builder.compile(checkpointer=checkpointer)
+    steps = [(name, _step(name)) for name in ("a", "b", "c")]
+    return linear_graph(StepsState, *steps, checkpointer=checkpointer)
 
 
 # --------------------------------------------------------------------------------------------
@@ -170,27 +182,19 @@ def _summarize(state: ParentState) -> dict[str, Any]:
 
 
 def build_child_graph() -> CompiledStateGraph[ChildState, None, ChildState, ChildState]:
-    builder = StateGraph(ChildState)
-    builder.add_node("research", _research)
-    builder.add_node("confirm", _confirm)
-    builder.add_edge(START, "research")
-    builder.add_edge("research", "confirm")
-    builder.add_edge("confirm", END)
-    return builder.compile()
+    return linear_graph(ChildState, ("research", _research), ("confirm", _confirm))
 
 
 def build_parent_graph(
     checkpointer: Checkpointer,
 ) -> CompiledStateGraph[ParentState, None, ParentState, ParentState]:
-    builder = StateGraph(ParentState)
-    builder.add_node("prepare", _prepare)
-    builder.add_node("child", build_child_graph())
-    builder.add_node("summarize", _summarize)
-    builder.add_edge(START, "prepare")
-    builder.add_edge("prepare", "child")
-    builder.add_edge("child", "summarize")
-    builder.add_edge("summarize", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear_graph(
+        ParentState,
+        ("prepare", _prepare),
+        ("child", build_child_graph()),
+        ("summarize", _summarize),
+        checkpointer=checkpointer,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -275,13 +279,9 @@ def _greet(state: StrictState) -> dict[str, Any]:
 def build_strict_graph(
     checkpointer: Checkpointer,
 ) -> CompiledStateGraph[StrictState, None, StrictState, StrictState]:
-    builder = StateGraph(StrictState)
-    builder.add_node("pause", _pause)
-    builder.add_node("greet", _greet)
-    builder.add_edge(START, "pause")
-    builder.add_edge("pause", "greet")
-    builder.add_edge("greet", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear_graph(
+        StrictState, ("pause", _pause), ("greet", _greet), checkpointer=checkpointer
+    )
 
 
 class PassThroughSerde:
@@ -306,15 +306,6 @@ class AuditedSerializer(EncryptedSerializer):
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         type(self).dumps_calls += 1
         return super().dumps_typed(obj)
-
-
-class _Collect(logging.Handler):
-    def __init__(self) -> None:
-        super().__init__(logging.WARNING)
-        self.messages: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.messages.append(f"{record.name}: {record.getMessage()}")
 
 
 def _describe(value: Any) -> dict[str, Any]:
@@ -358,14 +349,10 @@ def strict_msgpack_report() -> dict[str, Any]:
             EnvKeyCipher(KEY), PassThroughSerde(JsonPlusSerializer())
         ),
     }
-    root = logging.getLogger()
-    root.setLevel(logging.WARNING)
     report: dict[str, Any] = {"strict": _msgpack.STRICT_MSGPACK_ENABLED, "runs": {}}
     for name, serde in serdes.items():
-        handler = _Collect()
-        root.addHandler(handler)
         AuditedSerializer.dumps_calls = 0
-        try:
+        with collected_warnings() as warnings:
             saver = InMemorySaver(serde=serde)
             graph = build_strict_graph(saver)
             config: RunnableConfig = {"configurable": {"thread_id": f"strict-{name}"}}
@@ -383,9 +370,7 @@ def strict_msgpack_report() -> dict[str, Any]:
                 "greeting": values["greeting"],
                 "serde_type": f"{type(used).__module__}.{type(used).__qualname__}",
                 "serde_rebuilt": used is not serde,
-                "warnings": handler.messages,
+                "warnings": warnings,
                 "subclass_dumps_calls": AuditedSerializer.dumps_calls,
             }
-        finally:
-            root.removeHandler(handler)
     return report

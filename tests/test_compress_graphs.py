@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -20,12 +16,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import Command
-from psycopg.rows import dict_row
 
 from secure_serde import CompressedSerializer, EncryptedSerializer, PickleFallbackSerializer
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
 from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
+from tests.fixtures_services import saver_connection
 from tests.graphs_support import (
     KEY,
     Profile,
@@ -34,8 +30,8 @@ from tests.graphs_support import (
     reply_text,
     transcript,
 )
+from tests.strict_support import run_strict_report
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 TURNS = 12
 # A different sentence each turn, about 400 characters, so the state is worth compressing.
 SENTENCE = "turn {turn}: the checkpoint of a long conversation grows with every message; "
@@ -129,9 +125,7 @@ def blob_tags(url: str) -> list[str]:
 @pytest.fixture(params=["stock", "sealed"])
 def pg_saver(request: pytest.FixtureRequest, postgres_url: str) -> Iterator[Any]:
     cls = StockPostgresSaver if request.param == "stock" else SealedPostgresSaver
-    with psycopg.Connection.connect(
-        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = cls(conn, serde=compressed_serde())
         saver.setup()
         yield saver
@@ -148,9 +142,7 @@ def test_chat_graph_on_postgres(pg_saver: Any, postgres_url: str) -> None:
         ).fetchone() or ("",)
     assert "long conversation" not in (dump or "")
     # The same store, read by a fresh saver and serializer.
-    with psycopg.Connection.connect(
-        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(postgres_url) as conn:
         again = build_chat_graph(type(pg_saver)(conn, serde=compressed_serde()))
         messages = again.get_state(cfg("pg")).values["messages"]
         assert transcript(messages) == expected_transcript(TURNS)
@@ -195,28 +187,9 @@ def strict_report() -> dict[str, Any]:
 
 
 def test_strict_msgpack_keeps_the_allowlist_through_compression() -> None:
-    env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true", "PYTHONPATH": str(REPO_ROOT)}
-    env.pop("LANGGRAPH_AES_KEY", None)
-    script = (
-        "import json, logging\n"
-        "logging.basicConfig(level=logging.WARNING)\n"
-        "from tests.test_compress_graphs import strict_report\n"
-        "print('REPORT=' + json.dumps(strict_report()))\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "msgpack allowlist" not in proc.stderr, proc.stderr
-    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT=")]
-    report = json.loads(line.removeprefix("REPORT="))
-    assert report["strict"] is True
+    run = run_strict_report(__name__, "strict_report", log_warnings=True, timeout=180)
+    assert "msgpack allowlist" not in run.stderr, run.stderr
+    report = run.report
     for name, run in report["runs"].items():
         assert run["profile_type"] == "Profile", name
         assert run["profile_tags"] == 200, name

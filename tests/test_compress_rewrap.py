@@ -19,16 +19,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
-from psycopg.rows import dict_row
 
 from secure_serde import CompressedSerializer, EncryptedSerializer, rewrap
 from secure_serde._compress import compression_of
 from secure_serde.ciphers import EnvKeyCipher
+from tests.fixtures_services import saver_connection
 from tests.graphs_support import build_chat_graph, transcript
 from tests.rewrap.rewrap_support import KeyEnv, cli_command, run_cli
 
@@ -139,9 +138,7 @@ def test_rewrap_compress_then_audit_on_sqlite(tmp_path: Path) -> None:
 
 
 def test_rewrap_compress_on_postgres(postgres_url: str) -> None:
-    with psycopg.connect(
-        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = PostgresSaver(conn, serde=uncompressed())
         saver.setup()
         run_chat(saver, threads=2, turns=5)
@@ -154,9 +151,7 @@ def test_rewrap_compress_on_postgres(postgres_url: str) -> None:
     assert report.ok
     assert report.rewrapped > 0
 
-    with psycopg.connect(
-        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(postgres_url) as conn:
         after = conn.execute("SELECT sum(length(blob)) AS n FROM checkpoint_blobs").fetchone()
         tags = [r["type"] for r in conn.execute("SELECT type FROM checkpoint_blobs")]
         assert "msgpack+zstd+aesgcm" in tags

@@ -13,21 +13,13 @@ from secure_serde.ciphers import KeyRotationCipher, KmsEnvelopeCipher
 from secure_serde.cli import main
 from secure_serde.config import ciphers_from_env, serializer_from_env
 from tests.ciphers.kms_support import new_cmk
+from tests.cli.cli_support import only_env_key
 from tests.rewrap.rewrap_support import KEY_A, KEY_B, run_turns, sqlite_graph
-
-VARIABLES = (
-    "LANGGRAPH_AES_KEY",
-    "SECURE_SERDE_KEYRING_FILE",
-    "SECURE_SERDE_KMS_KEY_ID",
-    "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
-    "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT",
-)
 
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    only_env_key(monkeypatch, None)
 
 
 def _audit(store: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

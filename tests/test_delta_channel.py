@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pandas as pd
-import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
@@ -33,7 +32,6 @@ from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
-from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
 from secure_serde import EncryptedSerializer, PickleFallbackSerializer
@@ -43,6 +41,7 @@ from secure_serde.pickling import PANDAS
 from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
 from tests import strategies as cs
 from tests import strategies_pandas  # noqa: F401  (registers exact frame comparison)
+from tests.fixtures_services import saver_connection
 from tests.graphs_support import KEY
 
 STEPS = 14
@@ -201,9 +200,7 @@ def sqlite_savers(path: Path) -> Iterator[tuple[SaverFactory, Callable[[], list[
 def postgres_savers(
     url: str, saver_cls: type[StockPostgresSaver]
 ) -> Iterator[tuple[SaverFactory, Callable[[], list[str]]]]:
-    with psycopg.Connection.connect(
-        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(url) as conn:
         saver_cls(conn, serde=JsonPlusSerializer()).setup()
 
         def types() -> list[str]:

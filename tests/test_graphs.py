@@ -9,11 +9,7 @@ key is refused with a typed error, and strict msgpack keeps working through our 
 
 from __future__ import annotations
 
-import json
-import os
 import sqlite3
-import subprocess
-import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import closing
 from dataclasses import dataclass
@@ -35,13 +31,12 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.types import StateSnapshot
-from psycopg.rows import dict_row
 
 from secure_serde import DecryptionError, EncryptedSerializer, UnknownKeyError
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers import postgres as sealed_postgres
 from secure_serde.savers import sqlite as sealed_sqlite
-from tests.fixtures_services import PostgresServer, pg_dump
+from tests.fixtures_services import PostgresServer, pg_dump, saver_connection
 from tests.graphs_support import (
     KEY,
     OTHER_KEY,
@@ -54,8 +49,8 @@ from tests.graphs_support import (
     reply_text,
     transcript,
 )
+from tests.strict_support import run_strict_report
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 SUFFIX = "+aesgcm"
 CANARY = "CANARY-q7Zx-owl-9f3b1e-do-not-store"
 
@@ -518,9 +513,7 @@ def _assert_postgres_rows_encrypted(url: str, server: PostgresServer) -> None:
 async def test_postgres_saver_with_our_serde(
     postgres_url: str, postgres_server: PostgresServer
 ) -> None:
-    with psycopg.Connection.connect(
-        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = PostgresSaver(conn, serde=our_serde())
         saver.setup()
         await _postgres_scenario(lambda build: Driver(build(saver), is_async=False))
@@ -633,27 +626,7 @@ def test_wrong_key_on_builtin_rows_is_refused_with_typed_error(
 
 @pytest.fixture(scope="module")
 def strict_report() -> dict[str, Any]:
-    env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true", "PYTHONPATH": str(REPO_ROOT)}
-    env.pop("LANGGRAPH_AES_KEY", None)
-    script = (
-        "import json\n"
-        "from tests.graphs_support import strict_msgpack_report\n"
-        "print('REPORT=' + json.dumps(strict_msgpack_report()))\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT=")]
-    report: dict[str, Any] = json.loads(line.removeprefix("REPORT="))
-    assert report["strict"] is True
-    return report
+    return run_strict_report("tests.graphs_support", "strict_msgpack_report").report
 
 
 PROFILE = {"type": "tests.graphs_support.Profile", "data": {"name": "Ada", "tags": ["x", "y"]}}

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,6 @@ import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from secure_serde import (
@@ -41,6 +39,7 @@ from secure_serde.pickling import NUMPY, PickleFallbackSerializer
 from secure_serde.savers import SEALED_METADATA_KEY
 from secure_serde.savers._bound import RECORD_KEY
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from tests.fixtures_services import saver_connection
 from tests.planted_msgpack import PlantedCall, planted_value
 
 KEY = b"readrule-saver-key-0123456789abc"
@@ -54,14 +53,6 @@ def _reset() -> None:
 
 def serde(**kwargs: Any) -> EncryptedSerializer:
     return EncryptedSerializer(EnvKeyCipher(KEY), **kwargs)
-
-
-@contextmanager
-def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.Connection.connect(
-        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
-        yield conn
 
 
 def put(
@@ -95,7 +86,7 @@ UNBOUND = Migration(unbound=True)
 
 @pytest.fixture
 def sealed(postgres_url: str) -> Iterator[tuple[psycopg.Connection[Any], PostgresSaver, Any]]:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = PostgresSaver(conn, serde=serde(), plaintext_metadata=["tenant"])
         saver.setup()
         stored = put(saver, "t", api_key=API_KEY, tenant="acme")
@@ -192,14 +183,14 @@ async def test_async_saver_refuses_a_downgrade(postgres_url: str) -> None:
         checkpoint["channel_values"] = {"x": [1]}
         checkpoint["channel_versions"] = {"x": 1}
         stored = await saver.aput(config, checkpoint, {"source": "input", "step": -1}, {"x": 1})
-        with connect(postgres_url) as conn:
+        with saver_connection(postgres_url) as conn:
             metadata = stored_metadata(conn)
             del metadata[SEALED_METADATA_KEY]
             metadata["api_key"] = "attacker-chosen"
             write_metadata(conn, metadata)
         with pytest.raises(BindingError):
             await saver.aget_tuple(stored)
-        with connect(postgres_url) as conn:
+        with saver_connection(postgres_url) as conn:
             strip_record_seals(conn)
     async with AsyncPostgresSaver.from_conn_string(
         postgres_url, serde=serde(), plaintext_metadata=(), migration=UNBOUND
@@ -222,7 +213,7 @@ def test_pickle_fallback_alone_is_not_an_encrypting_serde(postgres_url: str) -> 
     # a "+" in the tag, but no cipher.
     extra = {"score": np.float32(1.5)}
     assert PickleFallbackSerializer(allowed=[NUMPY]).dumps_typed(extra)[0] == "msgpack+pickle"
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = PostgresSaver(
             conn, serde=PickleFallbackSerializer(allowed=[NUMPY]), plaintext_metadata=["tenant"]
         )
@@ -268,7 +259,7 @@ def test_plaintext_tagged_envelope_is_read_strictly(
 
 
 def test_planted_inline_object_is_refused_even_under_the_switch(postgres_url: str) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = PostgresSaver(conn, serde=serde())
         saver.setup()
         stored = put(saver, "t")

@@ -24,7 +24,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinS
 
 from secure_serde import EncryptedSerializer, Migration, StrictDecodeError, rewrap
 from secure_serde.ciphers import KeyRotationCipher
-from tests.cli.cli_support import run_console_script, run_main
+from tests.cli.cli_support import only_env_key, run_console_script, run_main
 from tests.planted_msgpack import (
     SENTINEL_MODULE,
     SENTINEL_NAME,
@@ -44,14 +44,7 @@ def _reset() -> None:
 
 @pytest.fixture
 def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in (
-        "SECURE_SERDE_KEYRING_FILE",
-        "SECURE_SERDE_KMS_KEY_ID",
-        "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
-        "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT",
-    ):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
+    only_env_key(monkeypatch, KEY_A)
 
 
 @pytest.fixture(scope="module")

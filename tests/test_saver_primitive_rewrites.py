@@ -11,23 +11,19 @@ notes which values it encrypts.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-import psycopg
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
-from psycopg.rows import dict_row
 
 from secure_serde import EncryptedSerializer
 from secure_serde._binding import Location
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from tests.fixtures_services import saver_connection
 
 KEY = b"rewrite-tests-key-0123456789abcd"
-CONNECT: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
 TOPIC = "billing question about invoice 2291"
 
 
@@ -48,12 +44,6 @@ class NotingSerializer(EncryptedSerializer):
         if location.kind != "checkpoint":
             self.encrypted[repr(obj)] += 1
         return super().dumps_typed_at(obj, location)
-
-
-@contextmanager
-def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.Connection.connect(url, **CONNECT) as conn:
-        yield conn
 
 
 class Chain:
@@ -86,7 +76,7 @@ class Chain:
 
 
 def blob_rows(url: str, thread_id: str, channel: str) -> int:
-    with connect(url) as conn:
+    with saver_connection(url) as conn:
         row = conn.execute(
             "SELECT count(*) AS n FROM checkpoint_blobs WHERE thread_id = %s AND channel = %s",
             (thread_id, channel),
@@ -97,7 +87,7 @@ def blob_rows(url: str, thread_id: str, channel: str) -> int:
 
 def test_unchanged_primitives_are_encrypted_once(postgres_url: str) -> None:
     serde = NotingSerializer()
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         saver = PostgresSaver(conn, serde=serde)
         chain = Chain(saver, "t")
@@ -118,7 +108,7 @@ def test_unchanged_primitives_are_encrypted_once(postgres_url: str) -> None:
 def test_another_saver_writes_the_unchanged_blobs_again_once(postgres_url: str) -> None:
     # A new saver (another process, a restart) cannot know which blobs exist, so its first
     # put rewrites them, as it must for a thread the stock saver started.
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         first = Chain(PostgresSaver(conn, serde=NotingSerializer()), "t")
         first.put()
@@ -133,7 +123,7 @@ def test_another_saver_writes_the_unchanged_blobs_again_once(postgres_url: str) 
 
 def test_a_failed_put_records_nothing(postgres_url: str) -> None:
     serde = NotingSerializer()
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         # Unsealed metadata: the stock put's own JSON then fails, after our routing ran.
         saver = PostgresSaver(conn, serde=serde, seal_metadata=False)
@@ -154,7 +144,7 @@ def test_a_failed_put_records_nothing(postgres_url: str) -> None:
 
 async def test_async_saver_encrypts_unchanged_primitives_once(postgres_url: str) -> None:
     serde = NotingSerializer()
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
     async with AsyncPostgresSaver.from_conn_string(postgres_url, serde=serde) as saver:
         chain = Chain(saver, "t")

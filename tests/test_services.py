@@ -69,20 +69,17 @@ class _State(TypedDict):
 
 def test_stock_postgres_saver_persists_graph_state(postgres_url: str) -> None:
     from langgraph.checkpoint.postgres import PostgresSaver
-    from langgraph.graph import END, START, StateGraph
+
+    from tests.graphs_support import linear_graph
 
     def step(state: _State) -> dict[str, list[str]]:
         return {"items": [f"step{len(state['items'])}"]}
 
-    builder = StateGraph(_State)
-    builder.add_node("step", step)
-    builder.add_edge(START, "step")
-    builder.add_edge("step", END)
     config: Any = {"configurable": {"thread_id": "thread-1"}}
 
     with PostgresSaver.from_conn_string(postgres_url) as saver:
         saver.setup()
-        graph = builder.compile(checkpointer=saver)
+        graph = linear_graph(_State, ("step", step), checkpointer=saver)
         first = graph.invoke({"items": ["a"]}, config)
         second = graph.invoke({"items": ["b"]}, config)
         assert first["items"] == ["a", "step1"]
@@ -92,5 +89,5 @@ def test_stock_postgres_saver_persists_graph_state(postgres_url: str) -> None:
 
     # The state is really in the server, readable through a brand-new connection.
     with PostgresSaver.from_conn_string(postgres_url) as saver:
-        graph = builder.compile(checkpointer=saver)
+        graph = linear_graph(_State, ("step", step), checkpointer=saver)
         assert graph.get_state(config).values["items"] == ["a", "step1", "b", "step3"]

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 from botocore.config import Config
 
 REGION = "us-east-1"
@@ -79,3 +81,19 @@ def new_cmk(client: Any, description: str = "secure_serde test CMK") -> str:
     arn = client.create_key(Description=description)["KeyMetadata"]["Arn"]
     assert isinstance(arn, str)
     return arn
+
+
+def point_boto3_at(monkeypatch: pytest.MonkeyPatch, endpoint: str, tmp_path: Path) -> None:
+    """Point boto3's default session at ``endpoint`` by the environment alone.
+
+    Any real AWS configuration on the machine (profile, config and credentials files, region,
+    endpoint) is masked, so a client a cipher builds for itself can only reach ``endpoint``.
+    """
+    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_ENDPOINT_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_KMS", endpoint)

@@ -12,17 +12,7 @@ import pytest
 
 from secure_serde.ciphers import KmsCacheInfo, KmsEnvelopeCipher
 from secure_serde.ciphers import _kms_format as fmt
-from tests.ciphers.kms_support import KmsCallCounter, ManualClock, new_cmk
-
-
-@pytest.fixture
-def cmk(kms_client: Any) -> str:
-    return new_cmk(kms_client)
-
-
-@pytest.fixture
-def counter(kms_client: Any) -> KmsCallCounter:
-    return KmsCallCounter(kms_client)
+from tests.ciphers.kms_support import KmsCallCounter, ManualClock
 
 
 @pytest.fixture

@@ -32,16 +32,6 @@ STATE = {
 }
 
 
-@pytest.fixture
-def cmk(kms_client: Any) -> str:
-    return new_cmk(kms_client)
-
-
-@pytest.fixture
-def counter(kms_client: Any) -> KmsCallCounter:
-    return KmsCallCounter(kms_client)
-
-
 def test_round_trip_through_the_serializer(kms_client: Any, cmk: str, counter: Any) -> None:
     cipher = KmsEnvelopeCipher(cmk, client=kms_client, encryption_context={"tenant": "acme"})
     assert isinstance(cipher, BoundCipher)

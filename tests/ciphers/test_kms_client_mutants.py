@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,48 +24,16 @@ from secure_serde import (
 )
 from secure_serde.ciphers import KmsEnvelopeCipher
 from tests.ciphers.kms_proxy import Edit, KmsRewritingProxy, drop_field, set_field
-from tests.ciphers.kms_support import REGION, kms_client, new_cmk
+from tests.ciphers.kms_support import kms_client, point_boto3_at
 
 STATE = {"ssn": "123-45-6789"}
 DEFAULT_RETRIES = {"mode": "standard", "total_max_attempts": 3}
 
 
 @pytest.fixture
-def proxy(kms_endpoint: str) -> Iterator[KmsRewritingProxy]:
-    server = KmsRewritingProxy(kms_endpoint)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def direct(kms_endpoint: str) -> Any:
-    return kms_client(kms_endpoint, timeout=30.0)
-
-
-@pytest.fixture
-def proxied(proxy: KmsRewritingProxy) -> Any:
-    return kms_client(proxy.endpoint, attempts=1, timeout=30.0)
-
-
-@pytest.fixture
-def cmk(direct: Any) -> str:
-    return new_cmk(direct)
-
-
-@pytest.fixture
 def aws_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, kms_endpoint: str) -> None:
     """boto3's default session, pointed at moto by the environment alone."""
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION", "AWS_ENDPOINT_URL"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_KMS", kms_endpoint)
+    point_boto3_at(monkeypatch, kms_endpoint, tmp_path)
 
 
 # --- the client a cipher builds for itself ----------------------------------------------------

@@ -14,28 +14,22 @@ from pathlib import Path
 from typing import Any
 
 import aiosqlite
-import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
-from psycopg.rows import dict_row
 
 from secure_serde import EncryptedSerializer, UnknownCipherError, UnknownKeyError, rewrap
 from secure_serde.ciphers import EnvKeyCipher, KmsEnvelopeCipher
 from secure_serde.ciphers import _kms_format as fmt
 from tests.ciphers.kms_support import KmsCallCounter, new_cmk
+from tests.fixtures_services import saver_connection
 from tests.graphs_support import KEY, build_chat_graph, reply_text, transcript
 
 CHECKPOINTS = 2000
 THREADS = 50
-
-
-@pytest.fixture
-def counter(kms_client: Any) -> KmsCallCounter:
-    return KmsCallCounter(kms_client)
 
 
 def _say(thread: str, turn: int) -> str:
@@ -126,9 +120,7 @@ def test_postgres_2000_checkpoint_writes_then_2000_reads(
     cmk = new_cmk(kms_client)
     counter.reset()
     serde = EncryptedSerializer(KmsEnvelopeCipher(cmk, client=kms_client))
-    with psycopg.connect(
-        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = PostgresSaver(conn, serde=serde)
         saver.setup()
         graph = build_chat_graph(saver)

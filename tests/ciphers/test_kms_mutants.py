@@ -10,7 +10,6 @@ SigV4 signing, moto's own answer.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,38 +23,13 @@ from secure_serde import (
 )
 from secure_serde.ciphers import KmsEnvelopeCipher
 from tests.ciphers.kms_proxy import KmsRewritingProxy, drop_field, set_field
-from tests.ciphers.kms_support import kms_client, new_cmk
+from tests.ciphers.kms_support import new_cmk
 
 STATE = {"ssn": "123-45-6789", "n": 7}
 
 
 def _key_id_edit(answered: str, other_cmk: str) -> Any:
     return set_field("KeyId", other_cmk) if answered == "other" else drop_field("KeyId")
-
-
-@pytest.fixture
-def proxy(kms_endpoint: str) -> Iterator[KmsRewritingProxy]:
-    server = KmsRewritingProxy(kms_endpoint)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
-def direct(kms_endpoint: str) -> Any:
-    return kms_client(kms_endpoint, timeout=30.0)
-
-
-@pytest.fixture
-def proxied(proxy: KmsRewritingProxy) -> Any:
-    return kms_client(proxy.endpoint, attempts=1, timeout=30.0)
-
-
-@pytest.fixture
-def cmk(direct: Any) -> str:
-    return new_cmk(direct, "the CMK the cipher asks for")
 
 
 @pytest.fixture

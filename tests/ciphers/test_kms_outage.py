@@ -30,7 +30,13 @@ from secure_serde import (
     KmsEncryptionError,
 )
 from secure_serde.ciphers import KmsEnvelopeCipher
-from tests.ciphers.kms_support import REGION, KmsCallCounter, ManualClock, kms_client, new_cmk
+from tests.ciphers.kms_support import (
+    KmsCallCounter,
+    ManualClock,
+    kms_client,
+    new_cmk,
+    point_boto3_at,
+)
 from tests.graphs_support import build_chat_graph, reply_text, transcript
 
 
@@ -167,18 +173,6 @@ def test_a_graph_rides_out_a_kms_outage(tmp_path: Path, kms_server: RestartableK
             assert transcript(history[0].values["messages"]) == _expected(thread, 4)
 
 
-def _client_env(monkeypatch: pytest.MonkeyPatch, endpoint: str, tmp_path: Path) -> None:
-    """Point boto3's default session at ``endpoint``, away from any real AWS configuration."""
-    for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_REGION"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_KMS", endpoint)
-
-
 @pytest.mark.parametrize(
     ("config", "attempts"), [(None, 3), (Config(retries={"total_max_attempts": 2}), 2)]
 )
@@ -189,7 +183,7 @@ def test_the_client_the_cipher_builds_retries_as_configured(
     config: Any,
     attempts: int,
 ) -> None:
-    _client_env(monkeypatch, kms_server.endpoint, tmp_path)
+    point_boto3_at(monkeypatch, kms_server.endpoint, tmp_path)
     cmk = new_cmk(kms_client(kms_server.endpoint))
     cipher = KmsEnvelopeCipher(cmk, botocore_config=config)
     counter = KmsCallCounter(cipher.client)

@@ -8,10 +8,29 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Final
 
 import pytest
 
 from secure_serde.cli import main
+
+# Every variable the CLI (through `secure_serde.config`) reads keys from.
+KEY_VARIABLES: Final = (
+    "LANGGRAPH_AES_KEY",
+    "SECURE_SERDE_KEYRING_FILE",
+    "SECURE_SERDE_KMS_KEY_ID",
+    "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
+    "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT",
+)
+
+
+def only_env_key(monkeypatch: pytest.MonkeyPatch, key: str | None) -> None:
+    """Unset every key variable of this process, then set ``LANGGRAPH_AES_KEY`` to ``key``
+    (unless None): whatever the machine has configured, a test sees only its own keys."""
+    for name in KEY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    if key is not None:
+        monkeypatch.setenv("LANGGRAPH_AES_KEY", key)
 
 
 def run_main(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

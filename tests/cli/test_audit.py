@@ -23,7 +23,6 @@ import pytest
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
-from psycopg.rows import dict_row
 
 from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import KmsEnvelopeCipher
@@ -32,7 +31,8 @@ from secure_serde.cli import main
 from secure_serde.savers.postgres import PostgresSaver
 from tests import canary_support as canary
 from tests.ciphers.kms_support import REGION, new_cmk
-from tests.cli.cli_support import run_console_script, run_main
+from tests.cli.cli_support import only_env_key, run_console_script, run_main
+from tests.fixtures_services import saver_connection
 from tests.rewrap.rewrap_support import (
     KEY_A,
     KEY_C,
@@ -55,14 +55,7 @@ SERDE_A = {"env": KEY_A}
 @pytest.fixture
 def keys(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """Configure keys as an operator would; by default only LANGGRAPH_AES_KEY = KEY_A."""
-    for var in (
-        "LANGGRAPH_AES_KEY",
-        "SECURE_SERDE_KEYRING_FILE",
-        "SECURE_SERDE_KMS_KEY_ID",
-        "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
-        "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT",
-    ):
-        monkeypatch.delenv(var, raising=False)
+    only_env_key(monkeypatch, None)
 
     def configure(**env: str) -> None:
         for name, value in env.items():
@@ -399,7 +392,7 @@ def test_kms_rows_by_cmk(
 
 
 def pg_connect(url: str) -> Any:
-    return psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    return saver_connection(url)
 
 
 def run_canary_postgres(url: str, thread_id: str, *, sealed: bool, **options: Any) -> None:

@@ -23,6 +23,7 @@ from secure_serde import EncryptedSerializer
 from secure_serde.cli import main
 from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
 from secure_serde.stores import RECORD_KEY, open_store
+from tests.cli.cli_support import only_env_key
 from tests.rewrap.rewrap_support import (
     KEY_A,
     build_graph,
@@ -34,13 +35,6 @@ from tests.rewrap.rewrap_support import (
 
 STOCK_THREADS = ("stock-1", "stock-2")
 SEALED_THREADS = ("sealed-1",)
-_KEY_VARS = (
-    "LANGGRAPH_AES_KEY",
-    "SECURE_SERDE_KEYRING_FILE",
-    "SECURE_SERDE_KMS_KEY_ID",
-    "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
-    "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT",
-)
 # Store table -> the audit's name for that kind of value.
 _KINDS = {
     "checkpoint_blobs": "blobs",
@@ -53,9 +47,7 @@ _KINDS = {
 
 @pytest.fixture(autouse=True)
 def _key_a(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in _KEY_VARS:
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
+    only_env_key(monkeypatch, KEY_A)
 
 
 def _serde() -> EncryptedSerializer:

@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-import psycopg
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage
 from langchain_core.runnables import RunnableConfig
@@ -27,7 +26,6 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command, Send, interrupt
-from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
 from secure_serde.cli import main
@@ -35,6 +33,8 @@ from secure_serde.cli._pretty import to_jsonable
 from secure_serde.savers.postgres import PostgresSaver
 from tests import canary_support as canary
 from tests.cli.cli_support import run_console_script, run_main
+from tests.fixtures_services import saver_connection
+from tests.graphs_support import linear_graph
 from tests.rewrap.rewrap_support import KEY_A, SECRET, rotation_serde, run_turns
 from tests.rewrap.rewrap_support import build_graph as build_chat_graph
 
@@ -394,7 +394,7 @@ def test_console_script_subprocess(store: Path) -> None:
 
 
 def pg_graph(url: str, *, sealed: bool, **options: Any) -> tuple[Any, Any]:
-    conn = psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+    conn = saver_connection(url)
     serde = rotation_serde(SERDE_A, "env")
     if sealed:
         saver: Any = PostgresSaver(conn, serde=serde, **options)
@@ -461,11 +461,9 @@ def test_pickle_preset_reads_pandas_values(
     try:
         saver = SqliteSaver(conn, serde=serde)
         saver.setup()
-        builder = StateGraph(FrameState)
-        builder.add_node("load", lambda state: {"frame": frame})
-        builder.add_edge(START, "load")
-        builder.add_edge("load", END)
-        builder.compile(checkpointer=saver).invoke({}, {"configurable": {"thread_id": "f"}})
+        load = ("load", lambda state: {"frame": frame})
+        graph = linear_graph(FrameState, load, checkpointer=saver)
+        graph.invoke({}, {"configurable": {"thread_id": "f"}})
     finally:
         conn.close()
     code, out, _ = inspect(capsys, str(path), "--thread", "f", "--limit", "1")

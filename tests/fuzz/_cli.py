@@ -29,7 +29,6 @@ import pandas as pd
 from Crypto.Cipher import AES
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from secure_serde import EncryptedSerializer, SecureSerdeError
@@ -37,6 +36,7 @@ from secure_serde.cli import build_parser
 from tests.fuzz import _fixtures as fx
 from tests.fuzz._input import Input
 from tests.fuzz._targets import INNER_TAGS
+from tests.graphs_support import linear_graph
 from tests.rewrap.rewrap_support import build_graph, run_turns
 
 __all__ = ["THREADS", "audit", "build_store", "cli", "inspect", "mutate"]
@@ -71,11 +71,7 @@ def _frames(state: FrameState) -> dict[str, Any]:
 
 
 def _frame_graph(checkpointer: Any) -> Any:
-    builder = StateGraph(FrameState)
-    builder.add_node("frames", _frames)
-    builder.add_edge(START, "frames")
-    builder.add_edge("frames", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear_graph(FrameState, ("frames", _frames), checkpointer=checkpointer)
 
 
 def _note(state: FrameState) -> dict[str, Any]:
@@ -83,11 +79,7 @@ def _note(state: FrameState) -> dict[str, Any]:
 
 
 def _note_graph(checkpointer: Any) -> Any:
-    builder = StateGraph(FrameState)
-    builder.add_node("note", _note)
-    builder.add_edge(START, "note")
-    builder.add_edge("note", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear_graph(FrameState, ("note", _note), checkpointer=checkpointer)
 
 
 def build_store(path: Path) -> None:

@@ -413,8 +413,9 @@ def test_values_pickle_cannot_take_are_refused() -> None:
 
 def test_refused_write_keeps_the_previous_checkpoint() -> None:
     from langgraph.checkpoint.memory import InMemorySaver
-    from langgraph.graph import END, START, StateGraph
     from typing_extensions import TypedDict
+
+    from tests.graphs_support import linear_graph
 
     class State(TypedDict, total=False):
         table: Any
@@ -423,11 +424,7 @@ def test_refused_write_keeps_the_previous_checkpoint() -> None:
     def work(state: State) -> dict[str, Any]:
         return {"table": Opaque("x") if state.get("note") == "bad" else frame()}
 
-    builder = StateGraph(State)
-    builder.add_node("work", work)
-    builder.add_edge(START, "work")
-    builder.add_edge("work", END)
-    graph = builder.compile(checkpointer=InMemorySaver(serde=SERDE))
+    graph = linear_graph(State, ("work", work), checkpointer=InMemorySaver(serde=SERDE))
     config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     graph.invoke({"note": "good"}, config)
     with pytest.raises(PickleNotAllowedError):

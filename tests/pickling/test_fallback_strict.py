@@ -12,12 +12,6 @@ exactly as plain JsonPlus blocks it.
 from __future__ import annotations
 
 import dataclasses
-import json
-import logging
-import os
-import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -25,7 +19,9 @@ import pytest
 from langgraph.types import Command, interrupt
 from typing_extensions import TypedDict
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from tests.graphs_support import linear_graph
+from tests.strict_support import collected_warnings, run_strict_report
+
 KEY = b"s" * 32
 
 
@@ -63,7 +59,6 @@ def strict_report() -> dict[str, Any]:
     from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.checkpoint.serde import _msgpack
-    from langgraph.graph import END, START, StateGraph
 
     from secure_serde import EncryptedSerializer, PickleFallbackSerializer
     from secure_serde.ciphers import EnvKeyCipher
@@ -86,27 +81,18 @@ def strict_report() -> dict[str, Any]:
             }
         }
 
-    builder = StateGraph(StrictState)
-    builder.add_node("pause", pause)
-    builder.add_node("look", look)
-    builder.add_edge(START, "pause")
-    builder.add_edge("pause", "look")
-    builder.add_edge("look", END)
-
-    warnings: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            warnings.append(record.getMessage())
-
-    logging.getLogger().addHandler(Collect(logging.WARNING))
     serde = EncryptedSerializer(EnvKeyCipher(KEY), PickleFallbackSerializer(allowed=[PANDAS]))
-    graph = builder.compile(checkpointer=InMemorySaver(serde=serde))
     config: RunnableConfig = {"configurable": {"thread_id": "strict"}}
-    graph.invoke(
-        {"table": _table(), "holder": Holder("h", _table()), "extra": Stray(_table())}, config
-    )
-    graph.invoke(Command(resume=True), config)
+    # Compiling is where langgraph hands the graph's allowlist to the serializer (or warns).
+    with collected_warnings() as warnings:
+        graph = linear_graph(
+            StrictState, ("pause", pause), ("look", look), checkpointer=InMemorySaver(serde=serde)
+        )
+        graph.invoke(
+            {"table": _table(), "holder": Holder("h", _table()), "extra": Stray(_table())}, config
+        )
+        graph.invoke(Command(resume=True), config)
+        seen = graph.get_state(config).values["seen"]
     assert isinstance(graph.checkpointer, InMemorySaver)
     used = graph.checkpointer.serde
     # A chain other than ours reports NoneType below, and the test comparing it fails.
@@ -114,7 +100,7 @@ def strict_report() -> dict[str, Any]:
     innermost = inner.serde if isinstance(inner, PickleFallbackSerializer) else None
     return {
         "strict": _msgpack.STRICT_MSGPACK_ENABLED,
-        "seen": graph.get_state(config).values["seen"],
+        "seen": seen,
         "serde": [_kind(used), _kind(inner), _kind(innermost)],
         "rebuilt": used is not serde,
         "warnings": warnings,
@@ -123,26 +109,7 @@ def strict_report() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
-    env = {**os.environ, "LANGGRAPH_STRICT_MSGPACK": "true"}
-    script = (
-        "import json\n"
-        "from tests.pickling.test_fallback_strict import strict_report\n"
-        "print('REPORT=' + json.dumps(strict_report()))\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-c", script],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT=")]
-    result: dict[str, Any] = json.loads(line.removeprefix("REPORT="))
-    assert result["strict"] is True
-    return result
+    return run_strict_report(__name__, "strict_report").report
 
 
 def test_frames_come_back_under_strict_msgpack(report: dict[str, Any]) -> None:

@@ -24,7 +24,6 @@ import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer, Command, StateSnapshot, interrupt
@@ -33,6 +32,8 @@ from typing_extensions import TypedDict
 from secure_serde import EncryptedSerializer, RetiredKeyError, UnknownKeyError
 from secure_serde.ciphers import KeyRotationCipher
 from secure_serde.stores import Cell, open_store
+from tests.fixtures_services import saver_connection
+from tests.graphs_support import linear_graph
 
 # Raw 32-character keys: the form LANGGRAPH_AES_KEY takes in drop-in deployments.
 KEY_A = "rotation-test-key-A-0123456789ab"
@@ -61,13 +62,8 @@ ChatGraph = CompiledStateGraph[ChatState, None, ChatState, ChatState]
 
 
 def build_graph(checkpointer: Checkpointer) -> ChatGraph:
-    builder = StateGraph(ChatState)
-    builder.add_node("reply", _reply)
-    builder.add_node("review", _review)
-    builder.add_edge(START, "reply")
-    builder.add_edge("reply", "review")
-    builder.add_edge("review", END)
-    return builder.compile(checkpointer=checkpointer)
+    nodes = ("reply", _reply), ("review", _review)
+    return linear_graph(ChatState, *nodes, checkpointer=checkpointer)
 
 
 def config(thread_id: str) -> RunnableConfig:
@@ -125,11 +121,9 @@ def sqlite_graph(path: Path, serde: SerializerProtocol) -> Iterator[ChatGraph]:
 
 @contextmanager
 def postgres_graph(url: str, serde: SerializerProtocol) -> Iterator[ChatGraph]:
-    import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
-    from psycopg.rows import dict_row
 
-    with psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
+    with saver_connection(url) as conn:
         saver = PostgresSaver(conn, serde=serde)
         saver.setup()
         yield build_graph(saver)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import threading
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -17,6 +16,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinS
 
 from secure_serde import EncryptedSerializer, rewrap
 from secure_serde.stores import METADATA_TABLE, SEALED_METADATA_KEY, PostgresStore
+from tests.rewrap.live_writer import live_writer
 from tests.rewrap.rewrap_support import (
     A_AND_B,
     KEY_A,
@@ -25,7 +25,6 @@ from tests.rewrap.rewrap_support import (
     build_graph,
     cli_command,
     clone_postgres_threads,
-    config,
     header_key_ids,
     histories,
     key_id,
@@ -80,25 +79,12 @@ def test_live_writer_during_rewrap_with_workers(postgres_url: str, tmp_path: Pat
     with postgres_graph(postgres_url, stage3) as graph:
         original = histories(graph, base[:2])
 
-    stop = threading.Event()
-    done: list[tuple[str, float]] = []
-    errors: list[BaseException] = []
+    def pick_thread(turn: int) -> str:
+        return f"live-{turn % 4}" if turn % 3 else f"base-{2 + turn % 4}~00007"
 
-    def writer() -> None:
-        try:
-            with postgres_graph(postgres_url, rotation_serde(A_AND_B, "b")) as graph:
-                turn = 0
-                while not stop.is_set():
-                    thread = f"live-{turn % 4}" if turn % 3 else f"base-{2 + turn % 4}~00007"
-                    run_turns(graph, thread, 1, start=100 + turn)
-                    done.append((thread, time.monotonic()))
-                    turn += 1
-        except BaseException as exc:  # noqa: BLE001 - the writer thread hands it to the test
-            errors.append(exc)
-
-    worker = threading.Thread(target=writer)
-    worker.start()
-    try:
+    with live_writer(
+        lambda: postgres_graph(postgres_url, rotation_serde(A_AND_B, "b")), pick_thread
+    ) as writer:
         child = subprocess.Popen(
             cli_command(
                 "rewrap", postgres_url, "--workers", "3", "--batch-size", "10", "--progress"
@@ -113,26 +99,15 @@ def test_live_writer_during_rewrap_with_workers(postgres_url: str, tmp_path: Pat
         working = time.monotonic()
         stdout, stderr = child.communicate(timeout=300)
         finished = time.monotonic()
-    finally:
-        stop.set()
-        worker.join(timeout=60)
-    assert not errors, errors
     assert child.returncode == 0, stderr
     assert "with 3 workers" in stdout
-    during = [t for t, at in done if working <= at <= finished]
+    during = writer.between(working, finished)
     assert len(during) >= 3, "the writer should keep writing while the workers run"
 
     assert set(header_key_ids(postgres_url)) == {key_id(KEY_B)}
     with postgres_graph(postgres_url, rotation_serde({"b": KEY_B}, "b")) as graph:
         assert histories(graph, base[:2]) == original
-        for thread in {t for t, _ in done}:
-            humans = [
-                m.content
-                for m in graph.get_state(config(thread)).values["messages"]
-                if m.type == "human"
-            ]
-            turns = sum(1 for t, _ in done if t == thread)
-            assert len(humans) == turns + (3 if thread.startswith("base") else 0), thread
+        writer.check_turns_kept(graph, base_turns=3)
 
 
 def test_thread_ranges_split_all_rows_exactly_once(postgres_url: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import sqlite3
-import threading
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -27,6 +26,7 @@ from secure_serde import (
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from secure_serde.stores import SqliteStore, Swap
 from tests.planted import PlantedPickle
+from tests.rewrap.live_writer import live_writer
 from tests.rewrap.rewrap_support import (
     A_AND_B,
     KEY_A,
@@ -34,7 +34,6 @@ from tests.rewrap.rewrap_support import (
     KEY_C,
     SECRET,
     KeyEnv,
-    config,
     decoded,
     header_key_ids,
     histories,
@@ -164,27 +163,14 @@ def test_live_writer_keeps_running_and_loses_nothing(store_path: Path) -> None:
     stage3 = rotation_serde(A_AND_B, "b")
     with sqlite_graph(store_path, stage3) as graph:
         original = histories(graph, base_threads)
-    stop = threading.Event()
-    done: list[tuple[str, float]] = []
-    errors: list[BaseException] = []
 
-    def writer() -> None:
-        try:
-            with sqlite_graph(store_path, rotation_serde(A_AND_B, "b")) as graph:
-                turn = 0
-                while not stop.is_set() or turn < 6:
-                    thread = f"live-{turn % 3}" if turn % 2 else base_threads[turn % 12]
-                    run_turns(graph, thread, 1, start=100 + turn)
-                    done.append((thread, time.monotonic()))
-                    turn += 1
-        except BaseException as exc:  # noqa: BLE001 - the writer thread hands it to the test
-            errors.append(exc)
+    def pick_thread(turn: int) -> str:
+        return f"live-{turn % 3}" if turn % 2 else base_threads[turn % 12]
 
-    worker = threading.Thread(target=writer)
-    worker.start()
-    try:
-        while len(done) < 2:
-            time.sleep(0.01)
+    with live_writer(
+        lambda: sqlite_graph(store_path, rotation_serde(A_AND_B, "b")), pick_thread, min_turns=6
+    ) as writer:
+        writer.wait_for(2)
         batches = 0
 
         def interleave(_: RewrapProgress) -> None:
@@ -193,26 +179,22 @@ def test_live_writer_keeps_running_and_loses_nothing(store_path: Path) -> None:
             nonlocal batches
             batches += 1
             if batches <= 8:
-                seen = len(done)
+                seen = len(writer.done)
                 deadline = time.monotonic() + 10
-                while len(done) == seen and time.monotonic() < deadline:
+                while len(writer.done) == seen and time.monotonic() < deadline:
                     time.sleep(0.002)
 
         started = time.monotonic()
         report = rewrap(store_path, stage3, batch_size=2, progress=interleave)
         finished = time.monotonic()
-    finally:
-        stop.set()
-        worker.join(timeout=60)
-    assert not errors, errors
     assert report.ok, report.failures
-    during = [thread for thread, at in done if started <= at <= finished]
+    during = writer.between(started, finished)
     assert len(during) >= 8, "the writer made no progress while rewrap ran"
 
     assert set(header_key_ids(store_path)) == {key_id(KEY_B)}
     with sqlite_graph(store_path, rotation_serde({"b": KEY_B}, "b")) as graph:
         now = histories(graph, base_threads)
-        touched = {t for t, _ in done}
+        touched = {t for t, _ in writer.done}
         for thread in base_threads:
             old, count = original[thread], len(original[thread])
             if thread not in touched:
@@ -223,15 +205,7 @@ def test_live_writer_keeps_running_and_loses_nothing(store_path: Path) -> None:
             assert now[thread][-count + 1 :] == old[1:]
             newest_old = now[thread][-count]
             assert (newest_old.values, newest_old.config) == (old[0].values, old[0].config)
-        for thread in {t for t, _ in done}:
-            turns = [t for t, _ in done if t == thread]
-            humans = [
-                m.content
-                for m in graph.get_state(config(thread)).values["messages"]
-                if m.type == "human"
-            ]
-            expected = 4 + len(turns) if thread.startswith("base") else len(turns)
-            assert len(humans) == expected, (thread, humans)
+        writer.check_turns_kept(graph, base_turns=4)
 
 
 def test_legacy_and_plaintext_rows_become_v1(store_path: Path, tmp_path: Path) -> None:

@@ -14,11 +14,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde import EncryptedSerializer
+from secure_serde import BindingError, EncryptedSerializer
 from secure_serde.ciphers import EnvKeyCipher
 
 KEY = b"binding-matrix-key-0123456789abc"
@@ -146,3 +147,58 @@ def reads(cell: Cell, checkpoint_id: str) -> bool:
         n = CHECKPOINTS.index(checkpoint_id) + 1
         return bool(at == (version(n) if channel == "x" else version(1)))
     return bool(cell.key[0] == checkpoint_id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks both databases' tests make
+
+
+def listings(saver: Any) -> list[tuple[dict[str, Any], Any]]:
+    """List every thread and namespace of a populated saver; fail unless each shows, newest
+    first, both checkpoints with their own metadata and their four pending writes.
+
+    Returns each listing's config with each tuple it listed, for checks of one database.
+    """
+    listed = []
+    for thread_id in THREADS:
+        for ns in NAMESPACES:
+            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
+            tuples = list(saver.list(config))
+            assert [t.config["configurable"]["checkpoint_id"] for t in tuples] == sorted(
+                CHECKPOINTS, reverse=True
+            )
+            for tup in tuples:
+                marker = Cell("metadata", thread_id, ns, (tup.checkpoint["id"],)).marker
+                assert tup.metadata["api_key"] == marker
+                assert len(tup.pending_writes) == 4
+                listed.append((config, tup))
+    return listed
+
+
+def check_refused(
+    saver: Any, inner: MarkingSerde, source: Cell, target: Cell, *, read_in_place: bool
+) -> None:
+    """With ``source``'s value planted in ``target``'s row, every read of the checkpoints that
+    read ``target`` raises `BindingError`, and the planted value is never deserialized.
+
+    ``read_in_place``: the same reads also read ``source`` in its own row, legitimately, so
+    its marker is no evidence.
+    """
+    inner.loaded.clear()
+    for config in configs(target):
+        with pytest.raises(BindingError):
+            saver.get_tuple(config)
+    if not read_in_place:
+        assert not any(source.marker in value for value in inner.loaded), (source, target)
+
+
+async def check_refused_async(
+    saver: Any, inner: MarkingSerde, source: Cell, target: Cell, *, read_in_place: bool
+) -> None:
+    """`check_refused` through an async saver."""
+    inner.loaded.clear()
+    for config in configs(target):
+        with pytest.raises(BindingError):
+            await saver.aget_tuple(config)
+    if not read_in_place:
+        assert not any(source.marker in value for value in inner.loaded), (source, target)

@@ -11,7 +11,6 @@ refused the same way.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Annotated, Any
 
 import psycopg
@@ -19,10 +18,8 @@ import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
@@ -30,14 +27,19 @@ from secure_serde import BindingError, DecryptionError
 from secure_serde.savers import SEALED_METADATA_KEY
 from secure_serde.savers._bound import RECORD_KEY
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from tests.fixtures_services import saver_connection
+from tests.graphs_support import linear_graph
 from tests.savers.binding_support import (
     CHECKPOINTS,
     NAMESPACES,
     THREADS,
     Cell,
+    check_refused,
+    check_refused_async,
     configs,
     envelope,
     from_envelope,
+    listings,
     marking_serde,
     per_checkpoint,
     populate,
@@ -45,14 +47,6 @@ from tests.savers.binding_support import (
     version,
     write_cells,
 )
-
-
-@contextmanager
-def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.Connection.connect(
-        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
-        yield conn
 
 
 def blob_cells() -> Iterator[Cell]:
@@ -129,7 +123,7 @@ def legitimately_read(source: Cell, target: Cell) -> bool:
 @pytest.fixture
 def store(postgres_url: str) -> Iterator[tuple[psycopg.Connection[Any], PostgresSaver, Any]]:
     serde, inner = marking_serde()
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         saver = PostgresSaver(conn, serde=serde, plaintext_metadata=[])
         populate(saver)
@@ -138,19 +132,7 @@ def store(postgres_url: str) -> Iterator[tuple[psycopg.Connection[Any], Postgres
 
 def test_every_value_reads_back_where_it_was_written(store: Any) -> None:
     _, saver, inner = store
-    for thread_id in THREADS:
-        for ns in NAMESPACES:
-            config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns}}
-            tuples = list(saver.list(config))
-            assert [t.config["configurable"]["checkpoint_id"] for t in tuples] == sorted(
-                CHECKPOINTS, reverse=True
-            )
-            for tup in tuples:
-                assert (
-                    tup.metadata["api_key"]
-                    == Cell("metadata", thread_id, ns, (tup.checkpoint["id"],)).marker
-                )
-                assert len(tup.pending_writes) == 4
+    assert len(listings(saver)) == len(THREADS) * len(NAMESPACES) * len(CHECKPOINTS)
     loaded = " ".join(inner.loaded)
     assert all(cell.marker in loaded for cell in CELLS if cell.kind != "record")
 
@@ -163,12 +145,8 @@ def test_every_value_moved_into_any_other_row_is_refused(store: Any, target: Cel
         if source == target:
             continue
         put(conn, target, get(conn, source))
-        inner.loaded.clear()
-        for config in configs(target):
-            with pytest.raises(BindingError):
-                saver.get_tuple(config)
-        if not legitimately_read(source, target):
-            assert not any(source.marker in value for value in inner.loaded), (source, target)
+        read_in_place = legitimately_read(source, target)
+        check_refused(saver, inner, source, target, read_in_place=read_in_place)
         if source == CELLS[0] or (target == CELLS[0] and source == CELLS[1]):
             with pytest.raises(BindingError):
                 list(saver.list(thread_of(target)))
@@ -178,7 +156,7 @@ def test_every_value_moved_into_any_other_row_is_refused(store: Any, target: Cel
 
 async def test_async_saver_refuses_moved_values(postgres_url: str) -> None:
     serde, inner = marking_serde()
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         populate(PostgresSaver(conn, serde=serde, plaintext_metadata=[]))
         pairs = [
@@ -193,12 +171,8 @@ async def test_async_saver_refuses_moved_values(postgres_url: str) -> None:
             for source, target in pairs:
                 original = get(conn, target)
                 put(conn, target, get(conn, source))
-                inner.loaded.clear()
-                for config in configs(target):
-                    with pytest.raises(BindingError):
-                        await saver.aget_tuple(config)
-                if not legitimately_read(source, target):
-                    assert not any(source.marker in value for value in inner.loaded)
+                read_in_place = legitimately_read(source, target)
+                await check_refused_async(saver, inner, source, target, read_in_place=read_in_place)
                 put(conn, target, original)
                 for config in configs(target):
                     assert await saver.aget_tuple(config) is not None
@@ -313,11 +287,7 @@ def _notes_graph(checkpointer: Checkpointer) -> CompiledStateGraph[Notes, None, 
     def write(state: Notes) -> dict[str, Any]:
         return {"notes": f"[{len(state.get('notes', ''))}]"}
 
-    builder = StateGraph(Notes)
-    builder.add_node("write", write)
-    builder.add_edge(START, "write")
-    builder.add_edge("write", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear_graph(Notes, ("write", write), checkpointer=checkpointer)
 
 
 @pytest.mark.parametrize("attack", ["re-parent an ancestor", "plant another thread's write"])
@@ -326,7 +296,7 @@ async def test_delta_history_refuses_a_spliced_chain(
     postgres_url: str, attack: str, is_async: bool
 ) -> None:
     serde, _ = marking_serde()
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         saver = PostgresSaver(conn, serde=serde)
         for thread_id in THREADS:

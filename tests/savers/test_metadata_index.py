@@ -23,7 +23,6 @@ from langgraph.checkpoint.base import (
     empty_checkpoint,
 )
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
 from secure_serde import (
@@ -42,7 +41,7 @@ from secure_serde.savers._metadata import MetadataOpener, MetadataSealer
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver, reseal_postgres_metadata
 from secure_serde.stores import SEALED_METADATA_KEY
 from tests import canary_support as canary
-from tests.fixtures_services import PostgresServer, pg_dump
+from tests.fixtures_services import PostgresServer, pg_dump, saver_connection
 
 KEY_A = b"index-tests-key-a-0123456789abcd"
 KEY_B = b"index-tests-key-b-0123456789abcd"
@@ -76,14 +75,6 @@ def serde(*keys: bytes) -> EncryptedSerializer:
     return EncryptedSerializer(KeyRotationCipher(ids, "k0"))
 
 
-@contextmanager
-def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.Connection.connect(
-        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
-        yield conn
-
-
 def put(
     saver: BaseCheckpointSaver[Any], thread: str, source: Source, tenant: str, user: Any, step: int
 ) -> RunnableConfig:
@@ -107,7 +98,7 @@ def found(tuples: Iterable[CheckpointTuple]) -> list[tuple[str, int]]:
 
 
 def stored(url: str, thread: str, step: int) -> dict[str, Any]:
-    with connect(url) as conn:
+    with saver_connection(url) as conn:
         row = conn.execute(
             "SELECT metadata FROM checkpoints WHERE thread_id = %s AND metadata->>'step' = %s",
             (thread, str(step)),
@@ -124,7 +115,7 @@ def overwrite(url: str, thread: str, step: int, metadata: dict[str, Any]) -> Non
     the row models a record written before binding, read under
     ``Migration(unbound=True)``, so the metadata checks themselves are reached.
     """
-    with connect(url) as conn:
+    with saver_connection(url) as conn:
         conn.execute(
             "UPDATE checkpoints SET metadata = %s,"
             " checkpoint = checkpoint - '__secure_serde_record__'"
@@ -160,7 +151,7 @@ async def test_config_canaries_stay_out_of_the_dump(
             graph = canary.build_canary_graph(sync)
             canary.check_final_state(canary.run_sync(graph, "canary"))
             hits = list(sync.list(None, filter={"api_key": canary.API_KEY}))
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         total = conn.execute("SELECT count(*) AS n FROM checkpoints").fetchone()
     assert total is not None
     assert len(hits) == total["n"] > 5
@@ -202,7 +193,7 @@ def _stock_results(conn: psycopg.Connection[Any]) -> dict[Any, Any]:
 
 
 def test_filters_match_the_stock_saver(postgres_url: str) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         expected = _stock_results(conn)
         ours = PostgresSaver(conn, serde=serde(), **OPTIONS)
         for row in PUTS:
@@ -228,7 +219,7 @@ def test_filters_match_the_stock_saver(postgres_url: str) -> None:
 
 
 async def test_async_filters_match_the_stock_saver(postgres_url: str) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         expected = _stock_results(conn)
     async with AsyncPostgresSaver.from_conn_string(postgres_url, serde=serde(), **OPTIONS) as ours:
         for row in PUTS:
@@ -254,7 +245,7 @@ async def test_async_filters_match_the_stock_saver(postgres_url: str) -> None:
 
 
 def test_rotated_keyring_still_matches_old_rows(postgres_url: str) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         old = PostgresSaver(conn, serde=serde(KEY_A), **OPTIONS)
         put(old, "t-old", "input", "acme", "u1", 1)
@@ -276,25 +267,24 @@ def test_rotated_keyring_still_matches_old_rows(postgres_url: str) -> None:
 # Tampering
 
 
-def _two_rows(url: str) -> PostgresSaver:
-    conn = psycopg.Connection.connect(
-        url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    )
-    # Unbound: `overwrite` strips the record seal (see there).
-    saver = PostgresSaver(conn, serde=serde(), migration=Migration(unbound=True), **OPTIONS)
-    saver.setup()
-    put(saver, "victim", "input", "acme", "u1", 1)
-    put(saver, "other", "input", "acme", "u2", 2)
-    return saver
+@contextmanager
+def _two_rows(url: str) -> Iterator[PostgresSaver]:
+    """A saver holding the threads "victim" and "other", one checkpoint each, for tampering."""
+    with saver_connection(url) as conn:
+        # Unbound: `overwrite` strips the record seal (see there).
+        saver = PostgresSaver(conn, serde=serde(), migration=Migration(unbound=True), **OPTIONS)
+        saver.setup()
+        put(saver, "victim", "input", "acme", "u1", 1)
+        put(saver, "other", "input", "acme", "u2", 2)
+        yield saver
 
 
 def test_metadata_rewrite_fails_the_record_seal_first(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         strict = PostgresSaver(saver.conn, serde=serde(), **OPTIONS)
         victim, other = stored(postgres_url, "victim", 1), stored(postgres_url, "other", 2)
         other[INDEX_METADATA_KEY] = victim[INDEX_METADATA_KEY]
-        with connect(postgres_url) as conn:
+        with saver_connection(postgres_url) as conn:
             conn.execute(
                 "UPDATE checkpoints SET metadata = %s WHERE thread_id = 'other'", (Jsonb(other),)
             )
@@ -303,13 +293,10 @@ def test_metadata_rewrite_fails_the_record_seal_first(postgres_url: str) -> None
             strict.get_tuple(config_of("other"))
         with pytest.raises(BindingError, match="checkpoint row"):
             saver.get_tuple(config_of("other"))  # a present seal is checked under unbound too
-    finally:
-        saver.conn.close()
 
 
 def test_index_moved_to_another_row_is_refused(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         victim, other = stored(postgres_url, "victim", 1), stored(postgres_url, "other", 2)
         # Make "other" match the victim's filter by copying the victim's token.
         other[INDEX_METADATA_KEY] = victim[INDEX_METADATA_KEY]
@@ -320,25 +307,19 @@ def test_index_moved_to_another_row_is_refused(postgres_url: str) -> None:
         assert caught.value.key == "user_id"
         with pytest.raises(BlindIndexError):
             saver.get_tuple(config_of("other"))
-    finally:
-        saver.conn.close()
 
 
 def test_index_without_its_value_is_refused(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         other = stored(postgres_url, "other", 2)
         other[INDEX_METADATA_KEY] = {**other[INDEX_METADATA_KEY], "nonexistent": "x"}
         overwrite(postgres_url, "other", 2, other)
         with pytest.raises(BlindIndexError, match="no sealed value"):
             saver.get_tuple(config_of("other"))
-    finally:
-        saver.conn.close()
 
 
 def test_sealed_entry_deleted_is_refused(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         victim = stored(postgres_url, "victim", 1)
         del victim[SEALED_METADATA_KEY]
         overwrite(postgres_url, "victim", 1, victim)
@@ -348,23 +329,18 @@ def test_sealed_entry_deleted_is_refused(postgres_url: str) -> None:
         overwrite(postgres_url, "victim", 1, victim)
         with pytest.raises(MetadataDowngradeError, match="removed or bypassed"):
             saver.get_tuple(config_of("victim"))
-    finally:
-        saver.conn.close()
 
 
 def test_sealed_key_rewritten_in_plaintext_is_refused(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         victim = stored(postgres_url, "victim", 1)
         victim["api_key"] = "sk-attacker"
         overwrite(postgres_url, "victim", 1, victim)
         with pytest.raises(MetadataDowngradeError) as caught:
             saver.get_tuple(config_of("victim"))
         assert caught.value.keys == ("api_key",)
-    finally:
-        saver.conn.close()
     # Under the migration switch, the sealed value still wins.
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         migrating = PostgresSaver(
             conn,
             serde=serde(),
@@ -391,8 +367,7 @@ def test_unbound_entry_naming_another_row_is_refused() -> None:
 
 
 def test_sealed_entry_moved_to_another_row_is_refused(postgres_url: str) -> None:
-    saver = _two_rows(postgres_url)
-    try:
+    with _two_rows(postgres_url) as saver:
         victim, other = stored(postgres_url, "victim", 1), stored(postgres_url, "other", 2)
         # The whole entry and its index: every check but the row binding passes.
         other[SEALED_METADATA_KEY] = victim[SEALED_METADATA_KEY]
@@ -402,8 +377,6 @@ def test_sealed_entry_moved_to_another_row_is_refused(postgres_url: str) -> None
         # before its row name (`MetadataMovedError`, for unbound serdes) is read.
         with pytest.raises(BindingError, match="at its metadata row"):
             saver.get_tuple(config_of("other"))
-    finally:
-        saver.conn.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -483,7 +456,7 @@ def test_sqlite_filter_matches_the_index(tmp_path: Path) -> None:
 def test_reseal_seals_plaintext_rows_and_reindexes_under_the_new_key(
     postgres_server: PostgresServer, postgres_url: str
 ) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         put(
             PostgresSaver(conn, serde=serde(KEY_A), seal_metadata=False),

@@ -13,8 +13,6 @@ import operator
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -27,7 +25,6 @@ from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as StockAsyncSaver
 from langgraph.checkpoint.postgres.base import BasePostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 from psycopg.rows import DictRow, dict_row
@@ -49,7 +46,8 @@ from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
 from tests import canary_support as canary
-from tests.fixtures_services import PostgresServer, pg_dump
+from tests.fixtures_services import PostgresServer, pg_dump, saver_connection
+from tests.graphs_support import linear_graph
 
 KEY = b"saver-tests-key-0123456789abcdef"
 OTHER_KEY = b"saver-tests-other-key-0123456789"
@@ -66,20 +64,14 @@ def serde(key: bytes = KEY) -> EncryptedSerializer:
     return EncryptedSerializer(EnvKeyCipher(key))
 
 
-@contextmanager
-def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
-    with psycopg.Connection.connect(url, **CONNECT_KWARGS) as conn:
-        yield conn
-
-
 def setup_schema(url: str) -> None:
     """The stock migrations (they cannot run in pipeline mode: CREATE INDEX CONCURRENTLY)."""
-    with connect(url) as conn:
+    with saver_connection(url) as conn:
         StockSaver(conn).setup()
 
 
 def rows(url: str, sql: str, *params: Any) -> list[dict[str, Any]]:
-    with connect(url) as conn:
+    with saver_connection(url) as conn:
         return list(conn.execute(sql, params).fetchall())
 
 
@@ -211,7 +203,7 @@ def test_wrong_key_cannot_read_a_primitive(postgres_url: str) -> None:
 
 def test_stock_saver_cannot_read_bound_rows(postgres_url: str) -> None:
     """Every value is bound to its row, which the stock saver's unbound reads cannot name."""
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         ours = PostgresSaver(conn, serde=serde(), seal_metadata=False)
         ours.setup()
         canary.run_sync(canary.build_canary_graph(ours), "t")
@@ -242,7 +234,7 @@ UNBOUND_INLINE = Migration(unbound=True, inline_values=True)
 
 
 def test_ours_continue_a_thread_the_stock_saver_started(postgres_url: str) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         stock = StockSaver(conn, serde=serde())
         stock.setup()
         _run_to_interrupt(stock, "t")
@@ -308,11 +300,7 @@ def _notes_graph(
         turn = state.get("turn", 0) + 1
         return {"notes": f"[note {turn}: secret-{turn * 7919}]", "turn": turn}
 
-    builder = StateGraph(schema)
-    builder.add_node("write", write)
-    builder.add_edge(START, "write")
-    builder.add_edge("write", END)
-    return builder.compile(checkpointer=checkpointer)
+    return linear_graph(schema, ("write", write), checkpointer=checkpointer)
 
 
 @pytest.mark.parametrize("first_writer", ["ours", "stock"])
@@ -325,7 +313,7 @@ def test_str_channel_migrates_to_a_delta_channel(postgres_url: str, first_writer
     """
     config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     expected = "".join(f"[note {t}: secret-{t * 7919}]" for t in (1, 2, 3, 4))
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         StockSaver(conn).setup()
         first = (
             PostgresSaver(conn, serde=serde(), seal_metadata=False)
@@ -354,7 +342,7 @@ def test_str_channel_migrates_to_a_delta_channel(postgres_url: str, first_writer
 def test_planted_inline_value_is_refused(
     postgres_url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         ours = PostgresSaver(conn, serde=serde(), seal_metadata=False)
         ours.setup()
         canary.run_sync(canary.build_canary_graph(ours), "t")
@@ -382,7 +370,7 @@ def test_planted_inline_value_is_refused(
 async def test_async_saver_refuses_inline_values(postgres_url: str) -> None:
     """The async read paths: get_tuple/list rows, and the DeltaChannel seed walk."""
     config: RunnableConfig = {"configurable": {"thread_id": "t"}}
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         stock = StockSaver(conn, serde=serde())
         stock.setup()
         for _ in range(2):
@@ -438,7 +426,7 @@ def _put(saver: BaseCheckpointSaver[Any], thread_id: str, **configurable: Any) -
 
 def test_unsealed_metadata_is_the_stock_metadata(postgres_url: str) -> None:
     """``seal_metadata=False``: 0.1.0's default, the stock saver's metadata exactly."""
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         stock = StockSaver(conn, serde=serde())
         ours = PostgresSaver(conn, serde=serde(), seal_metadata=False)
         stock.setup()
@@ -449,7 +437,7 @@ def test_unsealed_metadata_is_the_stock_metadata(postgres_url: str) -> None:
     }
     assert stored["ours"] == stored["stock"]
     assert stored["ours"]["api_key"] == canary.API_KEY
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         migrating = PostgresSaver(conn, serde=serde(), seal_metadata=False, migration=UNBOUND)
         found = list(migrating.list(None, filter={"api_key": canary.API_KEY}))
     assert sorted(t.config["configurable"]["thread_id"] for t in found) == ["ours", "stock"]
@@ -458,7 +446,7 @@ def test_unsealed_metadata_is_the_stock_metadata(postgres_url: str) -> None:
 def test_sealed_metadata_keeps_configurable_out_of_plaintext(
     postgres_url: str, postgres_server: PostgresServer
 ) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         ours = PostgresSaver(conn, serde=serde(), plaintext_metadata=["tenant"])
         ours.setup()
         canary.run_sync(canary.build_canary_graph(ours), "sealed")
@@ -526,7 +514,7 @@ async def test_async_saver_seals_and_unseals_metadata(postgres_url: str) -> None
 
 
 def test_sealing_needs_an_encrypting_serde(postgres_url: str) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = PostgresSaver(conn, plaintext_metadata=["tenant"])  # stock JsonPlus default
         saver.setup()
         with pytest.raises(EncryptionError, match="encrypting serde"):
@@ -558,7 +546,7 @@ TAMPERINGS: dict[str, tuple[Any, type[Exception]]] = {
 @pytest.mark.parametrize("tampering", sorted(TAMPERINGS))
 def test_tampered_sealed_metadata_is_refused(postgres_url: str, tampering: str) -> None:
     change, error = TAMPERINGS[tampering]
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = PostgresSaver(conn, serde=serde(), plaintext_metadata=[])
         saver.setup()
         stored = _put(saver, "t", api_key=canary.API_KEY)
@@ -583,7 +571,7 @@ async def test_metadata_option_errors(postgres_url: str) -> None:
     with pytest.raises(ConfigurationError, match="must be str"):
         async with AsyncPostgresSaver.from_conn_string(nowhere, plaintext_metadata=[b"x"]):  # type: ignore[list-item]
             pass
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         saver = PostgresSaver(conn, serde=serde())
         saver.setup()
         with pytest.raises(ConfigurationError, match="reserved"):
@@ -663,7 +651,7 @@ async def test_from_conn_string_opens_connections_as_the_stock_savers_do(
 
 def test_pin_stock_saver_still_inlines_primitives(postgres_url: str) -> None:
     """Why the savers exist: if this fails, langgraph stopped inlining and ours may simplify."""
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         stock = StockSaver(conn, serde=serde())
         stock.setup()
         values = {"s": "text", "i": 7, "f": 1.5, "b": True, "n": None, "l": [1]}
@@ -757,7 +745,7 @@ def test_pin_stock_hooks_we_override() -> None:
 
 
 def test_allowlist_clone_keeps_the_policies(postgres_url: str) -> None:
-    with connect(postgres_url) as conn:
+    with saver_connection(postgres_url) as conn:
         # An explicit inner allowlist, so a merged one makes a new serializer, hence a clone.
         inner = JsonPlusSerializer(allowed_msgpack_modules=[("tests.canary_support", "Expected")])
         saver = PostgresSaver(

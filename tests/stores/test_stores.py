@@ -24,6 +24,7 @@ from secure_serde.stores import (
     open_store,
 )
 from secure_serde.stores._postgres import display_url
+from tests.fixtures_services import saver_connection
 from tests.rewrap.rewrap_support import (
     KEY_A,
     build_graph,
@@ -269,14 +270,11 @@ def test_postgres_without_langgraph_tables_is_refused(postgres_url: str) -> None
 
 def test_shallow_saver_schema_is_read_from_the_catalog(postgres_url: str) -> None:
     from langgraph.checkpoint.postgres.shallow import ShallowPostgresSaver
-    from psycopg.rows import dict_row
 
     from secure_serde import rewrap
 
     serde = rotation_serde({"a": KEY_A}, "a")
-    with psycopg.connect(
-        postgres_url, autocommit=True, prepare_threshold=0, row_factory=dict_row
-    ) as conn:
+    with saver_connection(postgres_url) as conn:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
             saver = ShallowPostgresSaver(conn, serde=serde)
