@@ -122,7 +122,10 @@ class CheckpointReader:
             raise StoreError(f"cannot open {location}: {exc}") from None
         saver: SqliteSaver
         if binder_for(serde, migration) is not None:
-            saver = SealedSqliteSaver(self._conn, serde=serde, migration=migration)
+            # A viewer: it unseals whatever is sealed, enforcing no metadata policy.
+            saver = SealedSqliteSaver(
+                self._conn, serde=serde, migration=migration, seal_metadata=False
+            )
         else:
             saver = SqliteSaver(self._conn, serde=serde)
         # setup() would switch the journal mode and create tables: the store
