@@ -23,7 +23,7 @@ database; only reading rows and writing them back differ. On SQLite the
 checkpoint blob is the record's seal (its location covers the plaintext
 metadata), so a row whose plaintext metadata changes has its blob moved to
 the new location, bytes for bytes, never deserialized
-(`SqliteRows.relocate`). SQLite's rewrap cell pass does not see the sealed
+(`SqliteRows.open_record`). SQLite's rewrap cell pass does not see the sealed
 entry, so there this pass also re-seals an entry still under an older key.
 """
 
@@ -306,14 +306,15 @@ def _plan_sqlite_row(
     thread_id, checkpoint_ns, checkpoint_id, parent_id, type_tag, blob, raw = r
     row: Row = (thread_id, checkpoint_ns, checkpoint_id)
     stored = rows.metadata_of(raw)
+    # The record first, as the saver reads it: the blob authenticates its
+    # row and plaintext metadata, then the metadata checks run.
+    move = rows.open_record(row, parent_id, (type_tag, _as_bytes(blob)), stored)
     at = rows.binder.at(Location.metadata(*row))
     new = plan_reseal(at, sealer, rows.opener, stored, row, test)
     if new is None:
         return None
-    # The blob is moved even when its location does not change: that is
-    # what authenticates the record (and refuses a tampered row) here.
-    moved = rows.relocate(row, parent_id, (type_tag, _as_bytes(blob)), stored, new)
-    return rows.metadata_bytes(new), *moved
+    # Re-encrypted under the primary even where its location stays the same.
+    return rows.metadata_bytes(new), *move(new)
 
 
 def reseal_sqlite_metadata(

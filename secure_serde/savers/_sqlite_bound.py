@@ -22,7 +22,7 @@ a stock reader cannot name their locations).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -225,21 +225,22 @@ class SqliteRows:
             )
         return rows
 
-    def relocate(
+    def open_record(
         self,
         row: tuple[str, str, str],
         parent_id: str | None,
         data: tuple[str, bytes | None],
-        old: Any,
-        new: Any,
-    ) -> tuple[str, bytes]:
-        """A checkpoint blob bound under metadata ``old``, moved to where ``new`` binds it.
+        metadata: Any,
+    ) -> Callable[[Any], tuple[str, bytes]]:
+        """Authenticate a checkpoint blob at its row now; what moves it to new metadata later.
 
-        The bytes are decrypted at the old location and encrypted at the new
-        one under the primary key, never deserialized (as rewrap moves a
-        value). A blob with no binding (the stock saver's, read under
-        ``Migration(unbound=True)``) is returned as it is: its record was
-        never authenticated, and this does not start vouching for it.
+        The returned function gives the ``(type, checkpoint)`` columns for the
+        blob bound where metadata ``new`` binds it: the bytes are decrypted
+        here and encrypted there under the primary key, never deserialized
+        (as rewrap moves a value). A blob with no binding (the stock saver's,
+        read under ``Migration(unbound=True)``) is returned as it is: its
+        record was never authenticated, and this does not start vouching
+        for it.
 
         Raises:
             BindingError: the blob does not authenticate at its row (moved,
@@ -249,9 +250,7 @@ class SqliteRows:
         type_tag, blob = data
         if blob is None:
             raise BindingError("checkpoint row holds no checkpoint")
-        old_at = Location.checkpoint(*row, parent_id, canonical(metadata_record(old)))
-        new_record = metadata_record(json.loads(self.metadata_bytes(new)))
-        new_at = Location.checkpoint(*row, parent_id, canonical(new_record))
+        old_at = Location.checkpoint(*row, parent_id, canonical(metadata_record(metadata)))
         serde = self._binder.serde
         route = serde.read_rule.route(type_tag)
         cipher = route.cipher
@@ -264,11 +263,18 @@ class SqliteRows:
                     "checkpoint blob carries no binding to its row; reseal it under"
                     " Migration(unbound=True)"
                 )
-            return type_tag, blob
-        name, sealed = cast(LocatingCipher, serde.cipher).encrypt_at(
-            plaintext, route.inner, new_at.encode()
-        )
-        return f"{route.inner}+{name}", bytes(sealed)
+            return lambda new: (type_tag, blob)
+        opened = plaintext
+
+        def move(new: Any) -> tuple[str, bytes]:
+            record = metadata_record(json.loads(self.metadata_bytes(new)))
+            new_at = Location.checkpoint(*row, parent_id, canonical(record))
+            name, sealed = cast(LocatingCipher, serde.cipher).encrypt_at(
+                opened, route.inner, new_at.encode()
+            )
+            return f"{route.inner}+{name}", bytes(sealed)
+
+        return move
 
     def load(self, row: Sequence[Any], writes: Iterable[Sequence[Any]]) -> CheckpointTuple:
         """A tuple from a ``SELECT_*`` row and its ``pending_writes_sql`` rows."""
