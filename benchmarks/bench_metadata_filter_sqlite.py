@@ -32,7 +32,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -60,15 +62,20 @@ def plan_class(saver: Any, config: Any, flt: dict[str, Any]) -> str:
     if isinstance(saver, SqliteSaver):
         where, params = saver.rows.search_where(config, flt, None)
     else:
-        where, params = search_where(config, flt, None)
+        where, stock_params = search_where(config, flt, None)
+        params = list(stock_params)
     query = SELECT_LIST_SQL.format(where=where)
     rows = saver.conn.execute("EXPLAIN QUERY PLAN " + query, list(params)).fetchall()
     found = [str(r[3]) for r in rows if "checkpoints" in str(r[3])]
     return "; ".join(found) or "; ".join(str(r[3]) for r in rows)
 
 
+def _listed(saver: Any, config: Any, flt: dict[str, Any]) -> list[Any]:
+    return list(saver.list(config, filter=flt))
+
+
 def measure(stock: Any, sealed: Any, reps: int, label: str) -> None:
-    queries = [
+    queries: list[tuple[str, Callable[[int], tuple[Any, dict[str, Any]]]]] = [
         ("by user", lambda i: (None, {"user_id": f"user-{i % USERS:03d}"})),
         (
             "by user in thread",
@@ -102,11 +109,7 @@ def measure(stock: Any, sealed: Any, reps: int, label: str) -> None:
                     order.reverse()
                 got = {}
                 for who, saver in order:
-                    elapsed, result = timed(
-                        lambda saver=saver, config=config, flt=flt: list(
-                            saver.list(config, filter=flt)
-                        )
-                    )
+                    elapsed, result = timed(partial(_listed, saver, config, flt))
                     times[who].append(elapsed)
                     got[who] = ids(result)
                 if got["stock"] != got["sealed"]:

@@ -245,7 +245,7 @@ async def _run_sealed_sqlite(path: Path, *, is_async: bool, **options: Any) -> t
             hits = list(sync.list(None, filter=_api_key_filter(options)))
             raw, files = store_bytes(path.parent), _files(path)
     assert f"{path.name}-wal" in files  # the write-ahead log was grepped too
-    assert all(t.metadata["api_key"] == canary.API_KEY for t in hits)
+    assert all(dict(t.metadata)["api_key"] == canary.API_KEY for t in hits)
     return raw, len(hits)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.sqlite import SqliteSaver as StockSaver
 
@@ -105,8 +106,13 @@ def found(tuples: Any) -> list[tuple[str, int]]:
     return sorted((t.config["configurable"]["thread_id"], t.metadata["step"]) for t in tuples)
 
 
-def config_of(thread: str) -> dict[str, Any]:
+def config_of(thread: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
+
+
+def meta(tup: Any) -> dict[str, Any]:
+    """A tuple's metadata as the plain dict it is (our keys are not in langgraph's TypedDict)."""
+    return dict(tup.metadata)
 
 
 @contextmanager
@@ -144,9 +150,10 @@ def unbind(path: Path, thread: str, step: int, metadata: dict[str, Any]) -> None
         saver = SqliteSaver(
             conn, serde=serde(), migration=Migration.EVERYTHING, seal_metadata=False
         )
-        tup = saver.get_tuple(
-            {"configurable": {**config_of(thread)["configurable"], "checkpoint_id": _id(step)}}
-        )
+        at: RunnableConfig = {
+            "configurable": {"thread_id": thread, "checkpoint_ns": "", "checkpoint_id": _id(step)}
+        }
+        tup = saver.get_tuple(at)
         assert tup is not None
         type_tag, blob = serde().dumps_typed(tup.checkpoint)
         conn.execute(
@@ -173,8 +180,8 @@ def test_sealed_by_default_with_the_postgres_keywords(tmp_path: Path) -> None:
         assert saver.metadata_sealer.plaintext == STRUCTURAL_METADATA_KEYS
         tup = saver.get_tuple(config_of("t1"))
         assert tup is not None
-        assert tup.metadata["api_key"] == "sk-t1-1"
-        assert tup.metadata["tenant"] == "acme"
+        assert meta(tup)["api_key"] == "sk-t1-1"
+        assert meta(tup)["tenant"] == "acme"
     raw = stored(path, "t1", 1)
     assert set(raw) == {"source", "step", "parents", SEALED_METADATA_KEY}
     assert b"sk-t1-1" not in path.read_bytes()
@@ -212,7 +219,7 @@ def expected(tmp_path_factory: pytest.TempPathFactory) -> dict[Any, list[tuple[s
         stock = StockSaver(conn, serde=serde())
         for row in PUTS:
             put(stock, *row)
-        results = {}
+        results: dict[Any, list[tuple[str, int]]] = {}
         for n, flt in enumerate(FILTERS):
             results[n, None] = found(stock.list(None, filter=flt))
             for thread in ("t1", "t3", "t4"):
@@ -359,7 +366,7 @@ def test_sealed_key_rewritten_in_plaintext_is_refused(two_rows: Path) -> None:
     with reader(two_rows, Migration(unbound=True, plaintext_metadata=True)) as migrating:
         tup = migrating.get_tuple(config_of("victim"))
         assert tup is not None
-        assert tup.metadata["api_key"] == "sk-victim-1"
+        assert meta(tup)["api_key"] == "sk-victim-1"
 
 
 def test_sealed_entry_moved_to_another_row_is_refused(two_rows: Path) -> None:
@@ -426,7 +433,7 @@ def test_reseal_seals_and_reindexes_in_place(tmp_path: Path) -> None:
         for thread in ("plain", "old-key"):
             tup = strict.get_tuple(config_of(thread))
             assert tup is not None
-            assert tup.metadata["user_id"] == "u1"
+            assert meta(tup)["user_id"] == "u1"
         # The stock row's blob stays unbound: resealing vouches for no unauthenticated record.
         with pytest.raises(BindingError):
             strict.get_tuple(config_of("stock"))
@@ -450,7 +457,7 @@ def test_reseal_moves_rows_off_an_old_key(tmp_path: Path) -> None:
         assert reseal_sqlite_metadata(rotated).current == 2
         # The entry, the index and the blob (moved to its new record) are all under B now.
         assert found(only_b.list(None, filter={"user_id": "u1"})) == [("t", 1)]
-        assert [t.metadata["api_key"] for t in only_b.list(config_of("t"))] == ["sk-t-2", "sk-t-1"]
+        assert [meta(t)["api_key"] for t in only_b.list(config_of("t"))] == ["sk-t-2", "sk-t-1"]
 
 
 def test_reseal_reports_a_tampered_row_and_leaves_it(two_rows: Path) -> None:
