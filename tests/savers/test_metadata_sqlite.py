@@ -34,6 +34,7 @@ from secure_serde import (
     UnknownKeyError,
 )
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
+from secure_serde.savers import _reseal as reseal_module
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
 from secure_serde.savers.sqlite import (
     STRUCTURAL_METADATA_KEYS,
@@ -41,7 +42,7 @@ from secure_serde.savers.sqlite import (
     SqliteSaver,
     reseal_sqlite_metadata,
 )
-from secure_serde.stores import SEALED_METADATA_KEY
+from secure_serde.stores import METADATA_TABLE, SEALED_METADATA_KEY, SqliteStore, Swap
 
 KEY_A = b"sqlite-meta-key-a-0123456789abcd"
 KEY_B = b"sqlite-meta-key-b-0123456789abcd"
@@ -478,3 +479,55 @@ def test_reseal_needs_a_sealing_saver(tmp_path: Path) -> None:
         pytest.raises(ConfigurationError, match="seal_metadata=True"),
     ):
         reseal_sqlite_metadata(saver)
+
+
+def test_reseal_leaves_a_row_the_application_rewrote_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The compare-and-swap: a row re-put between planning and writing is not overwritten."""
+    path = tmp_path / "race.sqlite"
+    with connect(path) as conn:
+        put(SqliteSaver(conn, serde=serde(), seal_metadata=False), "t", "input", "acme", "u1", 1)
+    planner = reseal_module._plan_sqlite_row
+
+    def racing(*args: Any) -> Any:
+        planned = planner(*args)
+        with connect(path) as other:  # the application re-puts the checkpoint meanwhile
+            put(SqliteSaver(other, serde=serde(), **OPTIONS), "t", "input", "acme", "u9", 1)
+        return planned
+
+    monkeypatch.setattr(reseal_module, "_plan_sqlite_row", racing)
+    with reader(path, Migration(plaintext_metadata=True)) as saver:
+        report = reseal_sqlite_metadata(saver)
+        assert (report.rewritten, report.raced) == (0, 1)
+        tup = saver.get_tuple(config_of("t"))
+        assert tup is not None
+        assert meta(tup)["user_id"] == "u9"
+
+
+def test_store_swaps_a_sealed_entry_only_while_it_is_unchanged(tmp_path: Path) -> None:
+    """rewrap's view of SQLite: each row's sealed entry is a cell, swapped compare-and-swap."""
+    path = tmp_path / "cells.sqlite"
+    with connect(path) as conn:
+        saver = SqliteSaver(conn, serde=serde(), **OPTIONS)
+        put(saver, "t", "input", "acme", "u1", 1)
+        put(saver, "bad", "loop", "acme", "u1", 2)
+        conn.execute("UPDATE checkpoints SET metadata = X'00' WHERE thread_id = 'bad'")
+        conn.commit()  # not JSON: skipped, not an error
+    with SqliteStore(path) as store:
+        table = store.table(METADATA_TABLE)
+        (cell,) = next(iter(store.iter_batches(table)))
+        assert store.count(table) == 1
+        assert cell.location is not None
+        assert cell.location.kind == "metadata"
+        assert cell.data is not None
+        # The same ciphertext, so the saver still reads the row after the swap.
+        assert store.compare_and_swap([Swap(cell, cell.type_tag or "", cell.data)]) == [True]
+        stale = Swap(cell, "msgpack+aesgcm", b"\x00" * 40)
+        overwrite(path, "t", 1, {**stored(path, "t", 1), "tenant": "changed"})
+        assert store.compare_and_swap([stale]) == [True]  # the entry itself is still the same
+        moved = store.reload(cell.ref)
+        assert moved is not None
+        assert moved.data == b"\x00" * 40
+        assert store.compare_and_swap([stale]) == [False]  # no longer the entry read
+    assert stored(path, "t", 1)["tenant"] == "changed"
