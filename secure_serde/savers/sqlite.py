@@ -85,7 +85,7 @@ __all__ = [
 ]
 
 # The type of ``index_key=``: one key, or several with the writer first.
-IndexKey = str | bytes | Iterable[str | bytes] | None
+_IndexKey = str | bytes | Iterable[str | bytes] | None
 
 
 class _SealedSqlite:
@@ -97,7 +97,7 @@ class _SealedSqlite:
     _rows: SqliteRows | None = None
 
     def _sealed(
-        self, sealer: MetadataSealer | None, migration: Migration, index_key: IndexKey
+        self, sealer: MetadataSealer | None, migration: Migration, index_key: _IndexKey
     ) -> None:
         # The blind-index keys come from the serde, set by the stock __init__.
         self._sealer = None if sealer is None else sealer.with_keys(self.serde, index_key)
@@ -173,7 +173,7 @@ class SqliteSaver(_SealedSqlite, _StockSqliteSaver):
         seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
         indexed_metadata: Iterable[str] | None = None,
-        index_key: IndexKey = None,
+        index_key: _IndexKey = None,
         migration: Migration | None = None,
     ) -> None:
         sealer = _policy(seal_metadata, plaintext_metadata, indexed_metadata)
@@ -190,7 +190,7 @@ class SqliteSaver(_SealedSqlite, _StockSqliteSaver):
         seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
         indexed_metadata: Iterable[str] | None = None,
-        index_key: IndexKey = None,
+        index_key: _IndexKey = None,
         migration: Migration | None = None,
     ) -> Iterator[SqliteSaver]:
         """A saver on a new connection (opened as the stock one opens it), closed on exit."""
@@ -278,7 +278,7 @@ class AsyncSqliteSaver(_SealedSqlite, _StockAsyncSqliteSaver):
         seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
         indexed_metadata: Iterable[str] | None = None,
-        index_key: IndexKey = None,
+        index_key: _IndexKey = None,
         migration: Migration | None = None,
     ) -> None:
         sealer = _policy(seal_metadata, plaintext_metadata, indexed_metadata)
@@ -295,7 +295,7 @@ class AsyncSqliteSaver(_SealedSqlite, _StockAsyncSqliteSaver):
         seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
         indexed_metadata: Iterable[str] | None = None,
-        index_key: IndexKey = None,
+        index_key: _IndexKey = None,
         migration: Migration | None = None,
     ) -> AsyncIterator[AsyncSqliteSaver]:
         """A saver on a new connection (opened as the stock one opens it), closed on exit."""
