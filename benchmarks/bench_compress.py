@@ -42,13 +42,15 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
 import psycopg
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
-from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.encrypted import (
     EncryptedSerializer as LangGraphEncryptedSerializer,
 )
@@ -56,7 +58,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from psycopg import sql
-from psycopg.rows import dict_row
+from psycopg.rows import DictRow, dict_row
 from typing_extensions import TypedDict
 
 from secure_serde import CompressedSerializer, EncryptedSerializer
@@ -217,7 +219,7 @@ def fresh_database(admin_dsn: str) -> tuple[str, str]:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     info = psycopg.conninfo.conninfo_to_dict(admin_dsn)
     info["dbname"] = name
-    return name, psycopg.conninfo.make_conninfo(**info)
+    return name, psycopg.conninfo.make_conninfo("", **info)
 
 
 def drop_database(admin_dsn: str, name: str) -> None:
@@ -289,6 +291,15 @@ class Subject:
     means: list[float] = field(default_factory=list)
 
 
+def round_trip(serde: SerializerProtocol, value: Any) -> Any:
+    return serde.loads_typed(serde.dumps_typed(value))
+
+
+def zstd_alone(alone: CompressedSerializer, inner: bytes, packed: bytes) -> None:
+    alone.compress_encoded("msgpack", inner)
+    decompress(ZSTD, packed, DEFAULT_MAX_SIZE)
+
+
 def calibrate(subjects: list[Subject], target_s: float) -> None:
     for subject in subjects:
         subject.run()
@@ -338,7 +349,11 @@ def section_round_trip(reps: int, target_s: float) -> None:
         "large vocabulary, 220 messages": chat_messages(large_vocabulary_text, 220),
     }
     for label, value in states.items():
-        serdes = {"plain": plain(), "secure": secure(), "compressed": secure_compressed()}
+        serdes: dict[str, SerializerProtocol] = {
+            "plain": plain(),
+            "secure": secure(),
+            "compressed": secure_compressed(),
+        }
         for serde in serdes.values():
             if serde.loads_typed(serde.dumps_typed(value)) != value:
                 raise RuntimeError(f"{label}: a serializer did not round-trip")
@@ -347,19 +362,10 @@ def section_round_trip(reps: int, target_s: float) -> None:
         alone = CompressedSerializer()
         packed = alone.compress_encoded("msgpack", inner)
         subjects = [
-            Subject(name, lambda s=serde, v=value: s.loads_typed(s.dumps_typed(v)))
-            for name, serde in serdes.items()
+            Subject(name, partial(round_trip, serde, value)) for name, serde in serdes.items()
         ]
         # What zstd costs by itself on the same bytes: compress, then bounded decompress.
-        subjects.append(
-            Subject(
-                "zstd alone",
-                lambda i=inner, p=packed[1], a=alone: (
-                    a.compress_encoded("msgpack", i),
-                    decompress(ZSTD, p, DEFAULT_MAX_SIZE),
-                ),
-            )
-        )
+        subjects.append(Subject("zstd alone", partial(zstd_alone, alone, inner, packed[1])))
         calibrate(subjects, target_s)
         interleave(subjects, reps)
         base = median(subjects[0])
@@ -390,8 +396,8 @@ def section_threshold(reps: int, target_s: float) -> None:
         inner = json_plus.dumps_typed(value)[1]
         packed = compressed.dumps_typed(value)
         subjects = [
-            Subject("plain", lambda v=value: json_plus.loads_typed(json_plus.dumps_typed(v))),
-            Subject("zstd", lambda v=value: compressed.loads_typed(compressed.dumps_typed(v))),
+            Subject("plain", partial(round_trip, json_plus, value)),
+            Subject("zstd", partial(round_trip, compressed, value)),
         ]
         calibrate(subjects, target_s)
         interleave(subjects, reps)
@@ -428,7 +434,7 @@ def step_batch(saver: Any, messages: list[Any], chain: int) -> None:
 
 def section_graph_step(admin_dsn: str, reps: int, chain: int) -> None:
     print("## 4. Graph step on PostgreSQL: put + get_tuple\n")
-    stacks = {
+    stacks: dict[str, Callable[[psycopg.Connection[DictRow]], BaseCheckpointSaver[Any]]] = {
         "stock + plain JsonPlus": lambda c: StockPostgresSaver(c, serde=plain()),
         "sealed + secure_serde": lambda c: SealedPostgresSaver(c, serde=secure()),
         "sealed + secure_serde, compress=True": lambda c: SealedPostgresSaver(
@@ -447,7 +453,7 @@ def section_graph_step(admin_dsn: str, reps: int, chain: int) -> None:
             for count in (20, 200):
                 messages = make_state(count + chain)["messages"]
                 subjects = [
-                    Subject(label, lambda s=saver, m=messages: step_batch(s, m, chain))
+                    Subject(label, partial(step_batch, saver, messages, chain))
                     for label, saver in savers.items()
                 ]
                 for subject in subjects:

@@ -36,6 +36,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import psycopg  # noqa: E402
+from langchain_core.runnables import RunnableConfig  # noqa: E402
 from langgraph.checkpoint.base import empty_checkpoint  # noqa: E402
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict, make_conninfo  # noqa: E402
@@ -75,7 +77,7 @@ def new_database(url: str, name: str) -> str:
         admin.execute(f'CREATE DATABASE "{name}"')
     params = conninfo_to_dict(url)
     params["dbname"] = name
-    return make_conninfo(**params)
+    return make_conninfo("", **params)
 
 
 def connect(url: str) -> psycopg.Connection[Any]:
@@ -136,8 +138,15 @@ def ids(tuples: list[Any]) -> list[tuple[str, int]]:
     return [(t.config["configurable"]["thread_id"], t.metadata["step"]) for t in tuples]
 
 
+Query = Callable[[int], tuple[RunnableConfig | None, dict[str, Any]]]
+
+
+def _listed(saver: Any, config: RunnableConfig | None, flt: dict[str, Any]) -> list[Any]:
+    return list(saver.list(config, filter=flt))
+
+
 def measure(stock: Any, sealed: Any, reps: int, label: str) -> None:
-    queries = [
+    queries: list[tuple[str, Query]] = [
         ("by user", lambda i: (None, {"user_id": f"user-{i % USERS:03d}"})),
         (
             "by user in thread",
@@ -171,11 +180,7 @@ def measure(stock: Any, sealed: Any, reps: int, label: str) -> None:
                     order.reverse()
                 got = {}
                 for who, saver in order:
-                    elapsed, result = timed(
-                        lambda saver=saver, config=config, flt=flt: list(
-                            saver.list(config, filter=flt)
-                        )
-                    )
+                    elapsed, result = timed(partial(_listed, saver, config, flt))
                     times[who].append(elapsed)
                     got[who] = ids(result)
                 if got["stock"] != got["sealed"]:

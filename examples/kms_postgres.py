@@ -38,9 +38,12 @@ try:
     import boto3
     from botocore.config import Config
     from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.base import BaseCheckpointSaver
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import END, START, StateGraph
     from langgraph.graph.message import add_messages
+    from langgraph.graph.state import CompiledStateGraph
     from moto.server import ThreadedMotoServer
 except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier message
     sys.exit(
@@ -66,7 +69,9 @@ def reply(state: Chat) -> dict[str, Any]:
     return {"messages": [AIMessage(content=f"noted: {state['messages'][-1].content}")]}
 
 
-def build_graph(checkpointer: Any) -> Any:
+def build_graph(
+    checkpointer: BaseCheckpointSaver[Any],
+) -> CompiledStateGraph[Chat, None, Chat, Chat]:
     builder = StateGraph(Chat)
     builder.add_node("reply", reply)
     builder.add_edge(START, "reply")
@@ -138,7 +143,9 @@ def count_kms_calls(client: Any) -> Counter[str]:
 
 
 @contextmanager
-def open_saver(dsn: str | None, serde: EncryptedSerializer, folder: Path) -> Iterator[Any]:
+def open_saver(
+    dsn: str | None, serde: EncryptedSerializer, folder: Path
+) -> Iterator[BaseCheckpointSaver[Any]]:
     if dsn is None:
         with closing(sqlite3.connect(folder / "kms-example.sqlite", check_same_thread=False)) as c:
             yield SqliteSaver(c, serde=serde)
@@ -184,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         print("Using PostgreSQL from --dsn / " + DSN_ENV_VAR)
 
     thread_id = f"kms-example-{os.getpid()}-{time.time_ns()}"
-    config = {"configurable": {"thread_id": thread_id}}
+    config: RunnableConfig = {"configurable": {"thread_id": thread_id}}
     with local_kms() as endpoint, tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         client = make_client(endpoint)

@@ -33,9 +33,11 @@ try:
     import ormsgpack
     import pandas as pd
     from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import END, START, StateGraph
     from langgraph.graph.message import add_messages
+    from langgraph.graph.state import CompiledStateGraph
     from typing_extensions import TypedDict
 except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier message
     sys.exit(
@@ -75,7 +77,7 @@ def summarize(state: State) -> dict[str, Any]:
     return {"messages": [AIMessage(content=f"mean reading: {mean:.2f}")], "log": ["summarized"]}
 
 
-def build(checkpointer: Any) -> Any:
+def build(checkpointer: SqliteSaver) -> CompiledStateGraph[State, None, State, State]:
     builder = StateGraph(State)
     builder.add_node("measure", measure)
     builder.add_node("summarize", summarize)
@@ -134,7 +136,7 @@ def main() -> None:
     serde = EncryptedSerializer(cipher, PickleFallbackSerializer(allowed=[PANDAS]))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "pandas_state.sqlite"
-        config = {"configurable": {"thread_id": "readings"}}
+        config: RunnableConfig = {"configurable": {"thread_id": "readings"}}
         with closing(sqlite3.connect(path, check_same_thread=False)) as conn:
             graph = build(SqliteSaver(conn, serde=serde))
             graph.invoke({"messages": [HumanMessage(content="how are the sensors?")]}, config)

@@ -34,8 +34,10 @@ from typing import Any, TypedDict
 
 try:
     import psycopg
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
     from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.state import CompiledStateGraph
     from langgraph.types import Command, interrupt
     from psycopg import Connection
     from psycopg.conninfo import conninfo_to_dict
@@ -82,7 +84,7 @@ def answer(state: Ticket) -> dict[str, Any]:
     return {"reply": f"Dear {state['customer_email']}: refund of {cents / 100:.2f} EUR."}
 
 
-def build_graph(checkpointer: PostgresSaver) -> Any:
+def build_graph(checkpointer: PostgresSaver) -> CompiledStateGraph[Ticket, None, Ticket, Ticket]:
     builder = StateGraph(Ticket)
     builder.add_node("triage", triage)
     builder.add_node("approve", approve)
@@ -182,7 +184,9 @@ def main() -> None:
         graph = build_graph(saver)
         thread_id = f"ticket-{uuid.uuid4()}"
         api_key = f"sk-demo-{uuid.uuid4().hex}"
-        config = {"configurable": {"thread_id": thread_id, "user_id": "u-42", "api_key": api_key}}
+        config: RunnableConfig = {
+            "configurable": {"thread_id": thread_id, "user_id": "u-42", "api_key": api_key}
+        }
 
         paused = graph.invoke(
             {"customer_email": "ada@example.com", "complaint": "arrived broken"}, config
@@ -193,7 +197,9 @@ def main() -> None:
 
         history = list(graph.get_state_history(config))
         print(f"history: {len(history)} checkpoints; metadata of the latest, decrypted:")
-        print("  ", {k: history[0].metadata[k] for k in ("source", "step", "user_id", "api_key")})
+        # user_id and api_key are this app's keys, beyond langgraph's CheckpointMetadata type.
+        metadata: dict[str, Any] = dict(history[0].metadata or {})
+        print("  ", {k: metadata[k] for k in ("source", "step", "user_id", "api_key")})
         mine = list(saver.list(None, filter={"user_id": "u-42"}, limit=3))
         print(f"list(filter={{'user_id': 'u-42'}}, limit=3) -> {len(mine)} checkpoints")
 

@@ -11,6 +11,9 @@ Layers, top to bottom:
 * primitives (``_primitives``): AES-GCM and HKDF from ``cryptography`` or
   pycryptodome, never hand-rolled.
 
+tests/test_layers.py pins this layering from the source: no module imports
+a layer above its own, and the CLI imports public names only.
+
 Only the error classes are imported with the package; every other name below
 is imported on first use (PEP 562), so that ``import secure_serde`` does not
 load the rewrap engine, the stores or a database driver.

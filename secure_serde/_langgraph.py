@@ -1,16 +1,35 @@
 """Every private langgraph name secure_serde depends on, in one place.
 
-tests/test_langgraph_private.py pins each of them, so an upgrade that
-moves or changes one fails there, loudly, instead of silently losing the
-msgpack allowlist or a delta snapshot.
+Three packages are touched, each capped below its next major version in
+pyproject.toml (tests/test_langgraph_private_savers.py checks the caps):
+
+* langgraph-checkpoint: JsonPlus's msgpack internals (ext codes, the
+  encoder's default hook, the reconstruction fallback, its once-per-type
+  warning sets), ``_DeltaSnapshot``, and the virtual-subclass registration
+  that lets ``BaseCheckpointSaver.with_allowlist`` reach our wrappers;
+* langgraph-checkpoint-postgres: the private hooks the sealed PostgreSQL
+  savers override or call, listed with the reason in `POSTGRES_SAVER_HOOKS`;
+* langgraph-checkpoint-sqlite: the one private flag the sealed SQLite savers
+  read, listed in `SQLITE_SAVER_PRIVATES`.
+
+Code elsewhere reaches these names only through this module: an override
+of a stock saver hook is marked ``@postgres_hook``, which looks the hook up
+in `POSTGRES_SAVER_HOOKS` when the class is defined. tests/test_langgraph_private*.py
+pin each name (it exists, has the signature we assume, and the stock
+public methods still call it), so an upgrade that moves or changes one
+fails there, loudly, instead of silently losing the msgpack allowlist, a
+delta snapshot or a row binding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, Final, Literal
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from langgraph.checkpoint.serde import _msgpack as _lg_msgpack
+from langgraph.checkpoint.serde import jsonplus as _jsonplus
+from langgraph.checkpoint.serde.event_hooks import emit_serde_event
 from langgraph.checkpoint.serde.jsonplus import (
     EXT_CONSTRUCTOR_KW_ARGS,
     EXT_CONSTRUCTOR_POS_ARGS,
@@ -28,6 +47,14 @@ from langgraph.checkpoint.serde.jsonplus import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
+if TYPE_CHECKING:
+    # Typing only: psycopg is the optional [postgres] extra, and this module
+    # is imported by the core serializer.
+    from contextlib import AbstractAsyncContextManager, AbstractContextManager
+
+    from psycopg import AsyncCursor, Cursor
+    from psycopg.rows import DictRow
+
 __all__ = [
     "EXT_CONSTRUCTOR_KW_ARGS",
     "EXT_CONSTRUCTOR_POS_ARGS",
@@ -38,11 +65,19 @@ __all__ = [
     "EXT_PYDANTIC_V1",
     "EXT_PYDANTIC_V2",
     "MSGPACK_OPTION",
+    "POSTGRES_SAVER_HOOKS",
     "SAFE_MSGPACK_METHODS",
     "SAFE_MSGPACK_TYPES",
+    "SQLITE_SAVER_PRIVATES",
     "DeltaSnapshot",
+    "PrivateName",
+    "async_postgres_cursor",
+    "delta_row_is_write",
     "msgpack_allowlist",
     "msgpack_default",
+    "msgpack_type_allowed",
+    "postgres_cursor",
+    "postgres_hook",
     "reconstruction_fallback",
     "register_allowlist_wrapper",
     "send_from_args",
@@ -50,54 +85,191 @@ __all__ = [
     "unpack_ext_hook",
 ]
 
-# The sealed savers subclass langgraph-checkpoint-postgres and -sqlite (both
-# capped below their next major version in pyproject.toml). The private hooks
-# they override or read, each pinned by a test:
-#
-# * PostgreSQL (tests/savers/test_postgres_savers.py::test_pin_stock_hooks_we_override):
-#   ``_dump_blobs``, ``_dump_writes``, ``_load_checkpoint_tuple``,
-#   ``_build_delta_channels_writes_history``, ``_search_where`` and ``_cursor``,
-#   by overriding them in secure_serde/savers/postgres.py and _postgres_base.py.
-# * SQLite (tests/savers/test_sqlite_pins.py): the ``_has_task_path`` flag
-#   that ``setup`` sets on read-only pre-task_path databases, read below.
-
 DeltaSnapshot = _DeltaSnapshot
+
+
+# --- the stock savers' private names the sealed savers build on ----------------------------
+
+
+@dataclass(frozen=True)
+class PrivateName:
+    """A private method or attribute of a stock saver that a sealed saver relies on.
+
+    ``params`` are its parameters, ``self`` first (empty for an attribute);
+    ``callers`` and ``async_callers`` are the stock sync and async savers'
+    public methods that still reach it, so the override is on every path
+    they take; ``copied`` marks a hook whose body the bound path
+    re-implements instead of calling (tests pin the stock body, so a change
+    to it is re-read before an upgrade ships); ``why`` is what secure_serde
+    needs it for.
+    """
+
+    name: str
+    params: tuple[str, ...]
+    callers: tuple[str, ...]
+    async_callers: tuple[str, ...]
+    copied: bool
+    why: str
+
+
+# langgraph-checkpoint-postgres (BasePostgresSaver, PostgresSaver, AsyncPostgresSaver).
+POSTGRES_SAVER_HOOKS: Final[tuple[PrivateName, ...]] = (
+    PrivateName(
+        "_dump_blobs",
+        ("self", "thread_id", "checkpoint_ns", "values", "versions"),
+        ("put",),
+        ("aput",),
+        copied=True,
+        why="every channel value written goes through it: primitives boxed for"
+        " checkpoint_blobs are unboxed, and each value is bound to its blob row",
+    ),
+    PrivateName(
+        "_dump_writes",
+        ("self", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "writes"),
+        ("put_writes",),
+        ("aput_writes",),
+        copied=True,
+        why="every pending write goes through it: bound to its task, index and channel",
+    ),
+    PrivateName(
+        "_load_checkpoint_tuple",
+        ("self", "value"),
+        ("get_tuple", "list"),
+        ("aget_tuple", "alist"),
+        copied=True,
+        why="every checkpoint row read goes through it: inline state values refused, the"
+        " record authenticated, each value read at its row, the metadata unsealed",
+    ),
+    PrivateName(
+        "_build_delta_channels_writes_history",
+        ("self", "channels", "chain_by_ch", "seed_ver_by_ch", "seed_inline_by_ch", "stage2_rows"),
+        ("get_delta_channel_history",),
+        ("aget_delta_channel_history",),
+        copied=True,
+        why="DeltaChannel history decodes its writes and seeds here: each read at its row,"
+        " the ancestor chain kept for the record check",
+    ),
+    PrivateName(
+        "_search_where",
+        ("self", "config", "filter", "before"),
+        ("list",),
+        ("alist",),
+        copied=False,
+        why="list(filter=...): sealed keys are matched through their blind indexes",
+    ),
+    PrivateName(
+        "_cursor",
+        ("self", "pipeline"),
+        ("get_tuple", "list", "put"),
+        ("aget_tuple", "alist", "aput"),
+        copied=False,
+        why="called, not overridden: the delta chain check and reseal_postgres_metadata"
+        " run their SQL on the saver's own connection, under its lock",
+    ),
+)
+
+# langgraph-checkpoint-sqlite (SqliteSaver, AsyncSqliteSaver). The sealed SQLite
+# savers override the public methods and keep the stock schema and SQL (from
+# the public ``langgraph.checkpoint.sqlite.utils``); this flag is all they read.
+SQLITE_SAVER_PRIVATES: Final[tuple[PrivateName, ...]] = (
+    PrivateName(
+        "_has_task_path",
+        (),
+        ("get_tuple", "list"),
+        ("aget_tuple", "alist"),
+        copied=False,
+        why="setup() clears it on a read-only database created before writes.task_path"
+        " existed; it picks the pending-writes SELECT the stock saver would run",
+    ),
+)
+
+_POSTGRES_HOOKS_BY_NAME: Final[Mapping[str, PrivateName]] = {
+    hook.name: hook for hook in POSTGRES_SAVER_HOOKS
+}
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def postgres_hook(method: _Method) -> _Method:
+    """Mark ``method`` as the override of a private langgraph-checkpoint-postgres hook.
+
+    The name is looked up in `POSTGRES_SAVER_HOOKS` when the class is
+    defined (a KeyError at import for one not declared there, so no
+    override can skip its pins); the method itself is returned unchanged.
+    """
+    method.__dict__["__secure_serde_hook__"] = _POSTGRES_HOOKS_BY_NAME[method.__name__]
+    return method
+
+
+def postgres_cursor(saver: Any) -> AbstractContextManager[Cursor[DictRow]]:
+    """A cursor on a sync stock PostgreSQL saver's connection, under its lock (``_cursor``)."""
+    cursor: AbstractContextManager[Cursor[DictRow]] = saver._cursor()
+    return cursor
+
+
+def async_postgres_cursor(saver: Any) -> AbstractAsyncContextManager[AsyncCursor[DictRow]]:
+    """A cursor on an async stock PostgreSQL saver's connection, under its lock (``_cursor``)."""
+    cursor: AbstractAsyncContextManager[AsyncCursor[DictRow]] = saver._cursor()
+    return cursor
+
+
+def delta_row_is_write(row: Mapping[str, Any]) -> bool:
+    """Whether a delta-history stage-2 row is a write (``_kind`` 'w') rather than a seed blob."""
+    return bool(row["_kind"] == "w")
+
+
+def sqlite_has_task_path(saver: Any) -> bool:
+    """Whether a langgraph SQLite saver's ``writes`` table has ``task_path`` (private flag)."""
+    return bool(getattr(saver, "_has_task_path", True))
+
+
+# --- the allowlist dispatch of BaseCheckpointSaver.with_allowlist ---------------------------
 
 
 def register_allowlist_wrapper(cls: type[Any]) -> None:
     """Let ``BaseCheckpointSaver.with_allowlist`` reach through our wrappers.
 
-    langgraph's private ``_with_msgpack_allowlist`` only calls
-    ``with_msgpack_allowlist`` on objects that pass
-    ``isinstance(serde, JsonPlusSerializer)``; anything else is logged as
-    "does not support msgpack allowlist" and strict msgpack is silently not
-    enforced. ``JsonPlusSerializer`` is an ABC (through ``typing.Protocol``),
-    so registering a virtual subclass makes that check pass without
-    inheriting any of its encoding code. ``cls`` must implement
-    ``with_msgpack_allowlist`` and apply it to the serializer it wraps.
+    Why secure_serde needs it: under ``LANGGRAPH_STRICT_MSGPACK``, compiling
+    a graph (``StateGraph.compile``, ``Pregel``, ``@entrypoint``) derives a
+    msgpack allowlist from the state schema and hands it to the checkpointer
+    through langgraph's ``_internal._serde.apply_checkpointer_allowlist`` ->
+    ``checkpointer.with_allowlist`` -> the private
+    ``_with_msgpack_allowlist(serde, ...)``. That function calls
+    ``with_msgpack_allowlist`` only on a serde that passes
+    ``isinstance(serde, JsonPlusSerializer)``, or on langgraph's own
+    ``EncryptedSerializer`` wrapping one (which it rebuilds as that base
+    class); anything else is logged as "does not support msgpack allowlist"
+    and strict msgpack is silently not enforced for the graph's types.
+    ``JsonPlusSerializer`` is an ABC (through ``typing.Protocol``), so
+    registering a virtual subclass makes that check pass without inheriting
+    any of its code. ``cls`` must implement ``with_msgpack_allowlist`` and
+    apply it to the serializer it wraps.
 
-    Why there is no narrower hook (checked against langgraph-checkpoint
-    4.3): the stock savers users pass ``serde=`` to (InMemorySaver,
-    SqliteSaver, PostgresSaver) all inherit ``with_allowlist`` from
-    ``BaseCheckpointSaver``, and it dispatches only on
-    ``isinstance(serde, JsonPlusSerializer)`` or on langgraph's own
-    ``EncryptedSerializer``; there is no protocol or duck-typed method to
-    implement instead. The alternatives are worse: inheriting from
-    ``JsonPlusSerializer`` would inherit its encode/decode paths (and its
-    pickle fallback) under our type; subclassing langgraph's
-    ``EncryptedSerializer`` gets the wrapper rebuilt as the base class on
-    every allowlist call, dropping our behaviour; overriding
-    ``with_allowlist`` covers only our own savers. The cost of the
+    Why there is no narrower hook (checked against langgraph 1.2 and
+    langgraph-checkpoint 4.3): the stock savers users pass ``serde=`` to
+    (InMemorySaver, SqliteSaver, PostgresSaver, ...) all inherit
+    ``with_allowlist`` from ``BaseCheckpointSaver``, and it dispatches on
+    those two ``isinstance`` checks only; there is no protocol, attribute
+    or duck-typed method to implement instead. The alternatives are worse:
+    inheriting from ``JsonPlusSerializer`` would inherit its encode/decode
+    paths (and its whole-object pickle fallback) under our type;
+    subclassing langgraph's ``EncryptedSerializer`` gets the wrapper rebuilt
+    as the base class on every allowlist call, dropping our behaviour;
+    overriding ``with_allowlist`` covers only our own savers; a scoped
+    registration cannot exist, since ``abc`` has no way to undo one and
+    graphs compile at any time; a custom ``__class__`` or metaclass hook on
+    our wrappers would fool every other type check too. The cost of the
     registration is that ``isinstance(x, JsonPlusSerializer)`` is true for
-    our wrappers process-wide; the only such checks in langgraph and
-    langchain-core are the two in ``_with_msgpack_allowlist``
-    (tests/test_langgraph_private.py pins that), which then call
-    ``with_msgpack_allowlist``, the one method we guarantee.
+    our wrappers process-wide. The only such checks in the installed
+    langgraph and langchain packages are the two in
+    ``_with_msgpack_allowlist``, which then call ``with_msgpack_allowlist``,
+    the one method we guarantee; tests/test_langgraph_private.py parses
+    every installed module that names ``JsonPlusSerializer`` and fails on a
+    new check.
     """
     JsonPlusSerializer.register(cls)
 
 
-# --- JsonPlus's msgpack encoding, which the pickle fallback builds on ---------------------
+# --- JsonPlus's msgpack encoding, which the pickle fallback builds on -----------------------
 # (secure_serde.pickling). The ext codes and payload layouts are pinned by
 # tests/test_langgraph_private_pickle.py against JsonPlus's own output.
 
@@ -110,6 +282,8 @@ msgpack_default: Final[Callable[[Any], Any]] = _msgpack_default
 reconstruction_fallback: Final[Callable[[Any, Exception], Any]] = _reconstruction_fallback
 send_from_args: Final[Callable[[Any], Any]] = _send_from_args
 
+Allowlist = set[tuple[str, ...]] | Literal[True] | None
+
 
 def unpack_ext_hook(serde: JsonPlusSerializer) -> Callable[[int, bytes], Any]:
     """The msgpack ext hook ``serde`` decodes with (its allowlist, or a custom hook)."""
@@ -117,11 +291,54 @@ def unpack_ext_hook(serde: JsonPlusSerializer) -> Callable[[int, bytes], Any]:
     return hook
 
 
-def msgpack_allowlist(serde: JsonPlusSerializer) -> set[tuple[str, ...]] | Literal[True] | None:
+def msgpack_allowlist(serde: JsonPlusSerializer) -> Allowlist:
     """``serde``'s msgpack allowlist: a set of (module, name), ``True`` (all, warned) or None."""
     return serde._allowed_msgpack_modules
 
 
-def sqlite_has_task_path(saver: Any) -> bool:
-    """Whether a langgraph SQLite saver's ``writes`` table has ``task_path`` (private flag)."""
-    return bool(getattr(saver, "_has_task_path", True))
+def msgpack_type_allowed(allowlist: Allowlist, module: str, name: str) -> bool:
+    """JsonPlus's check before it rebuilds ``module.name`` on read, with its events and warnings.
+
+    JsonPlus's own check is ``_check_allowed``, a closure inside the private
+    ``_create_msgpack_ext_hook`` that nothing outside can call, so this is
+    its copy, kept to the decision alone. What it reports is langgraph's,
+    not a copy: the serde events go through the public ``emit_serde_event``
+    (``msgpack_unregistered_allowed`` when everything is allowed,
+    ``msgpack_blocked`` when the type is not listed), and the warnings
+    through JsonPlus's own ``_warn_once``, its once-per-type sets and its
+    logger, so a type JsonPlus already warned about is not warned about
+    again. tests/test_langgraph_private_pickle.py decodes the same values
+    through both and compares events, warnings and results.
+    """
+    key = (module, name)
+    if key in SAFE_MSGPACK_TYPES:
+        return True
+    if allowlist is True:
+        emit_serde_event({"kind": "msgpack_unregistered_allowed", "module": module, "name": name})
+        _jsonplus._warn_once(
+            _jsonplus._warned_unregistered_types,
+            key,
+            "Deserializing unregistered type %s.%s from checkpoint. "
+            "This will be blocked in a future version. "
+            "Set LANGGRAPH_STRICT_MSGPACK=true to block now, or add "
+            "to allowed_msgpack_modules to allow explicitly: [(%r, %r)]",
+            module,
+            name,
+            module,
+            name,
+        )
+        return True
+    if allowlist is not None and key in allowlist:
+        return True
+    emit_serde_event({"kind": "msgpack_blocked", "module": module, "name": name})
+    _jsonplus._warn_once(
+        _jsonplus._warned_blocked_types,
+        key,
+        "Blocked deserialization of %s.%s - not in allowed_msgpack_modules. "
+        "Add to allowed_msgpack_modules to allow: [(%r, %r)]",
+        module,
+        name,
+        module,
+        name,
+    )
+    return False

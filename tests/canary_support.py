@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, interrupt
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Command, interrupt
 from typing_extensions import TypedDict
 
 STR = "CANARY-str-7f3a91c2"
@@ -135,7 +137,7 @@ def _confirm(state: ChildState) -> dict[str, Any]:
     return {"approval": answer}
 
 
-def build_child() -> Any:
+def build_child() -> CompiledStateGraph[ChildState, None, ChildState, ChildState]:
     builder = StateGraph(ChildState)
     builder.add_node("research", _research)
     builder.add_node("confirm", _confirm)
@@ -153,7 +155,10 @@ def _finish(state: CanaryState) -> dict[str, Any]:
     return {"messages": [AIMessage(content=FINAL)], "deltas": [DELTAS[3]], "log": ["finish"]}
 
 
-def build_canary_graph(checkpointer: Any) -> Any:
+CanaryGraph = CompiledStateGraph[CanaryState, None, CanaryState, CanaryState]
+
+
+def build_canary_graph(checkpointer: Checkpointer) -> CanaryGraph:
     builder = StateGraph(CanaryState)
     builder.add_node("fill", _fill)
     builder.add_node("child", build_child())
@@ -167,7 +172,7 @@ def build_canary_graph(checkpointer: Any) -> Any:
     return builder.compile(checkpointer=checkpointer)
 
 
-def canary_config(thread_id: str) -> dict[str, Any]:
+def canary_config(thread_id: str) -> RunnableConfig:
     # A run_id in config["metadata"], as LangGraph Platform sets one, is copied into metadata too.
     return {
         "configurable": {"thread_id": thread_id, "api_key": API_KEY, "tenant": "acme"},
@@ -175,7 +180,7 @@ def canary_config(thread_id: str) -> dict[str, Any]:
     }
 
 
-FIRST_INPUT: dict[str, Any] = {"messages": [HumanMessage(content=HUMAN)], "deltas": [DELTAS[0]]}
+FIRST_INPUT: CanaryState = {"messages": [HumanMessage(content=HUMAN)], "deltas": [DELTAS[0]]}
 RESUME_COMMAND: Command[Any] = Command(resume=RESUME)
 
 
@@ -212,7 +217,7 @@ def check_final_state(values: dict[str, Any]) -> None:
     assert [m.content for m in values["messages"]] == EXPECTED.messages
 
 
-def run_sync(graph: Any, thread_id: str) -> dict[str, Any]:
+def run_sync(graph: CanaryGraph, thread_id: str) -> dict[str, Any]:
     """Run to the interrupt, resume it, and return the final state values."""
     config = canary_config(thread_id)
     first = graph.invoke(FIRST_INPUT, config)
@@ -222,7 +227,7 @@ def run_sync(graph: Any, thread_id: str) -> dict[str, Any]:
     return values
 
 
-async def run_async(graph: Any, thread_id: str) -> dict[str, Any]:
+async def run_async(graph: CanaryGraph, thread_id: str) -> dict[str, Any]:
     config = canary_config(thread_id)
     first = await graph.ainvoke(FIRST_INPUT, config)
     assert [i.value for i in first["__interrupt__"]] == [INTERRUPT]

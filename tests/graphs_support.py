@@ -16,9 +16,13 @@ from collections.abc import Sequence
 from typing import Annotated, Any, ClassVar
 
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, StateSnapshot, interrupt
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Command, StateSnapshot, interrupt
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
@@ -47,7 +51,9 @@ def _reply(state: ChatState) -> dict[str, Any]:
     return {"messages": [AIMessage(content=reply_text(len(humans), str(humans[-1].content)))]}
 
 
-def build_chat_graph(checkpointer: Any) -> Any:
+def build_chat_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[ChatState, None, ChatState, ChatState]:
     builder = StateGraph(ChatState)
     builder.add_node("reply", _reply)
     builder.add_edge(START, "reply")
@@ -87,7 +93,9 @@ def _publish(state: ReviewState) -> dict[str, Any]:
     return {"messages": [AIMessage(content=f"published ({state['verdict']})")]}
 
 
-def build_review_graph(checkpointer: Any) -> Any:
+def build_review_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[ReviewState, None, ReviewState, ReviewState]:
     builder = StateGraph(ReviewState)
     builder.add_node("draft", _draft)
     builder.add_node("review", _review)
@@ -116,7 +124,9 @@ def _step(name: str) -> Any:
     return node
 
 
-def build_steps_graph(checkpointer: Any) -> Any:
+def build_steps_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[StepsState, None, StepsState, StepsState]:
     builder = StateGraph(StepsState)
     for name in ("a", "b", "c"):
         builder.add_node(name, _step(name))
@@ -159,7 +169,7 @@ def _summarize(state: ParentState) -> dict[str, Any]:
     return {"log": [f"summarized {len(state['messages'])} messages"]}
 
 
-def build_child_graph() -> Any:
+def build_child_graph() -> CompiledStateGraph[ChildState, None, ChildState, ChildState]:
     builder = StateGraph(ChildState)
     builder.add_node("research", _research)
     builder.add_node("confirm", _confirm)
@@ -169,7 +179,9 @@ def build_child_graph() -> Any:
     return builder.compile()
 
 
-def build_parent_graph(checkpointer: Any) -> Any:
+def build_parent_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[ParentState, None, ParentState, ParentState]:
     builder = StateGraph(ParentState)
     builder.add_node("prepare", _prepare)
     builder.add_node("child", build_child_graph())
@@ -189,37 +201,38 @@ def build_parent_graph(checkpointer: Any) -> Any:
 class Driver:
     """The same calls on a compiled graph, through ``invoke`` or ``ainvoke`` and friends."""
 
-    graph: Any
+    graph: CompiledStateGraph[Any, Any, Any, Any]
     is_async: bool
 
-    async def invoke(self, inp: Any, config: dict[str, Any]) -> Any:
+    async def invoke(self, inp: Any, config: RunnableConfig) -> Any:
         if self.is_async:
             return await self.graph.ainvoke(inp, config)
         return self.graph.invoke(inp, config)
 
-    async def resume(self, value: Any, config: dict[str, Any]) -> Any:
+    async def resume(self, value: Any, config: RunnableConfig) -> Any:
         return await self.invoke(Command(resume=value), config)
 
-    async def state(self, config: dict[str, Any], *, subgraphs: bool = False) -> StateSnapshot:
+    async def state(self, config: RunnableConfig, *, subgraphs: bool = False) -> StateSnapshot:
         if self.is_async:
             return await self.graph.aget_state(config, subgraphs=subgraphs)
         return self.graph.get_state(config, subgraphs=subgraphs)
 
-    async def history(self, config: dict[str, Any]) -> list[StateSnapshot]:
+    async def history(self, config: RunnableConfig) -> list[StateSnapshot]:
         if self.is_async:
             return [s async for s in self.graph.aget_state_history(config)]
         return list(self.graph.get_state_history(config))
 
     async def update(
-        self, config: dict[str, Any], values: Any, as_node: str | None = None
-    ) -> dict[str, Any]:
+        self, config: RunnableConfig, values: Any, as_node: str | None = None
+    ) -> RunnableConfig:
         if self.is_async:
             return await self.graph.aupdate_state(config, values, as_node=as_node)
         return self.graph.update_state(config, values, as_node=as_node)
 
-    async def checkpoints(self, config: dict[str, Any]) -> list[Any]:
+    async def checkpoints(self, config: RunnableConfig) -> list[CheckpointTuple]:
         """Raw checkpoint tuples from the saver (decrypted by its serde)."""
         saver = self.graph.checkpointer
+        assert isinstance(saver, BaseCheckpointSaver)
         if self.is_async:
             return [t async for t in saver.alist(config)]
         return list(saver.list(config))
@@ -259,7 +272,9 @@ def _greet(state: StrictState) -> dict[str, Any]:
     return {"greeting": f"hello {profile['name']} ({type(profile).__name__})"}
 
 
-def build_strict_graph(checkpointer: Any) -> Any:
+def build_strict_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[StrictState, None, StrictState, StrictState]:
     builder = StateGraph(StrictState)
     builder.add_node("pause", _pause)
     builder.add_node("greet", _greet)
@@ -272,7 +287,7 @@ def build_strict_graph(checkpointer: Any) -> Any:
 class PassThroughSerde:
     """A serializer wrapper that is not a JsonPlusSerializer (langgraph cannot reach inside)."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: SerializerProtocol) -> None:
         self.inner = inner
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
@@ -353,13 +368,14 @@ def strict_msgpack_report() -> dict[str, Any]:
         try:
             saver = InMemorySaver(serde=serde)
             graph = build_strict_graph(saver)
-            config = {"configurable": {"thread_id": f"strict-{name}"}}
+            config: RunnableConfig = {"configurable": {"thread_id": f"strict-{name}"}}
             graph.invoke(
                 {"profile": Profile(name="Ada", tags=["x", "y"]), "extra": Opaque("boom", 3)},
                 config,
             )
             graph.invoke(Command(resume=True), config)
             values = graph.get_state(config).values
+            assert isinstance(graph.checkpointer, BaseCheckpointSaver)
             used = graph.checkpointer.serde
             report["runs"][name] = {
                 "profile": _describe(values["profile"]),

@@ -945,8 +945,9 @@ def _same_clock(actual: dt.datetime | dt.time, expected: dt.datetime | dt.time, 
 
 
 def _same_tzinfo(actual: dt.tzinfo, expected: dt.tzinfo, path: str) -> None:
-    if isinstance(actual, ZoneInfo):
-        same = actual.key == expected.key  # type: ignore[attr-defined]
+    # assert_same has checked that both have exactly the same type.
+    if isinstance(actual, ZoneInfo) and isinstance(expected, ZoneInfo):
+        same = actual.key == expected.key
     else:
         same = actual == expected and actual.tzname(None) == expected.tzname(None)
     if not same:
@@ -964,8 +965,12 @@ def _same_dict(actual: dict[Any, Any], expected: dict[Any, Any], path: str) -> N
 def _same_sequence(actual: Sequence[Any], expected: Sequence[Any], path: str) -> None:
     if len(actual) != len(expected):
         _fail(path, f"length {len(actual)} != {len(expected)}")
-    if isinstance(actual, deque) and actual.maxlen != expected.maxlen:  # type: ignore[attr-defined]
-        _fail(path, f"maxlen {actual.maxlen} != {expected.maxlen}")  # type: ignore[attr-defined]
+    if (
+        isinstance(actual, deque)
+        and isinstance(expected, deque)
+        and actual.maxlen != expected.maxlen
+    ):
+        _fail(path, f"maxlen {actual.maxlen} != {expected.maxlen}")
     for index, (item_a, item_e) in enumerate(zip(actual, expected, strict=True)):
         assert_same(item_a, item_e, f"{path}[{index}]")
 

@@ -328,7 +328,8 @@ def _same_by(*attributes: str) -> Callable[[Any, Any, str], None]:
 
 
 cs.register_same_check(np.ndarray, _same_array)
-cs.register_same_check(np.generic, _same_numpy_scalar)
+# np.generic is abstract, which type[T] refuses; the check matches scalars by isinstance.
+cs.register_same_check(np.generic, _same_numpy_scalar)  # type: ignore[type-abstract]
 cs.register_same_check(pd.DataFrame, _same_frame)
 cs.register_same_check(pd.Series, _same_series)
 cs.register_same_check(pd.Index, _same_index)

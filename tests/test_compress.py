@@ -307,7 +307,7 @@ def test_declared_size_is_refused_from_the_header_alone() -> None:
 def test_a_frame_needing_a_window_beyond_the_bound_is_refused() -> None:
     """300 KB of output fits a 1 MiB bound, but a 128 MiB window does not: refused, not reserved."""
     data = b"abc" * 100_000
-    options = {
+    options: dict[int, int] = {
         zstd.CompressionParameter.window_log: 27,
         zstd.CompressionParameter.content_size_flag: 0,
     }
@@ -335,7 +335,7 @@ def test_exact_bound_is_accepted_one_more_byte_is_not() -> None:
                 payload = zstd.compress(data)
             else:
                 # A streamed frame declares no size; a small window keeps it within the cap.
-                options = {zstd.CompressionParameter.window_log: 12}
+                options: dict[int, int] = {zstd.CompressionParameter.window_log: 12}
                 compressor = zstd.ZstdCompressor(options=options)
                 payload = compressor.compress(data) + compressor.flush()
                 assert zstd.get_frame_info(payload).decompressed_size is None
@@ -381,9 +381,9 @@ def test_unknown_algorithm_and_bad_settings() -> None:
     for bad in (-1, True, 1.5):
         with pytest.raises(ConfigurationError):
             CompressedSerializer(min_size=bad)  # type: ignore[arg-type]
-    for bad in (0, False, "1"):
+    for bad_max in (0, False, "1"):
         with pytest.raises(ConfigurationError):
-            CompressedSerializer(max_size=bad)  # type: ignore[arg-type]
+            CompressedSerializer(max_size=bad_max)  # type: ignore[arg-type]
 
 
 def test_errors_are_typed_and_picklable() -> None:

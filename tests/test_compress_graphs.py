@@ -15,6 +15,7 @@ from typing import Any
 import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -51,7 +52,7 @@ def expected_transcript(turns: int) -> list[tuple[str, str]]:
     return pairs
 
 
-def cfg(thread_id: str) -> dict[str, Any]:
+def cfg(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
@@ -179,6 +180,7 @@ def strict_report() -> dict[str, Any]:
         graph.invoke({"profile": big}, config)
         graph.invoke(Command(resume=True), config)
         values = graph.get_state(config).values
+        assert isinstance(graph.checkpointer, InMemorySaver)
         used = graph.checkpointer.serde
         inner = getattr(used, "serde", used)
         report["runs"][name] = {

@@ -21,6 +21,7 @@ from typing import Any
 
 import psycopg
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from psycopg.rows import dict_row
@@ -54,7 +55,7 @@ def run_chat(saver: Any, threads: int, turns: int) -> None:
     graph = build_chat_graph(saver)
     for t in range(threads):
         for turn in range(turns):
-            config = {"configurable": {"thread_id": f"t{t}"}}
+            config: RunnableConfig = {"configurable": {"thread_id": f"t{t}"}}
             graph.invoke({"messages": [HumanMessage(content=text(f"t{t}", turn))]}, config)
 
 

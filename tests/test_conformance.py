@@ -47,15 +47,15 @@ _INDEX_KEY = b"conformance-index-key-0123456789"
 BASE = sorted(c.value for c in BASE_CAPABILITIES)
 
 
-def _env_key(request: pytest.FixtureRequest) -> Any:
+def _env_key(request: pytest.FixtureRequest) -> EnvKeyCipher:
     return EnvKeyCipher(KEY_A)
 
 
-def _key_rotation(request: pytest.FixtureRequest) -> Any:
+def _key_rotation(request: pytest.FixtureRequest) -> KeyRotationCipher:
     return KeyRotationCipher({"a": KEY_A, "b": KEY_B}, primary="b")
 
 
-def _kms(request: pytest.FixtureRequest) -> Any:
+def _kms(request: pytest.FixtureRequest) -> KmsEnvelopeCipher:
     client = request.getfixturevalue("kms_client")
     arn = client.create_key(Description="conformance")["KeyMetadata"]["Arn"]
     return KmsEnvelopeCipher(arn, client=client)
@@ -79,7 +79,7 @@ def cipher_suffix(serde: EncryptedSerializer) -> str:
     return "+" + type_tag.rpartition("+")[2]
 
 
-class _AsyncBySync:
+class _AsyncBySync(BaseCheckpointSaver[str]):
     """SqliteSaver, its async methods run by its own sync ones (the suite is async-only).
 
     The stock class raises NotImplementedError from every async method and points at
@@ -123,11 +123,11 @@ class _AsyncBySync:
         self.delete_thread(thread_id)
 
 
-class SyncSqliteSaver(_AsyncBySync, SqliteSaver):  # type: ignore[misc]
+class SyncSqliteSaver(_AsyncBySync, SqliteSaver):
     """The stock SqliteSaver, driven through its sync methods."""
 
 
-class SyncSealedSqliteSaver(_AsyncBySync, SealedSqliteSaver):  # type: ignore[misc]
+class SyncSealedSqliteSaver(_AsyncBySync, SealedSqliteSaver):
     """Our sealed SqliteSaver, driven through its sync methods."""
 
 

@@ -26,6 +26,7 @@ from typing import Annotated, Any
 import pandas as pd
 import psycopg
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
@@ -36,7 +37,7 @@ from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
 from secure_serde import EncryptedSerializer, PickleFallbackSerializer
-from secure_serde._langgraph import DeltaSnapshot
+from secure_serde import _langgraph as lg
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
 from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
@@ -104,7 +105,7 @@ def build(checkpointer: Any, *, with_frame: bool) -> Any:
 # --- the scenario and what it reports -------------------------------------------------------
 
 
-def cfg(thread_id: str) -> dict[str, Any]:
+def cfg(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
@@ -156,10 +157,12 @@ def run_scenario(graph: Any, saver: BaseCheckpointSaver[Any], thread_id: str) ->
     seeds = [
         entry["deltas"][name]["seed"] for entry in report["history"] for name in entry["deltas"]
     ]
-    snapshots = [seed for seed in seeds if isinstance(seed, DeltaSnapshot)]
+    # Through the module, as the package does: mypy rejects isinstance on a bare alias of a
+    # NamedTuple class ("parameterized generic").
+    snapshots = [seed for seed in seeds if isinstance(seed, lg.DeltaSnapshot)]
     # Not vacuous: the snapshots were stored, and came back as _DeltaSnapshot.
     assert len(snapshots) >= len(report["history"]) // 2
-    assert all(type(seed) is DeltaSnapshot for seed in snapshots)
+    assert all(type(seed) is lg.DeltaSnapshot for seed in snapshots)
     if with_frame:
         assert any(isinstance(seed.value, pd.DataFrame) for seed in snapshots)
         assert len(report["final"]["frame"]) >= STEPS

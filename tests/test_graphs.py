@@ -24,6 +24,7 @@ import aiosqlite
 import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
@@ -63,7 +64,7 @@ def our_serde(key: bytes = KEY) -> EncryptedSerializer:
     return EncryptedSerializer(EnvKeyCipher(key))
 
 
-def cfg(thread_id: str) -> dict[str, Any]:
+def cfg(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
@@ -267,7 +268,7 @@ def summarize(history: list[StateSnapshot]) -> Summary:
     return [(s.metadata["step"], s.metadata["source"], s.next, s.values) for s in reversed(history)]
 
 
-def checkpoint_id(config: dict[str, Any] | None) -> str | None:
+def checkpoint_id(config: RunnableConfig | None) -> str | None:
     return None if config is None else config["configurable"]["checkpoint_id"]
 
 
@@ -294,6 +295,7 @@ async def test_history_update_replay_and_fork(case: SaverCase) -> None:
     await steps.update(config, {"steps": ["manual"]}, as_node="a")
     updated = await steps.state(config)
     assert updated.next == ("b",)
+    assert updated.metadata is not None
     assert updated.metadata["source"] == "update"
     assert updated.values == {"steps": ["a(x)", "b(x)", "c(x)", "manual"], "topic": "x"}
     continued = await steps.invoke(None, config)
@@ -338,7 +340,9 @@ async def test_history_update_replay_and_fork(case: SaverCase) -> None:
     ]
     # Both the replay and the fork branch off the checkpoint that was about to run "b".
     branch_roots = [
-        s for s in full if s.metadata["source"] in ("fork", "update") and s.metadata["step"] == 2
+        s
+        for s in full
+        if s.metadata and s.metadata["source"] in ("fork", "update") and s.metadata["step"] == 2
     ]
     assert len(branch_roots) == 2
     assert {checkpoint_id(s.parent_config) for s in branch_roots} == {
@@ -710,6 +714,7 @@ def test_subclass_of_our_serializer_is_kept_without_strict_mode() -> None:
     """Control for the next test: outside strict mode the saver keeps the user's subclass."""
     AuditedSerializer.dumps_calls = 0
     graph = build_chat_graph(InMemorySaver(serde=AuditedSerializer(EnvKeyCipher(KEY))))
+    assert isinstance(graph.checkpointer, InMemorySaver)
     assert type(graph.checkpointer.serde) is AuditedSerializer
     graph.invoke({"messages": [HumanMessage(content="hi")]}, cfg("audited"))
     assert AuditedSerializer.dumps_calls > 0

@@ -6,7 +6,9 @@ _DeltaSnapshot handling needs revisiting before the upgrade ships.
 
 from __future__ import annotations
 
+import ast
 import logging
+from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver, _with_msgpack_allowlist
@@ -60,31 +62,81 @@ def test_langgraph_allowlist_dispatch_is_the_one_we_hook() -> None:
             return None
 
     opaque = Opaque()
-    assert _with_msgpack_allowlist(opaque, [("m", "C")]) is opaque  # type: ignore[arg-type]
+    assert _with_msgpack_allowlist(opaque, [("m", "C")]) is opaque
     assert hasattr(BaseCheckpointSaver, "with_allowlist")
+
+
+def jsonplus_type_checks(source: str) -> list[tuple[str, str]]:
+    """(enclosing function, isinstance|issubclass) of every type check against JsonPlusSerializer.
+
+    Parsed, not grepped: multi-line calls, tuples of types, aliases
+    (``import ... as JP``) and ``module.JsonPlusSerializer`` all count.
+    """
+    tree = ast.parse(source)
+    aliases = {"JsonPlusSerializer"} | {
+        alias.asname
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name == "JsonPlusSerializer" and alias.asname
+    }
+
+    def names_jsonplus(node: ast.expr) -> bool:
+        if isinstance(node, ast.Tuple):
+            return any(names_jsonplus(element) for element in node.elts)
+        if isinstance(node, ast.Name):
+            return node.id in aliases
+        return isinstance(node, ast.Attribute) and node.attr == "JsonPlusSerializer"
+
+    found: list[tuple[str, str]] = []
+
+    def visit(node: ast.AST, scope: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            scope = f"{scope}.{node.name}" if scope else node.name
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+            and len(node.args) == 2
+            and names_jsonplus(node.args[1])
+        ):
+            found.append((scope, node.func.id))
+        for child in ast.iter_child_nodes(node):
+            visit(child, scope)
+
+    visit(tree, "")
+    return found
+
+
+def test_the_scan_finds_every_form_of_check() -> None:
+    source = (
+        "from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer as JP\n"
+        "import langgraph.checkpoint.serde.jsonplus as jp\n"
+        "def f(x):\n"
+        "    return isinstance(\n        x,\n        (int, JP),\n    )\n"
+        "class C:\n"
+        "    def g(self, t):\n"
+        "        return issubclass(t, jp.JsonPlusSerializer)\n"
+    )
+    assert jsonplus_type_checks(source) == [("f", "isinstance"), ("C.g", "issubclass")]
 
 
 def test_the_only_jsonplus_isinstance_checks_are_the_allowlist_dispatch() -> None:
     """Registering our wrappers as virtual JsonPlusSerializers is safe only while the checks
-    that see them are `_with_msgpack_allowlist`'s two; a new one could call JsonPlus-only
-    attributes on our wrappers. Fails loudly when langgraph adds one."""
-    import re
-    from pathlib import Path
-
-    import langchain_core
+    that see them are `_with_msgpack_allowlist`'s two, which then call
+    ``with_msgpack_allowlist``; a new one could call JsonPlus-only attributes on our
+    wrappers. Parses every installed langgraph and langchain module that names
+    JsonPlusSerializer, and fails loudly when one adds a check."""
     import langgraph.checkpoint.base
 
-    pattern = re.compile(r"isinstance\([^)]*JsonPlusSerializer")
-    roots = {
-        Path(langgraph.checkpoint.base.__file__).parents[2],  # the langgraph namespace
-        Path(langchain_core.__file__).parent,
-    }
+    site = Path(langgraph.checkpoint.base.__file__).parents[3]
     found = sorted(
-        f"{path.relative_to(path.parents[3])}:{number}"
-        for root in roots
-        for path in root.rglob("*.py")
-        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
-        if pattern.search(line)
+        (str(path.relative_to(site)), *check)
+        for top in site.iterdir()
+        if top.is_dir() and top.name.startswith(("langgraph", "langchain"))
+        for path in top.rglob("*.py")
+        if "JsonPlusSerializer" in (text := path.read_text(errors="replace"))
+        for check in jsonplus_type_checks(text)
     )
-    assert len(found) == 2, found
-    assert all("checkpoint/base/__init__.py" in place for place in found), found
+    dispatch = ("langgraph/checkpoint/base/__init__.py", "_with_msgpack_allowlist", "isinstance")
+    assert found == [dispatch, dispatch]

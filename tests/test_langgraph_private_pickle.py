@@ -11,6 +11,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import enum
+import logging
 import pathlib
 import re
 import uuid
@@ -30,6 +31,7 @@ from langgraph.types import Interrupt, Send
 from secure_serde import _langgraph as lg
 from secure_serde.pickling import EXT_NESTED, EXT_PICKLE, PickleFallbackSerializer
 from secure_serde.pickling._codec import container_payload
+from tests.test_langgraph_private_savers import body_digest
 
 
 def test_ext_codes_are_unchanged_and_ours_are_free() -> None:
@@ -161,3 +163,127 @@ def test_delta_snapshot_layout() -> None:
     value = lg.DeltaSnapshot([1, {"a": 2}])
     ours = ormsgpack.Ext(lg.EXT_DELTA_SNAPSHOT, jsonplus._msgpack_enc(value.value))
     assert ormsgpack.packb(ours) == ormsgpack.packb(jsonplus._msgpack_default(value))
+
+
+# --- a container holding a pickle is rebuilt as JsonPlus rebuilds it --------------------------
+
+
+@dataclasses.dataclass
+class Holder:
+    """Not in SAFE_MSGPACK_TYPES: what the allowlist decides for is this type."""
+
+    n: int
+    array: Any
+
+
+class Reading(pydantic.BaseModel):
+    model_config = pydantic.ConfigDict(arbitrary_types_allowed=True)
+    array: Any
+
+
+MODES: dict[str, Any] = {
+    "strict": None,
+    "permissive": True,
+    "listed": [(__name__, "Holder"), (__name__, "Reading")],
+    "other-listed": [(__name__, "Elsewhere")],
+}
+
+
+def _plain(value: Any) -> Any:
+    """Comparable form: arrays as (dtype, list), containers by type and contents."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return ("ndarray", str(value.dtype), value.tolist())
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, _plain(dataclasses.asdict(value)))
+    if isinstance(value, pydantic.BaseModel):
+        return (type(value).__name__, _plain(dict(value)))
+    if isinstance(value, Send):
+        return ("Send", value.node, _plain(value.arg))
+    return value
+
+
+def _observe(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    read: Any,
+    data: tuple[str, bytes],
+) -> tuple[list[Any], list[str], list[Any]]:
+    """Events, JsonPlus warnings and results of reading ``data`` twice, warn-once state fresh."""
+    from langgraph.checkpoint.serde.event_hooks import register_serde_event_listener
+
+    for name in ("_warned_blocked_types", "_warned_unregistered_types"):
+        monkeypatch.setattr(jsonplus, name, set())
+    events: list[Any] = []
+    unregister = register_serde_event_listener(events.append)
+    caplog.clear()
+    try:
+        with caplog.at_level(logging.WARNING, logger=jsonplus.logger.name):
+            results = [_plain(read(data)) for _ in range(2)]
+    finally:
+        unregister()
+    warnings = [r.getMessage() for r in caplog.records if r.name == jsonplus.logger.name]
+    return events, warnings, results
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["dataclass", "pydantic", "safe"])
+def test_nested_containers_report_and_rebuild_as_jsonplus_does(
+    mode: str, kind: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same value through JsonPlus (which stores the array its own way) and through the
+    fallback (which pickles it, so the container is rebuilt by our copy of JsonPlus's hook):
+    the same serde events, the same warnings (once per type), the same values."""
+    import numpy as np
+
+    from secure_serde import EncryptedSerializer
+    from secure_serde.ciphers import EnvKeyCipher
+    from secure_serde.pickling import NUMPY
+
+    array = np.arange(3, dtype=np.int64)
+    value = {
+        "dataclass": Holder(1, array),
+        "pydantic": Reading(array=array),
+        "safe": Send("node", array),
+    }[kind]
+    theirs = jsonplus.JsonPlusSerializer(allowed_msgpack_modules=MODES[mode])
+    ours = EncryptedSerializer(
+        EnvKeyCipher(key=b"p" * 32),
+        PickleFallbackSerializer(
+            jsonplus.JsonPlusSerializer(allowed_msgpack_modules=MODES[mode]), allowed=[NUMPY]
+        ),
+    )
+    stored = ours.dumps_typed(value)
+    assert stored[0].startswith("msgpack+pickle")
+    expected = _observe(monkeypatch, caplog, theirs.loads_typed, theirs.dumps_typed(value))
+    found = _observe(monkeypatch, caplog, ours.loads_typed, stored)
+    assert found == expected
+    events, warnings, results = found
+    if kind == "safe" or mode == "listed":
+        assert (events, warnings) == ([], [])
+        assert results[0] == _plain(value)
+    else:
+        # Reported on every read, warned about once.
+        assert len(events) == 2
+        assert len(warnings) == 1
+        assert events[0]["module"] == __name__
+
+
+# The JsonPlus bodies secure_serde keeps a copy of: `container_payload` follows
+# `_msgpack_default`'s container branches, and `_codec._Decoder._construct` with
+# `_langgraph.msgpack_type_allowed` follows `_create_msgpack_ext_hook`. A new digest
+# means langgraph changed one: bring the copy in line, then record the digest.
+COPIED_BODIES: dict[str, str] = {
+    "_msgpack_default": "9f91f2bdea51a3db",
+    "_create_msgpack_ext_hook": "973b79aa63dba733",
+}
+
+
+def test_copied_jsonplus_bodies_are_the_ones_we_copied() -> None:
+    found = {name: body_digest(getattr(jsonplus, name)) for name in COPIED_BODIES}
+    assert found == COPIED_BODIES, "langgraph changed a JsonPlus body we copy: " + repr(found)

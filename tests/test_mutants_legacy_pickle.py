@@ -10,6 +10,7 @@ built directly, with no switch passed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -36,7 +37,7 @@ def _builtin_pickle_row(key: bytes | None) -> tuple[str, bytes]:
 
 
 @pytest.fixture(autouse=True)
-def _not_ran() -> Any:
+def _not_ran() -> Iterator[None]:
     PlantedPickle.reset()
     yield
     PlantedPickle.reset()

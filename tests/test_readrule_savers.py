@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import psycopg
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -100,7 +101,7 @@ def sealed(postgres_url: str) -> Iterator[tuple[psycopg.Connection[Any], Postgre
         stored = put(saver, "t", api_key=API_KEY, tenant="acme")
         tup = saver.get_tuple(stored)
         assert tup is not None
-        assert tup.metadata["api_key"] == API_KEY
+        assert tup.metadata.get("api_key") == API_KEY
         assert SEALED_METADATA_KEY in stored_metadata(conn)
         yield conn, saver, stored
 
@@ -133,7 +134,7 @@ def test_deleted_envelope_with_the_key_in_plaintext_is_refused(
     with caplog.at_level(logging.WARNING, logger="secure_serde"):
         tup = migrating.get_tuple(stored)
     assert tup is not None
-    assert tup.metadata["api_key"] == "attacker-chosen"
+    assert tup.metadata.get("api_key") == "attacker-chosen"
     assert any("Migration.plaintext_metadata" in r.getMessage() for r in caplog.records)
 
 
@@ -158,8 +159,8 @@ def test_sealed_value_wins_over_a_planted_plaintext_key(
     )
     tup = migrating.get_tuple(stored)
     assert tup is not None
-    assert tup.metadata["api_key"] == API_KEY
-    assert tup.metadata["tenant"] == "acme"
+    assert tup.metadata.get("api_key") == API_KEY
+    assert tup.metadata.get("tenant") == "acme"
 
 
 def test_plaintext_keys_the_saver_does_not_seal_are_not_a_downgrade(
@@ -176,7 +177,7 @@ def test_plaintext_keys_the_saver_does_not_seal_are_not_a_downgrade(
     saver = PostgresSaver(conn, serde=serde(), plaintext_metadata=["tenant"], migration=UNBOUND)
     tup = saver.get_tuple(stored)
     assert tup is not None
-    assert tup.metadata["tenant"] == "other"
+    assert tup.metadata.get("tenant") == "other"
 
 
 async def test_async_saver_refuses_a_downgrade(postgres_url: str) -> None:
@@ -184,7 +185,9 @@ async def test_async_saver_refuses_a_downgrade(postgres_url: str) -> None:
         postgres_url, serde=serde(), plaintext_metadata=()
     ) as saver:
         await saver.setup()
-        config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "api_key": API_KEY}}
+        config: RunnableConfig = {
+            "configurable": {"thread_id": "t", "checkpoint_ns": "", "api_key": API_KEY}
+        }
         checkpoint = empty_checkpoint()
         checkpoint["channel_values"] = {"x": [1]}
         checkpoint["channel_versions"] = {"x": 1}
@@ -211,7 +214,7 @@ async def test_async_saver_refuses_a_downgrade(postgres_url: str) -> None:
     ) as migrating:
         tup = await migrating.aget_tuple(stored)
         assert tup is not None
-        assert tup.metadata["api_key"] == "attacker-chosen"
+        assert tup.metadata.get("api_key") == "attacker-chosen"
 
 
 def test_pickle_fallback_alone_is_not_an_encrypting_serde(postgres_url: str) -> None:
@@ -236,8 +239,8 @@ def test_pickle_fallback_alone_is_not_an_encrypting_serde(postgres_url: str) -> 
         )
         tup = wrapped.get_tuple(put(wrapped, "t", extra, api_key=API_KEY))
         assert tup is not None
-        assert tup.metadata["api_key"] == API_KEY
-        assert tup.metadata["score"] == np.float32(1.5)
+        assert tup.metadata.get("api_key") == API_KEY
+        assert tup.metadata.get("score") == np.float32(1.5)
 
 
 def test_plaintext_tagged_envelope_is_read_strictly(

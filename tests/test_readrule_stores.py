@@ -115,7 +115,10 @@ def inspect_json(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, An
 
 
 def entry(document: dict[str, Any], checkpoint_id: str) -> dict[str, Any]:
-    (found,) = [e for e in document["checkpoints"] if e["checkpoint_id"] == checkpoint_id]
+    matches: list[dict[str, Any]] = [
+        e for e in document["checkpoints"] if e["checkpoint_id"] == checkpoint_id
+    ]
+    (found,) = matches
     return found
 
 

@@ -264,11 +264,12 @@ def test_bad_env_key_fails_without_echoing_it(monkeypatch: pytest.MonkeyPatch) -
 def test_secrets_stay_out_of_repr_and_pickles() -> None:
     serde = _serde()
     cipher = serde.cipher
-    texts = [repr(serde), str(serde), repr(cipher), repr(cipher.keyring)]  # type: ignore[attr-defined]
+    assert isinstance(cipher, EnvKeyCipher)
+    texts = [repr(serde), str(serde), repr(cipher), repr(cipher.keyring)]
     for text in texts:
         assert KEY.decode() not in text
         assert KEY.hex() not in text
-    for obj in (serde, cipher, cipher.keyring, cipher.keyring.primary):  # type: ignore[attr-defined]
+    for obj in (serde, cipher, cipher.keyring, cipher.keyring.primary):
         with pytest.raises(SecretPicklingError):
             pickle.dumps(obj)
     assert copy.deepcopy(cipher) is cipher

@@ -4,10 +4,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from secure_serde.ciphers._env import EnvKeyCipher
+    from secure_serde.ciphers._headers import StoredHeader, read_header
     from secure_serde.ciphers._keyring import Keyring
     from secure_serde.ciphers._kms import KmsCacheInfo, KmsEnvelopeCipher
     from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
-    from secure_serde.ciphers._protocol import BoundCipher
+    from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher
     from secure_serde.ciphers._rotation import KEYRING_FILE_VAR, KeyRotationCipher
 else:
     from secure_serde._lazy import lazy_attributes
@@ -24,6 +25,9 @@ else:
             "KmsEnvelopeCipher": "secure_serde.ciphers._kms",
             "LEGACY_CIPHER_NAME": "secure_serde.ciphers._legacy",
             "LegacyAesReader": "secure_serde.ciphers._legacy",
+            "LocatingCipher": "secure_serde.ciphers._protocol",
+            "StoredHeader": "secure_serde.ciphers._headers",
+            "read_header": "secure_serde.ciphers._headers",
         },
     )
 
@@ -37,4 +41,7 @@ __all__ = [
     "KmsCacheInfo",
     "KmsEnvelopeCipher",
     "LegacyAesReader",
+    "LocatingCipher",
+    "StoredHeader",
+    "read_header",
 ]

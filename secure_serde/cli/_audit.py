@@ -14,6 +14,9 @@ Reports, for a SQLite file or a ``postgresql://`` URL:
   relabelled legacy row or a planted one would;
 * PostgreSQL: channel values the stock saver left inline in the
   ``checkpoints.checkpoint`` JSONB, by channel name;
+* checkpoint records with and without a seal, and values bound to their row
+  (as the sealed savers write them) or not (see ``_audit_scan``): counted,
+  never a finding;
 * metadata key names (plaintext JSON in both stores), flagging every key
   LangGraph does not write itself: those were copied from
   ``config["configurable"]`` or ``config["metadata"]``.
@@ -33,16 +36,17 @@ import time
 from typing import Any, Final, TextIO
 
 from secure_serde._compress import compression_line
+from secure_serde.cli._args import positive_int
 from secure_serde.cli._audit_scan import (
     LANGGRAPH_METADATA_KEYS,
     STATE_METADATA_KEYS,
     AuditReport,
+    BindingCounts,
     CipherGroup,
     audit_store,
 )
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import for_terminal
-from secure_serde.cli._rewrap import _positive
 from secure_serde.config import require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE, SEALED_METADATA_KEY, RowRef, open_store
 
@@ -88,13 +92,13 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--batch-size",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_BATCH_SIZE,
         help=f"rows read per query (default {DEFAULT_BATCH_SIZE})",
     )
     parser.add_argument(
         "--max-listed",
-        type=_positive,
+        type=positive_int,
         default=_DEFAULT_LISTED,
         help=f"rows listed by id per kind of problem, text output (default {_DEFAULT_LISTED})",
     )
@@ -185,6 +189,12 @@ def _group_json(group: CipherGroup, decrypted: bool) -> dict[str, Any]:
     return entry
 
 
+def _binding_json(kind: str, counts: BindingCounts) -> dict[str, int]:
+    if kind == "checkpoints":
+        return {"sealed": counts.bound, "unsealed": counts.unbound, "unchecked": counts.unchecked}
+    return {"bound": counts.bound, "unbound": counts.unbound, "unchecked": counts.unchecked}
+
+
 def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
     """The ``--json`` document: the same facts as the text report, and the exit code."""
     inline = report.inline
@@ -242,6 +252,10 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
                 ],
             }
         ),
+        "binding": {
+            kind: None if counts is None else _binding_json(kind, counts)
+            for kind, counts in report.binding_summary().items()
+        },
         "metadata": {
             "checkpoints": report.metadata.checkpoints,
             "not_objects": report.metadata.not_objects,
@@ -346,11 +360,46 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
                 f" JSON {'/'.join(channel.json_types)}",
                 file=out,
             )
+    _print_binding(report, out)
     _print_metadata(report, out)
     findings = report.findings()
     print(f"findings: {len(findings)}", file=out)
     for finding in findings:
         print(f"  - {for_terminal(finding)}", file=out)
+
+
+_BINDING_NAMES: Final = {
+    "checkpoints": "checkpoint records",
+    "blobs": "channel values (checkpoint_blobs)",
+    "writes": "pending writes",
+    "metadata_envelopes": "sealed-metadata entries",
+}
+
+
+def _print_binding(report: AuditReport, out: TextIO) -> None:
+    print("bound to their row (what the sealed savers write) or not:", file=out)
+    for kind, counts in report.binding_summary().items():
+        if counts is None:
+            continue
+        if kind == "checkpoints":
+            line = f"  {_BINDING_NAMES[kind]}: {counts.bound:,} sealed, {counts.unbound:,} not"
+        else:
+            line = f"  {_BINDING_NAMES[kind]}: {counts.bound:,} bound, {counts.unbound:,} unbound"
+        if counts.unchecked:
+            line += f", {counts.unchecked:,} unchecked"
+        print(line, file=out)
+    if any(c is not None and c.unchecked for c in report.binding_summary().values()):
+        print(
+            "  unchecked: format v2 values not decrypted (only a key tells whether one is"
+            " bound) or not readable",
+            file=out,
+        )
+    if report.binds and report.unbound_count:
+        print(
+            f"  {report.unbound_count:,} unbound in a store the sealed savers write: they read"
+            " those only under Migration(unbound=True)",
+            file=out,
+        )
 
 
 def _print_metadata(report: AuditReport, out: TextIO) -> None:

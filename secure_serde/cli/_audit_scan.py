@@ -10,6 +10,13 @@ also given to the strict decoder, exactly as rewrap would before sealing
 it: one it refuses (a relabelled or planted row that names a callable, an
 embedded pickle) is reported as refused. Only counts, ids and error class
 names are kept; plaintext is dropped as soon as it has been checked.
+
+Each value is also counted as bound to its row or not (`BindingCounts`).
+Plaintext, langgraph's format and format v1 never carry a binding, which
+the type tag and header say; a format v2 value may or may not (the
+location is in the associated data, never stored), so it is decrypted once
+more at its row's location to tell: that needs the keys, and with
+``--no-decrypt`` such values are counted as unchecked.
 """
 
 from __future__ import annotations
@@ -17,25 +24,34 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, cast
 
-from secure_serde import _format
+from secure_serde import BindingError, DecryptionError, Migration, UnboundValueError, _format
 from secure_serde._compress import UNCOMPRESSED, compression_of
-from secure_serde._errors import DecryptionError
-from secure_serde._migration import Migration
 from secure_serde._readrule import is_refusal
-from secure_serde._rewrap import MAX_LISTED_FAILURES, RowFailure
-from secure_serde._rewrap._plan import CURRENT, Planner, Unreadable
-from secure_serde.ciphers import LEGACY_CIPHER_NAME, _kms_format
-from secure_serde.cli._audit_json import InlineChannel, JsonColumns, MetadataKeys
+from secure_serde._rewrap import CURRENT, MAX_LISTED_FAILURES, Planner, RowFailure, Unreadable
+from secure_serde.ciphers import LEGACY_CIPHER_NAME, LocatingCipher, StoredHeader, read_header
 from secure_serde.config import ConfiguredCiphers
-from secure_serde.savers import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
-from secure_serde.savers._blind_index import INDEX_METADATA_KEY
-from secure_serde.stores import Cell, RowRef, Store
+from secure_serde.savers import STRUCTURAL_METADATA_KEYS
+from secure_serde.stores import (
+    INDEX_METADATA_KEY,
+    METADATA_TABLE,
+    SEALED_METADATA_KEY,
+    Cell,
+    HistoryView,
+    InlineChannel,
+    MetadataKeys,
+    RecordSeals,
+    RowRef,
+    Store,
+    scan_json_columns,
+)
 
 __all__ = [
     "LANGGRAPH_METADATA_KEYS",
+    "STATE_METADATA_KEYS",
     "AuditReport",
+    "BindingCounts",
     "CipherGroup",
     "audit_store",
 ]
@@ -58,6 +74,33 @@ _AUDIT_MIGRATION: Final = Migration(plaintext=True, legacy_pickle=True)
 # ones, the rest share one bucket, so a store of planted rows cannot grow memory.
 MAX_DISTINCT: Final = 256
 OTHER: Final = "(other)"
+# The kinds of value counted as bound or not, by the table that holds them.
+# PostgreSQL's record seals (checkpoints.checkpoint) are counted from the JSON
+# column instead (`RecordSeals`): a seal is always bound.
+BINDING_KINDS: Final = {
+    "checkpoint_blobs": "blobs",
+    "checkpoint_writes": "writes",
+    "writes": "writes",
+    "checkpoints": "checkpoints",
+    METADATA_TABLE: "metadata_envelopes",
+}
+
+
+@dataclass
+class BindingCounts:
+    """Values of one kind bound to their row, not bound, and not checked.
+
+    ``unchecked`` counts format v2 values not decrypted (``--no-decrypt``,
+    or the keys cannot open them) and values with no readable type tag.
+    """
+
+    bound: int = 0
+    unbound: int = 0
+    unchecked: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.bound + self.unbound + self.unchecked
 
 
 @dataclass
@@ -111,6 +154,9 @@ class AuditReport:
     refused_kinds: Counter[str] = field(default_factory=Counter)
     metadata: MetadataKeys = field(default_factory=lambda: MetadataKeys(0, 0, {}))
     inline: list[InlineChannel] | None = None
+    binding: dict[str, BindingCounts] = field(default_factory=dict)
+    # PostgreSQL only: checkpoints whose record carries a seal, and not.
+    records: RecordSeals | None = None
 
     @property
     def plaintext_count(self) -> int:
@@ -124,6 +170,36 @@ class AuditReport:
     def stale_count(self) -> int:
         """Readable cells not under the primary key: what ``secure-serde rewrap`` would move."""
         return sum(g.readable - g.current for g in self.groups.values())
+
+    def checkpoint_seals(self) -> BindingCounts:
+        """Checkpoints whose record is sealed (bound), and not.
+
+        PostgreSQL keeps the seal beside the record, so its presence is
+        counted without a key; SQLite's sealed saver binds the record into
+        the checkpoint value, which only decrypting tells.
+        """
+        if self.records is not None:
+            return BindingCounts(self.records.sealed, self.records.unsealed)
+        return self.binding.get("checkpoints", BindingCounts())
+
+    def binding_summary(self) -> dict[str, BindingCounts | None]:
+        """Per kind of value, bound/unbound/unchecked; ``None`` for a kind the store lacks."""
+        summary: dict[str, BindingCounts | None] = {"checkpoints": self.checkpoint_seals()}
+        for kind in ("blobs", "writes", "metadata_envelopes"):
+            summary[kind] = self.binding.get(kind, BindingCounts())
+        if self.kind != "postgres":
+            summary["blobs"] = None
+        return summary
+
+    @property
+    def binds(self) -> bool:
+        """Whether the sealed savers write this store: some value or record is bound."""
+        return any(c is not None and c.bound for c in self.binding_summary().values())
+
+    @property
+    def unbound_count(self) -> int:
+        """Unsealed checkpoints and unbound values."""
+        return sum(c.unbound for c in self.binding_summary().values() if c is not None)
 
     @property
     def inline_count(self) -> int:
@@ -177,21 +253,6 @@ class AuditReport:
             self.refused.append(failure)
 
 
-def _header(cipher_name: str, data: bytes) -> tuple[str | None, int | None]:
-    """(key id, format version) as the header states them; nothing is authenticated here."""
-    try:
-        if cipher_name == _format.CIPHER_NAME:
-            v1 = _format.parse_header(data)
-            return v1.key_id_hex, v1.version
-        if cipher_name == _kms_format.CIPHER_NAME:
-            kms = _kms_format.parse_header(data)
-            return kms.cmk_id_hex, kms.version
-    except DecryptionError:
-        # Truncated, or a version this build does not know: say which.
-        return None, (data[0] if data else None)
-    return None, None
-
-
 class _Auditor:
     def __init__(
         self, report: AuditReport, ciphers: ConfiguredCiphers | None, planner: Planner | None
@@ -200,6 +261,7 @@ class _Auditor:
         self._ciphers = ciphers
         self._planner = planner
         self._by_header: dict[bytes, CipherGroup] = {}
+        self._locating: dict[type, bool] = {}
 
     def add(self, cell: Cell) -> None:  # noqa: C901 - one branch per kind of stored cell
         report = self._report
@@ -210,6 +272,7 @@ class _Auditor:
             report.empty += 1
             return
         if type_tag is None:
+            self._count_binding(cell, None)
             report.add_failure(
                 RowFailure(cell.ref, f"{_NO_TYPE_TAG}: the row has a value but no type tag"),
                 _NO_TYPE_TAG,
@@ -218,6 +281,7 @@ class _Auditor:
         report.compression[compression_of(type_tag) or UNCOMPRESSED] += 1
         _, plus, cipher_name = type_tag.rpartition("+")
         if not plus:
+            self._count_binding(cell, False)
             known = type_tag in report.plaintext or len(report.plaintext) < MAX_DISTINCT
             report.plaintext[type_tag if known else OTHER] += 1
             if len(report.plaintext_rows) < MAX_LISTED_FAILURES:
@@ -230,10 +294,13 @@ class _Auditor:
         group = self._group(cipher_name, data)
         group.count += 1
         group.tables[cell.ref.table] += 1
+        header = StoredHeader(group.cipher, group.key_id, group.format_version)
         if self._planner is None:
+            self._count_binding(cell, None if header.can_bind else _unbound_format(header))
             return
         outcome = self._planner.plan(cell)
         if isinstance(outcome, Unreadable):
+            self._count_binding(cell, None if header.can_bind else _unbound_format(header))
             if is_refusal(outcome.error):
                 group.refused += 1
                 self._refuse(cell, outcome)
@@ -243,9 +310,54 @@ class _Auditor:
                 RowFailure(cell.ref, outcome.reason, outcome.error), outcome.error.__name__
             )
             return
+        self._count_binding(cell, self._bound(cell) if header.can_bind else False)
         group.readable += 1
         if outcome is CURRENT:
             group.current += 1
+
+    def _count_binding(self, cell: Cell, bound: bool | None) -> None:
+        """Count a value as bound (True), unbound (False) or unchecked (None)."""
+        kind = BINDING_KINDS.get(cell.ref.table)
+        if kind is None:
+            return
+        counts = self._report.binding.setdefault(kind, BindingCounts())
+        if bound is None:
+            counts.unchecked += 1
+        elif bound:
+            counts.bound += 1
+        else:
+            counts.unbound += 1
+
+    def _bound(self, cell: Cell) -> bool | None:
+        """Whether a readable format v2 value authenticates at its row's location.
+
+        The planner has just opened it (at its location, or else unbound),
+        so failing here at the location means it was written unbound.
+        """
+        location, type_tag, data = cell.location, cell.type_tag, cell.data
+        if location is None or type_tag is None or data is None or self._planner is None:
+            # A row that cannot name its place (an older schema) is read unbound.
+            return False
+        route = self._planner.read_rule.route(type_tag)
+        cipher = route.cipher
+        if cipher is None:
+            return False
+        locating = self._locating.get(type(cipher))
+        if locating is None:
+            # isinstance() against a runtime-checkable protocol inspects every
+            # member on each call: answer it once per cipher class.
+            locating = self._locating[type(cipher)] = isinstance(cipher, LocatingCipher)
+        if not locating:
+            return False
+        try:
+            cast(LocatingCipher, cipher).decrypt_at(
+                route.cipher_name, data, route.inner, location.encode()
+            )
+        except (BindingError, UnboundValueError):
+            return False
+        except DecryptionError:
+            return None
+        return True
 
     def _refuse(self, cell: Cell, outcome: Unreadable) -> None:
         self._report.add_refused(
@@ -266,7 +378,8 @@ class _Auditor:
         return group
 
     def _group_by_name(self, cipher_name: str, data: bytes) -> CipherGroup:
-        key_id, version = _header(cipher_name, data)
+        header = read_header(cipher_name, data)
+        key_id, version = header.key_id, header.format_version
         groups = self._report.groups
         group = groups.get((cipher_name, key_id, version))
         if group is None and len(groups) >= MAX_DISTINCT:
@@ -277,6 +390,13 @@ class _Auditor:
             group = CipherGroup(cipher_name, key_id, version, label)
             groups[(cipher_name, key_id, version)] = group
         return group
+
+
+def _unbound_format(header: StoredHeader) -> bool | None:
+    """False (unbound) for a format known to carry no binding, ``None`` when unknown."""
+    if header.format_version is not None or header.cipher == LEGACY_CIPHER_NAME:
+        return False
+    return None
 
 
 def audit_store(
@@ -318,10 +438,9 @@ def audit_store(
             scanned += len(batch)
             if progress is not None:
                 progress(scanned, max(total, scanned))
-    json_columns = JsonColumns(store)
-    try:
-        report.metadata = json_columns.metadata_keys()
-        report.inline = json_columns.inline_channels()
-    finally:
-        json_columns.close()
+    with HistoryView(store) as view:
+        scan = scan_json_columns(view)
+    report.metadata = scan.metadata
+    report.inline = scan.inline
+    report.records = scan.records
     return report

@@ -24,12 +24,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
+from secure_serde import Migration
 from secure_serde import _langgraph as lg
-from secure_serde._migration import Migration
+from secure_serde.cli._args import positive_int
 from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import compact, for_terminal, to_jsonable
-from secure_serde.cli._rewrap import _positive
 from secure_serde.config import PICKLE_PRESETS, serializer_from_env
 from secure_serde.stores import open_store
 
@@ -39,6 +39,10 @@ EXIT_SHOWN: Final = 0
 EXIT_NOT_SHOWN: Final = 1
 _DEFAULT_MAX_CHARS: Final = 300
 _SHOWN_FIRST: Final = ("step", "source", "parents")
+UNBOUND_WARNING: Final = (
+    "not bound to its row (a stock saver or an older secure_serde wrote it) in a store"
+    " the sealed savers write: they read it only under Migration(unbound=True)"
+)
 
 
 def register(subparsers: Any) -> None:
@@ -64,7 +68,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--ns", default="", help="checkpoint namespace, for a subgraph (default: the root graph)"
     )
-    parser.add_argument("--limit", type=_positive, help="show at most this many checkpoints")
+    parser.add_argument("--limit", type=positive_int, help="show at most this many checkpoints")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
         "--all-channels",
@@ -114,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     serde = serializer_from_env(migration=migration, pickle_presets=args.pickle)
     with open_store(args.store) as store:  # a clear error for a missing or foreign store
         display = store.display
-    reader = CheckpointReader(args.store, serde, migration=migration)
+        reader = CheckpointReader(store, serde, migration=migration)
     try:
         namespaces = dict(reader.namespaces(args.thread))
         if args.ns not in namespaces:
@@ -140,8 +144,16 @@ def run(args: argparse.Namespace) -> int:
                 )
                 return EXIT_NOT_SHOWN
             entries.append(entry)
+        binding = any(e.unbound for e in entries) and reader.binding_store()
     finally:
         reader.close()
+    unbound = [e.checkpoint_id for e in entries if e.unbound] if binding else []
+    if unbound:
+        print(
+            f"secure-serde: warning: {len(unbound)} checkpoint(s) shown are {UNBOUND_WARNING}:"
+            f" {', '.join(unbound)}",
+            file=sys.stderr,
+        )
     if args.json:
         document = {
             "store": display,
@@ -149,12 +161,13 @@ def run(args: argparse.Namespace) -> int:
             "checkpoint_ns": args.ns,
             "namespaces": namespaces,
             "next_derived_without_graph": True,
-            "checkpoints": [_entry_json(e, args.all_channels) for e in entries],
+            "binding_store": binding,
+            "checkpoints": [_entry_json(e, args.all_channels, binding) for e in entries],
         }
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        _print_text(display, args, namespaces, entries, sys.stdout)
+        _print_text(display, args, namespaces, entries, binding, sys.stdout)
     return EXIT_NOT_SHOWN if any(e.error for e in entries) else EXIT_SHOWN
 
 
@@ -185,9 +198,11 @@ def _header(entry: CheckpointEntry) -> dict[str, Any]:
     }
 
 
-def _entry_json(entry: CheckpointEntry, all_channels: bool) -> dict[str, Any]:
+def _entry_json(entry: CheckpointEntry, all_channels: bool, binding: bool) -> dict[str, Any]:
     document = _header(entry)
     document["error"] = entry.error
+    document["unbound"] = entry.unbound
+    document["warning"] = UNBOUND_WARNING if binding and entry.unbound else None
     if entry.saved is None:
         return document
     document.update(
@@ -217,11 +232,12 @@ def _print_value(out: TextIO, indent: str, name: str, value: Any, max_chars: int
         print(f"{indent}  {line}", file=out)
 
 
-def _print_text(
+def _print_text(  # noqa: PLR0913 - the parts of one report, printed in order
     display: str,
     args: argparse.Namespace,
     namespaces: Mapping[str, int],
     entries: list[CheckpointEntry],
+    binding: bool,
     out: TextIO,
 ) -> None:
     width = args.max_chars
@@ -253,6 +269,8 @@ def _print_text(
             ),
             file=out,
         )
+        if binding and entry.unbound:
+            print(f"  WARNING: {UNBOUND_WARNING}", file=out)
         if entry.error is not None:
             print(f"  cannot read all of it: {for_terminal(entry.error)}", file=out)
         shown_next = for_terminal(", ".join(entry.next)) if entry.next else "(none)"

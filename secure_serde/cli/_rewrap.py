@@ -25,6 +25,7 @@ from typing import Any, Final, TextIO
 
 from secure_serde._migration import Migration
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
+from secure_serde.cli._args import positive_int
 from secure_serde.cli._pretty import for_terminal
 from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE
@@ -63,13 +64,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--dry-run", action="store_true", help="decrypt and count, write nothing")
     parser.add_argument(
         "--batch-size",
-        type=_positive,
+        type=positive_int,
         default=DEFAULT_BATCH_SIZE,
         help=f"rows per page and per transaction (default {DEFAULT_BATCH_SIZE})",
     )
     parser.add_argument(
         "--workers",
-        type=_positive,
+        type=positive_int,
         default=1,
         help="PostgreSQL only: worker processes, each on one range of thread ids",
     )
@@ -112,16 +113,6 @@ def register(subparsers: Any) -> None:
     )
     progress.add_argument("--no-progress", dest="progress", action="store_false")
     parser.set_defaults(func=run)
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 class ProgressLine:

@@ -19,6 +19,15 @@ A value encoded with at least one pickle gets the type tag `TAG`
 (``msgpack+pickle``): plain JsonPlus refuses it instead of reading the
 pickles as None, and `EncryptedSerializer` refuses it unless the cipher
 authenticated the tag.
+
+Decoding hands every ext code but ours to the serde's own JsonPlus hook.
+Only an `EXT_NESTED` container is rebuilt here, because its payload holds
+pickles JsonPlus's hook cannot read; it is rebuilt as that hook does, with
+langgraph's own allowlist events and once-per-type warnings
+(``_langgraph.msgpack_type_allowed``), reconstruction fallback and ``Send``
+builder. tests/test_langgraph_private_pickle.py decodes the same containers
+through JsonPlus and through this module and compares the results, the
+serde events and the warnings.
 """
 
 from __future__ import annotations
@@ -30,14 +39,13 @@ import decimal
 import enum
 import importlib
 import ipaddress
-import logging
 import pathlib
 import re
 import uuid
 import zoneinfo
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import ormsgpack
 from langgraph.checkpoint.serde.types import SendProtocol
@@ -55,8 +63,6 @@ from secure_serde.pickling._scan import Admission
 from secure_serde.pickling._verdicts import ScanVerdicts
 
 __all__ = ["EXT_NESTED", "EXT_PICKLE", "TAG", "Policy", "decode", "encode"]
-
-logger = logging.getLogger("secure_serde")
 
 EXT_PICKLE: Final = 80
 EXT_NESTED: Final = 81
@@ -90,7 +96,7 @@ _LATE_LEAVES: Final = (
     datetime.date,
 )
 
-Allowlist = set[tuple[str, ...]] | Literal[True] | None
+Allowlist = lg.Allowlist
 
 
 @dataclass(frozen=True)
@@ -294,17 +300,6 @@ class _Decoder:
             return self._construct(data[0], self.unpack(data[1:]))
         return self._inner_hook(code, data)
 
-    def _allowed(self, module: str, name: str) -> bool:
-        key = (module, name)
-        if key in lg.SAFE_MSGPACK_TYPES or self._allowlist is True:
-            return True
-        if self._allowlist is not None and key in self._allowlist:
-            return True
-        logger.warning(
-            "Blocked deserialization of %s.%s - not in allowed_msgpack_modules", module, name
-        )
-        return False
-
     def _construct(self, code: int, tup: Any) -> Any:
         """Rebuild a container as JsonPlus's ext hook does, allowlist and fallbacks included."""
         if not (
@@ -315,7 +310,7 @@ class _Decoder:
         ):
             raise DecryptionError("refusing a malformed nested value")
         module, name, arg = tup[0], tup[1], tup[2]
-        if not self._allowed(module, name):
+        if not lg.msgpack_type_allowed(self._allowlist, module, name):
             return arg
         if code in (lg.EXT_PYDANTIC_V1, lg.EXT_PYDANTIC_V2):
             try:

@@ -47,6 +47,7 @@ from cryptography.hazmat.primitives import hmac as crypto_hmac
 from secure_serde._errors import BlindIndexError, ConfigurationError
 from secure_serde._keys import Key
 from secure_serde._primitives import SecretHolder
+from secure_serde.stores import INDEX_METADATA_KEY
 
 __all__ = [
     "INDEX_METADATA_KEY",
@@ -56,7 +57,6 @@ __all__ = [
     "check_index_name",
 ]
 
-INDEX_METADATA_KEY: Final = "__secure_serde_index__"
 _DOMAIN: Final = b"secure_serde/blind-index/v1\x00"
 # 128 bits: equality needs no more than collision resistance over the values
 # a deployment ever indexes, and halves what each row stores.

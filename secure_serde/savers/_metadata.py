@@ -19,11 +19,9 @@ This module is saver-agnostic: a saver calls
 * `MetadataOpener.open` on every row read: the caller's metadata back,
   after every check below.
 
-Stored layout (the ``metadata`` JSON column)::
-
-    {<structural and user-chosen plaintext keys>,
-     "__secure_serde_sealed__": {"type": <serde type tag>, "data": <base64>},
-     "__secure_serde_index__": {<indexed key>: "<key id>:<mac>"}}
+The stored layout of the ``metadata`` JSON column (plaintext keys, the
+sealed entry, the blind-index entry) is documented, built and parsed in one
+place, secure_serde/stores/_envelope.py (`envelope`, `parse_envelope`).
 
 The sealed entry holds every other key plus ``__secure_serde_row__``:
 ``[thread_id, checkpoint_ns, checkpoint_id]``, so an entry copied to
@@ -47,7 +45,6 @@ Whether the serde's output is sealed at all is the read rule's decision
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
@@ -67,13 +64,14 @@ from secure_serde._errors import (
 from secure_serde._migration import Migration
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde._readrule import seals
-from secure_serde.savers._blind_index import (
+from secure_serde.savers._blind_index import BlindIndexKeys, FilterPlan, check_index_name
+from secure_serde.stores import (
     INDEX_METADATA_KEY,
-    BlindIndexKeys,
-    FilterPlan,
-    check_index_name,
+    ROW_KEY,
+    SEALED_METADATA_KEY,
+    envelope,
+    parse_envelope,
 )
-from secure_serde.stores import SEALED_METADATA_KEY, parse_envelope
 
 __all__ = [
     "INDEX_METADATA_KEY",
@@ -97,7 +95,6 @@ __all__ = [
 STRUCTURAL_METADATA_KEYS: Final = frozenset(
     {"source", "step", "parents", "counters_since_delta_snapshot", "delta_writes_versioned"}
 )
-ROW_KEY: Final = "__secure_serde_row__"
 _RESERVED: Final = (SEALED_METADATA_KEY, INDEX_METADATA_KEY, ROW_KEY)
 
 # (thread_id, checkpoint_ns, checkpoint_id): where a row lives.
@@ -105,8 +102,6 @@ Row = tuple[str, str, str]
 
 # The only parts of ``config`` the stock ``put`` reads besides metadata.
 _ID_KEYS: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
-_TYPE: Final = "type"
-_DATA: Final = "data"
 
 
 def refuse_reserved_key(metadata: Mapping[str, Any]) -> None:
@@ -230,7 +225,7 @@ class MetadataSealer:
                 f" wrote an unencrypted {type_tag!r} value (pass seal_metadata=False to"
                 " store metadata in plaintext)"
             )
-        plain[SEALED_METADATA_KEY] = {_TYPE: type_tag, _DATA: base64.b64encode(data).decode()}
+        plain[SEALED_METADATA_KEY] = envelope(type_tag, data)
         ids_only: RunnableConfig = {
             "configurable": {k: configurable[k] for k in _ID_KEYS if k in configurable}
         }

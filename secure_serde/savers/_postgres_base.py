@@ -1,8 +1,10 @@
 """What the sync and async sealed Postgres savers share.
 
 The overrides of langgraph-checkpoint-postgres are all here or in
-``postgres.py``, and each is pinned by tests/savers/test_postgres_savers.py:
-``put``/``aput`` (public, thin: they rewrite their arguments and call the
+``postgres.py``. Each private hook is listed, with its reason, in
+``secure_serde/_langgraph.py`` (``POSTGRES_SAVER_HOOKS``), marked
+``@postgres_hook`` here, and pinned by tests/test_langgraph_private_savers.py.
+The overrides: ``put``/``aput`` (public, thin: they rewrite their arguments and call the
 stock method) and four private hooks that every read and write path of the
 stock savers already goes through: ``_dump_blobs`` (writes),
 ``_load_checkpoint_tuple`` (``get_tuple``/``list``),
@@ -34,6 +36,7 @@ from psycopg.types.json import Jsonb
 
 from secure_serde._binding import Location
 from secure_serde._errors import ConfigurationError
+from secure_serde._langgraph import postgres_hook
 from secure_serde._migration import Migration
 from secure_serde.savers._bound import Binder, binder_for
 from secure_serde.savers._index_sql import postgres_index_predicate, with_predicate
@@ -167,6 +170,7 @@ class SealedPostgresBase(BasePostgresSaver):
             return checkpoint_tuple
         return checkpoint_tuple._replace(metadata=metadata)
 
+    @postgres_hook
     def _dump_blobs(
         self,
         thread_id: str,
@@ -179,6 +183,7 @@ class SealedPostgresBase(BasePostgresSaver):
             return super()._dump_blobs(thread_id, checkpoint_ns, unbox(values, versions), versions)
         return dump_bound_blobs(binder, thread_id, checkpoint_ns, unbox(values, versions), versions)
 
+    @postgres_hook
     def _dump_writes(  # noqa: PLR0913 - langgraph's hook signature
         self,
         thread_id: str,
@@ -207,6 +212,7 @@ class SealedPostgresBase(BasePostgresSaver):
     def _delta_done(token: Any) -> None:
         _DELTA_AT.reset(token)
 
+    @postgres_hook
     def _build_delta_channels_writes_history(
         self,
         *,
@@ -243,6 +249,7 @@ class SealedPostgresBase(BasePostgresSaver):
             stage2_rows=stage2_rows,
         )
 
+    @postgres_hook
     def _search_where(
         self,
         config: RunnableConfig | None,

@@ -38,7 +38,7 @@ from langgraph.checkpoint.base import (
 
 from secure_serde._binding import Location
 from secure_serde._errors import BindingError
-from secure_serde._langgraph import DeltaSnapshot
+from secure_serde._langgraph import DeltaSnapshot, delta_row_is_write
 from secure_serde.savers._bound import RECORD_KEY, Binder, metadata_record
 
 __all__ = [
@@ -281,7 +281,7 @@ def bound_delta_history(  # noqa: PLR0913 - the stock delta hook's arguments plu
     seeds: dict[tuple[str, str], tuple[str, bytes]] = {}
     for row in stage2_rows:
         channel = row["channel"]
-        if row["_kind"] == "w":
+        if delta_row_is_write(row):
             writes_by.setdefault(channel, {}).setdefault(row["checkpoint_id"], []).append(
                 (row["type"], row["blob"], row["task_id"], row["idx"], row["task_path"])
             )

@@ -39,6 +39,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde._binding import Location
 from secure_serde._errors import ConfigurationError, DecryptionError
+from secure_serde._langgraph import postgres_cursor
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
 from secure_serde.savers._bound import RECORD_KEY, Binder, metadata_record
@@ -224,7 +225,7 @@ def reseal_postgres_metadata(
     report = ResealReport()
     last: Sequence[str] = ("", "", "")
     while True:
-        with saver._cursor() as cur:
+        with postgres_cursor(saver) as cur:
             cur.execute(_SELECT, (*last, batch_size))
             rows: Iterable[Any] = cur.fetchall()
         rows = list(rows)
@@ -245,7 +246,7 @@ def reseal_postgres_metadata(
                 report.rewritten += 1
                 continue
             new, checkpoint = planned
-            with saver._cursor() as cur:
+            with postgres_cursor(saver) as cur:
                 if checkpoint is None:
                     cur.execute(_UPDATE, (Jsonb(new), *row, Jsonb(r["metadata"])))
                 else:

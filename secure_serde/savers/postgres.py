@@ -53,11 +53,13 @@ from langgraph.checkpoint.postgres import PostgresSaver as _StockPostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as _StockAsyncPostgresSaver
 from langgraph.checkpoint.postgres.aio import Conn as AsyncConn
 from langgraph.checkpoint.serde.base import SerializerProtocol
-from psycopg import AsyncConnection, AsyncPipeline, Connection, Pipeline
-from psycopg.rows import DictRow, dict_row
+from psycopg import AsyncPipeline, Pipeline
+from psycopg.rows import DictRow
 
+from secure_serde._langgraph import async_postgres_cursor, postgres_cursor, postgres_hook
 from secure_serde._migration import Migration
 from secure_serde.ciphers._v1cipher import V1Cipher
+from secure_serde.savers._connect import Dsn, aconnect, connect
 from secure_serde.savers._metadata import (
     SEALED_METADATA_KEY,
     STRUCTURAL_METADATA_KEYS,
@@ -159,14 +161,14 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         The connection is opened as the stock ``from_conn_string`` opens it
         (``autocommit=True, prepare_threshold=0, row_factory=dict_row``).
         """
+        dsn = Dsn(conn_string)  # no frame below holds the password as text
+        del conn_string
         MetadataSealer.from_options(  # fail before connecting
             seal_metadata=seal_metadata,
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
-        with Connection.connect(
-            conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
-        ) as conn:
+        with connect(dsn) as conn:
             if pipeline:
                 with conn.pipeline() as pipe:
                     yield cls(
@@ -205,6 +207,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         self._stored_primitives.record(*stored)
         return next_config
 
+    @postgres_hook
     def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         binder = self._bound()
         if binder is not None:
@@ -222,7 +225,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             self._delta_done(token)
         binder = self._bound()
         if binder is not None and read.chains:
-            with self._cursor() as cur:
+            with postgres_cursor(self) as cur:
                 cur.execute(CHAIN_SQL, read.chain_params())
                 verify_chain(binder, read, cur.fetchall())
         return history
@@ -305,14 +308,14 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         allow_inline_values: bool = False,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """A saver on a new connection, closed on exit, opened as the stock one opens it."""
+        dsn = Dsn(conn_string)  # no frame below holds the password as text
+        del conn_string
         MetadataSealer.from_options(  # fail before connecting
             seal_metadata=seal_metadata,
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
-        async with await AsyncConnection.connect(
-            conn_string, autocommit=True, prepare_threshold=0, row_factory=dict_row
-        ) as conn:
+        async with await aconnect(dsn) as conn:
             if pipeline:
                 async with conn.pipeline() as pipe:
                     yield cls(
@@ -371,12 +374,13 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             self._delta_done(token)
         binder = self._bound()
         if binder is not None and read.chains:
-            async with self._cursor() as cur:
+            async with async_postgres_cursor(self) as cur:
                 await cur.execute(CHAIN_SQL, read.chain_params())
                 rows = await cur.fetchall()
             await asyncio.to_thread(verify_chain, binder, read, rows)
         return history
 
+    @postgres_hook
     async def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
         binder = self._bound()
         if binder is not None:

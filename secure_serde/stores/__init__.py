@@ -85,6 +85,21 @@ The API, all of it synchronous (sqlite3, psycopg 3):
 * `Store.display` is safe to print (no password); `Store.location` reopens
   the store, e.g. in a worker process.
 
+Beside the cells, for the tools that read a store as history or count its
+JSON columns (every connection a tool opens on a store is opened here, and
+every statement is a literal with bound parameters):
+
+* `HistoryView(store)` - a read-only connection (SQLite ``mode=ro``,
+  PostgreSQL read-only session) with the namespaces and checkpoint ids of a
+  thread, and whether records carry a seal; ``for_saver=True`` gives
+  LangGraph's ``PostgresSaver`` the rows it expects on `HistoryView.connection`.
+* `scan_json_columns(view)` - metadata key names, inline channel values
+  and record seals, counted by the database (`JsonColumnScan`).
+* The layout of the sealed-metadata column (`envelope`, `parse_envelope`,
+  `SEALED_METADATA_KEY`, `INDEX_METADATA_KEY`, `ROW_KEY`) and of a
+  checkpoint record's seal (`canonical`, `metadata_record`, `RECORD_KEY`),
+  shared with the sealed savers, which build on this package.
+
 Errors opening, reading or writing a store raise `StoreError`, under
 `SecureSerdeError`.
 """
@@ -103,14 +118,29 @@ if TYPE_CHECKING:
         TableSpec,
         ThreadRange,
     )
+    from secure_serde.stores._columns import (
+        MAX_NAMES,
+        InlineChannel,
+        JsonColumnScan,
+        MetadataKeys,
+        RecordSeals,
+        scan_json_columns,
+    )
     from secure_serde.stores._envelope import (
+        INDEX_METADATA_KEY,
         METADATA_TABLE,
+        RECORD_KEY,
+        RECORD_TABLE,
+        ROW_KEY,
         SEALED_METADATA_KEY,
+        envelope,
         envelope_cell,
         parse_envelope,
     )
+    from secure_serde.stores._history import CheckpointId, HistoryView
     from secure_serde.stores._open import open_store
     from secure_serde.stores._postgres import PostgresStore
+    from secure_serde.stores._record import canonical, metadata_record
     from secure_serde.stores._sqlite import SqliteStore
 else:
     from secure_serde._lazy import lazy_attributes
@@ -120,8 +150,19 @@ else:
         {
             "ALL_THREADS": "secure_serde.stores._base",
             "Cell": "secure_serde.stores._base",
+            "CheckpointId": "secure_serde.stores._history",
             "DEFAULT_BATCH_SIZE": "secure_serde.stores._base",
+            "HistoryView": "secure_serde.stores._history",
+            "INDEX_METADATA_KEY": "secure_serde.stores._envelope",
+            "InlineChannel": "secure_serde.stores._columns",
+            "JsonColumnScan": "secure_serde.stores._columns",
+            "MAX_NAMES": "secure_serde.stores._columns",
             "METADATA_TABLE": "secure_serde.stores._envelope",
+            "MetadataKeys": "secure_serde.stores._columns",
+            "RECORD_KEY": "secure_serde.stores._envelope",
+            "RECORD_TABLE": "secure_serde.stores._envelope",
+            "ROW_KEY": "secure_serde.stores._envelope",
+            "RecordSeals": "secure_serde.stores._columns",
             "PostgresStore": "secure_serde.stores._postgres",
             "RowRef": "secure_serde.stores._base",
             "SEALED_METADATA_KEY": "secure_serde.stores._envelope",
@@ -131,19 +172,34 @@ else:
             "Swap": "secure_serde.stores._base",
             "TableSpec": "secure_serde.stores._base",
             "ThreadRange": "secure_serde.stores._base",
+            "canonical": "secure_serde.stores._record",
+            "envelope": "secure_serde.stores._envelope",
             "envelope_cell": "secure_serde.stores._envelope",
+            "metadata_record": "secure_serde.stores._record",
             "open_store": "secure_serde.stores._open",
             "parse_envelope": "secure_serde.stores._envelope",
+            "scan_json_columns": "secure_serde.stores._columns",
         },
     )
 
 __all__ = [
     "ALL_THREADS",
     "DEFAULT_BATCH_SIZE",
+    "INDEX_METADATA_KEY",
+    "MAX_NAMES",
     "METADATA_TABLE",
+    "RECORD_KEY",
+    "RECORD_TABLE",
+    "ROW_KEY",
     "SEALED_METADATA_KEY",
     "Cell",
+    "CheckpointId",
+    "HistoryView",
+    "InlineChannel",
+    "JsonColumnScan",
+    "MetadataKeys",
     "PostgresStore",
+    "RecordSeals",
     "RowRef",
     "SqliteStore",
     "Store",
@@ -151,7 +207,11 @@ __all__ = [
     "Swap",
     "TableSpec",
     "ThreadRange",
+    "canonical",
+    "envelope",
     "envelope_cell",
+    "metadata_record",
     "open_store",
     "parse_envelope",
+    "scan_json_columns",
 ]

@@ -1,9 +1,22 @@
 """Sealed-metadata envelopes: a cell kept as one entry of a JSON column.
 
-Our sealed savers move metadata into ``checkpoints.metadata`` under
-``SEALED_METADATA_KEY`` as ``{"type": <type tag>, "data": <base64>}``. The
-savers, audit, inspect and rewrap all read that entry through
-`parse_envelope`, so they agree on what is well formed.
+This module is the one implementation of the layout: the sealed savers
+build envelopes with `envelope`, and the savers, audit, inspect and rewrap
+all read them through `parse_envelope`, so they agree on what is well
+formed. The ``metadata`` JSON column of a sealed saver's checkpoint is::
+
+    {<structural and user-chosen plaintext keys>,
+     "__secure_serde_sealed__": {"type": <serde type tag>, "data": <base64>},
+     "__secure_serde_index__": {<indexed key>: "<key id>:<mac>"}}
+
+``data`` is the standard base64 (with padding) of the serializer's bytes
+for the sealed keys, which include ``__secure_serde_row__``:
+``[thread_id, checkpoint_ns, checkpoint_id]`` (`ROW_KEY`), so an entry
+copied to another checkpoint is refused on read
+(secure_serde/savers/_metadata.py). ``__secure_serde_index__``
+(`INDEX_METADATA_KEY`) holds the blind indexes of sealed keys
+(secure_serde/savers/_blind_index.py). tests/vectors/metadata_envelope.json
+freezes the layout.
 
 The sealed PostgreSQL savers also keep each checkpoint record's seal in
 ``checkpoints.checkpoint`` under ``RECORD_KEY``, as ``{"type", "data",
@@ -21,10 +34,13 @@ from typing import Any, Final
 from secure_serde.stores._base import Cell, RowRef
 
 __all__ = [
+    "INDEX_METADATA_KEY",
     "METADATA_TABLE",
     "RECORD_KEY",
     "RECORD_TABLE",
+    "ROW_KEY",
     "SEALED_METADATA_KEY",
+    "envelope",
     "envelope_cell",
     "envelope_json",
     "parse_envelope",
@@ -32,6 +48,9 @@ __all__ = [
 ]
 
 SEALED_METADATA_KEY: Final = "__secure_serde_sealed__"
+INDEX_METADATA_KEY: Final = "__secure_serde_index__"
+# Inside the sealed entry: the row it was sealed for.
+ROW_KEY: Final = "__secure_serde_row__"
 # The TableSpec/RowRef name of sealed-metadata cells: table and JSON column.
 METADATA_TABLE: Final = "checkpoints.metadata"
 # The checkpoint JSON key (PostgreSQL) that holds a record's seal, and
@@ -56,9 +75,14 @@ def parse_envelope(envelope: Any) -> tuple[str, bytes] | None:
         return None
 
 
+def envelope(type_tag: str, data: bytes) -> dict[str, str]:
+    """The envelope for ``(type_tag, data)``: the value of `SEALED_METADATA_KEY`."""
+    return {_TYPE: type_tag, _DATA: base64.b64encode(data).decode("ascii")}
+
+
 def envelope_json(type_tag: str, data: bytes) -> str:
     """The envelope for ``(type_tag, data)``, as JSON text, exactly as the savers write it."""
-    return json.dumps({_TYPE: type_tag, _DATA: base64.b64encode(data).decode("ascii")})
+    return json.dumps(envelope(type_tag, data))
 
 
 def envelope_cell(ref: RowRef, envelope: Any) -> Cell:

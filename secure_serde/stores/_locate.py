@@ -33,6 +33,7 @@ from typing import Any, Final
 from secure_serde._binding import Location
 from secure_serde.stores._base import RowRef
 from secure_serde.stores._envelope import RECORD_KEY, RECORD_TABLE
+from secure_serde.stores._record import canonical, metadata_record
 
 __all__ = ["extra_columns", "locate"]
 
@@ -99,10 +100,6 @@ def _metadata(ref: RowRef, extras: Sequence[Any]) -> Location:
 
 
 def _checkpoint(ref: RowRef, extras: Sequence[Any]) -> Location:
-    # Imported here: only SQLite checkpoint rows need the record encoding,
-    # and it lives with the savers.
-    from secure_serde.savers._bound import canonical, metadata_record
-
     parent, stored = extras
     metadata = (
         {}
@@ -119,8 +116,6 @@ def _checkpoint(ref: RowRef, extras: Sequence[Any]) -> Location:
 
 
 def _record(ref: RowRef, extras: Sequence[Any]) -> Location:
-    from secure_serde.savers._bound import canonical, metadata_record
-
     parent, checkpoint, metadata = extras
     if parent is None:
         # As the savers check it: pruning may have nulled the link the seal names.

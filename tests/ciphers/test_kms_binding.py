@@ -17,6 +17,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hmac import HMAC
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 from secure_serde import BindingError, DecryptionError, EncryptedSerializer, UnboundValueError
@@ -128,13 +129,15 @@ def test_2000_bound_writes_and_reads_across_100_threads_cost_two_calls_each(
     counter = KmsCallCounter(kms_client)
     path = str(tmp_path / "kms.sqlite")
     writer = EncryptedSerializer(KmsEnvelopeCipher(arn, client=kms_client))
-    configs = []
+    configs: list[RunnableConfig] = []
     with SqliteSaver.from_conn_string(path, serde=writer) as saver:
         for n in range(2000):
             checkpoint = empty_checkpoint()
             checkpoint["channel_values"] = {"messages": [f"secret {n}"]}
             checkpoint["channel_versions"] = {"messages": n + 1}
-            config = {"configurable": {"thread_id": f"thread-{n % 100}", "checkpoint_ns": ""}}
+            config: RunnableConfig = {
+                "configurable": {"thread_id": f"thread-{n % 100}", "checkpoint_ns": ""}
+            }
             configs.append(saver.put(config, checkpoint, {"step": n}, {"messages": n + 1}))
     assert counter.calls["GenerateDataKey"] == 1
     reader = EncryptedSerializer(KmsEnvelopeCipher(arn, client=kms_client))

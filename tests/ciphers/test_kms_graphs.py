@@ -17,6 +17,7 @@ import aiosqlite
 import psycopg
 import pytest
 from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
@@ -184,7 +185,7 @@ async def test_async_sqlite_saver_warmed_cipher_makes_no_kms_call_on_the_loop(
             graph = build_chat_graph(AsyncSqliteSaver(conn, serde=EncryptedSerializer(cipher)))
             for turn in range(3):
                 for t in range(4):
-                    config = {"configurable": {"thread_id": f"t{t}"}}
+                    config: RunnableConfig = {"configurable": {"thread_id": f"t{t}"}}
                     msg = HumanMessage(content=_say(f"t{t}", turn))
                     await graph.ainvoke({"messages": [msg]}, config)
             for t in range(4):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +135,7 @@ def test_secrets_stay_out_of_repr_and_pickles() -> None:
 
 
 @pytest.fixture
-def keyring_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+def keyring_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
     monkeypatch.delenv("LANGGRAPH_AES_KEY", raising=False)
     monkeypatch.delenv(KEYRING_FILE_VAR, raising=False)
 
@@ -258,8 +259,11 @@ def test_retired_ids_given_as_an_iterator_are_still_retired() -> None:
     blob = Keyring([old], old)._seal_with_nonce(b"secret", "bytes", b"\x00" * 12)
     with pytest.raises(RetiredKeyError):
         Keyring([new], new, retired=(k for k in [old])).open(blob, "bytes")
+    # An iterator where the signature says Collection: the misuse this test is about.
     cipher = KeyRotationCipher(
-        {"old": b"o" * 32, "new": b"n" * 32}, primary="new", retired=iter(["old"])
+        {"old": b"o" * 32, "new": b"n" * 32},
+        primary="new",
+        retired=iter(["old"]),  # type: ignore[arg-type]
     )
     with pytest.raises(RetiredKeyError):
         cipher.decrypt_bound("aesgcm", blob, "bytes")

@@ -14,6 +14,7 @@ import shutil
 import sqlite3
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ SERDE_A = {"env": KEY_A}
 
 
 @pytest.fixture
-def keys(monkeypatch: pytest.MonkeyPatch) -> Any:
+def keys(monkeypatch: pytest.MonkeyPatch) -> Callable[..., None]:
     """Configure keys as an operator would; by default only LANGGRAPH_AES_KEY = KEY_A."""
     for var in (
         "LANGGRAPH_AES_KEY",
@@ -83,7 +84,9 @@ def audit_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dic
 
 
 def group(document: dict[str, Any], cipher: str, key: str | None) -> dict[str, Any]:
-    found = [g for g in document["ciphers"] if g["cipher"] == cipher and g["key_id"] == key]
+    found: list[dict[str, Any]] = [
+        g for g in document["ciphers"] if g["cipher"] == cipher and g["key_id"] == key
+    ]
     assert len(found) == 1, document["ciphers"]
     return found[0]
 
@@ -406,7 +409,7 @@ def run_canary_postgres(url: str, thread_id: str, *, sealed: bool, **options: An
         if sealed:
             saver: Any = PostgresSaver(conn, serde=serde, **options)
         else:
-            saver = StockPostgresSaver(conn, serde=serde)  # type: ignore[arg-type]
+            saver = StockPostgresSaver(conn, serde=serde)
         saver.setup()
         canary.check_final_state(canary.run_sync(canary.build_canary_graph(saver), thread_id))
 
@@ -587,7 +590,7 @@ def test_postgres_shallow_saver(
 
     with pg_connect(postgres_url) as conn, warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # the saver is deprecated, not gone
-        saver = ShallowPostgresSaver(conn, serde=rotation_serde(SERDE_A, "env"))  # type: ignore[arg-type]
+        saver = ShallowPostgresSaver(conn, serde=rotation_serde(SERDE_A, "env"))
         saver.setup()
         for thread in GOOD:
             run_turns(build_graph(saver), thread, 2)

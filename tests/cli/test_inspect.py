@@ -13,17 +13,20 @@ import json
 import operator
 import shutil
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import psycopg
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, Send, interrupt
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Command, Send, interrupt
 from psycopg.rows import dict_row
 from typing_extensions import TypedDict
 
@@ -74,7 +77,9 @@ def _ask(state: FanState) -> dict[str, Any]:
     return {"items": [str(interrupt("continue?"))]}
 
 
-def build_fan_graph(checkpointer: Any) -> Any:
+def build_fan_graph(
+    checkpointer: Checkpointer,
+) -> CompiledStateGraph[FanState, None, FanState, FanState]:
     builder = StateGraph(FanState)
     for name, node in (
         ("left", _left),
@@ -144,7 +149,7 @@ def store(sqlite_template: Path, tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def graphs(store: Path) -> Any:
+def graphs(store: Path) -> Iterator[Graphs]:
     conn = sqlite3.connect(f"{store.as_uri()}?mode=ro", uri=True, check_same_thread=False)
     saver = SqliteSaver(conn, serde=rotation_serde(SERDE_A, "env"))
     saver.is_setup = True
@@ -186,7 +191,7 @@ def check_history(
         capsys, store, "--thread", conf["thread_id"], "--ns", conf.get("checkpoint_ns", ""), *extra
     )
     assert code == 0
-    entries = document["checkpoints"]
+    entries: list[Any] = document["checkpoints"]
     assert [e["checkpoint_id"] for e in entries] == [
         s.config["configurable"]["checkpoint_id"] for s in history
     ]
@@ -243,7 +248,7 @@ def test_subgraph_namespace_history(
 def test_interrupted_thread_text(
     keys: None, store: Path, graphs: Graphs, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = {"configurable": {"thread_id": CHAT_THREADS[1]}}
+    config: RunnableConfig = {"configurable": {"thread_id": CHAT_THREADS[1]}}
     snapshot = graphs.chat.get_state(config)
     assert snapshot.next == ("review",)
     [task] = snapshot.tasks
@@ -394,7 +399,7 @@ def pg_graph(url: str, *, sealed: bool, **options: Any) -> tuple[Any, Any]:
     if sealed:
         saver: Any = PostgresSaver(conn, serde=serde, **options)
     else:
-        saver = StockPostgresSaver(conn, serde=serde)  # type: ignore[arg-type]
+        saver = StockPostgresSaver(conn, serde=serde)
     saver.setup()
     return conn, canary.build_canary_graph(saver)
 

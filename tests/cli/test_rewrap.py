@@ -7,6 +7,7 @@ import json
 import signal
 import sqlite3
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from tests.rewrap.rewrap_support import (
 
 
 @pytest.fixture
-def keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Any:
+def keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., None]:
     """Configure the environment the way an operator would, for in-process runs of main()."""
     monkeypatch.delenv("SECURE_SERDE_KEYRING_FILE", raising=False)
     monkeypatch.delenv("LANGGRAPH_AES_KEY", raising=False)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
-import pandas as pd  # type: ignore[import-untyped]
+import pandas as pd
 from Crypto.Cipher import AES
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import atheris  # type: ignore[import-untyped]
+import atheris
 
 __all__ = ["main"]
 

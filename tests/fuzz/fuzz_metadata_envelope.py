@@ -3,7 +3,7 @@
 import sys
 from pathlib import Path
 
-import atheris  # type: ignore[import-untyped]
+import atheris
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import numpy as np
 import ormsgpack
-import pandas as pd  # type: ignore[import-untyped]
+import pandas as pd
 from Crypto.Cipher import AES
 from langchain_core.messages import AIMessage, HumanMessage
 

@@ -23,6 +23,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.types import Command, Interrupt, Send
 
@@ -427,7 +428,7 @@ def test_refused_write_keeps_the_previous_checkpoint() -> None:
     builder.add_edge(START, "work")
     builder.add_edge("work", END)
     graph = builder.compile(checkpointer=InMemorySaver(serde=SERDE))
-    config = {"configurable": {"thread_id": "t"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     graph.invoke({"note": "good"}, config)
     with pytest.raises(PickleNotAllowedError):
         graph.invoke({"note": "bad"}, config)

@@ -60,6 +60,7 @@ def _kind(value: Any) -> str:
 
 
 def strict_report() -> dict[str, Any]:
+    from langchain_core.runnables import RunnableConfig
     from langgraph.checkpoint.memory import InMemorySaver
     from langgraph.checkpoint.serde import _msgpack
     from langgraph.graph import END, START, StateGraph
@@ -101,16 +102,20 @@ def strict_report() -> dict[str, Any]:
     logging.getLogger().addHandler(Collect(logging.WARNING))
     serde = EncryptedSerializer(EnvKeyCipher(KEY), PickleFallbackSerializer(allowed=[PANDAS]))
     graph = builder.compile(checkpointer=InMemorySaver(serde=serde))
-    config = {"configurable": {"thread_id": "strict"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "strict"}}
     graph.invoke(
         {"table": _table(), "holder": Holder("h", _table()), "extra": Stray(_table())}, config
     )
     graph.invoke(Command(resume=True), config)
+    assert isinstance(graph.checkpointer, InMemorySaver)
     used = graph.checkpointer.serde
+    # A chain other than ours reports NoneType below, and the test comparing it fails.
+    inner = used.serde if isinstance(used, EncryptedSerializer) else None
+    innermost = inner.serde if isinstance(inner, PickleFallbackSerializer) else None
     return {
         "strict": _msgpack.STRICT_MSGPACK_ENABLED,
         "seen": graph.get_state(config).values["seen"],
-        "serde": [_kind(used), _kind(used.serde), _kind(used.serde.serde)],
+        "serde": [_kind(used), _kind(inner), _kind(innermost)],
         "rebuilt": used is not serde,
         "warnings": warnings,
     }

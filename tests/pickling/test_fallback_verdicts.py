@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from secure_serde import PickleFallbackSerializer, UnsafePickleError
-from secure_serde.pickling import NUMPY, PANDAS, TAG, _unpickler
+from secure_serde.pickling import NUMPY, PANDAS, TAG, Preset, _unpickler
 from secure_serde.pickling._scan import Admission
 from secure_serde.pickling._verdicts import ScanVerdicts, _digest
 from tests.pickling.test_fallback_build import GADGETS, admission
@@ -28,7 +28,7 @@ CALLS_NDARRAY = framed(
 )
 
 
-def serde(allowed: list[object]) -> PickleFallbackSerializer:
+def serde(allowed: list[type | Preset | tuple[str, str]]) -> PickleFallbackSerializer:
     return PickleFallbackSerializer(allowed=allowed, allow_unauthenticated=True)
 
 

@@ -22,10 +22,12 @@ from typing import Annotated, Any
 
 import pytest
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
-from langgraph.types import Command, interrupt
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer, Command, StateSnapshot, interrupt
 from typing_extensions import TypedDict
 
 from secure_serde import EncryptedSerializer, RetiredKeyError, UnknownKeyError
@@ -55,7 +57,10 @@ def _review(state: ChatState) -> dict[str, Any]:
     return {"approvals": [str(verdict)]}
 
 
-def build_graph(checkpointer: Any) -> Any:
+ChatGraph = CompiledStateGraph[ChatState, None, ChatState, ChatState]
+
+
+def build_graph(checkpointer: Checkpointer) -> ChatGraph:
     builder = StateGraph(ChatState)
     builder.add_node("reply", _reply)
     builder.add_node("review", _review)
@@ -65,11 +70,11 @@ def build_graph(checkpointer: Any) -> Any:
     return builder.compile(checkpointer=checkpointer)
 
 
-def config(thread_id: str) -> dict[str, Any]:
+def config(thread_id: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread_id}}
 
 
-def run_turns(graph: Any, thread_id: str, turns: int, *, start: int = 0) -> None:
+def run_turns(graph: ChatGraph, thread_id: str, turns: int, *, start: int = 0) -> None:
     """``turns`` human turns; each is approved, except the last, left at its interrupt."""
     cfg = config(thread_id)
     for turn in range(start, start + turns):
@@ -78,16 +83,16 @@ def run_turns(graph: Any, thread_id: str, turns: int, *, start: int = 0) -> None
         graph.invoke({"messages": [HumanMessage(content=f"{thread_id} turn {turn}")]}, cfg)
 
 
-def resume(graph: Any, thread_id: str, verdict: str) -> None:
+def resume(graph: ChatGraph, thread_id: str, verdict: str) -> None:
     graph.invoke(Command(resume=verdict), config(thread_id))
 
 
-def history(graph: Any, thread_id: str) -> list[Any]:
+def history(graph: ChatGraph, thread_id: str) -> list[StateSnapshot]:
     """Every StateSnapshot of a thread, newest first: values, config, metadata, tasks."""
     return list(graph.get_state_history(config(thread_id)))
 
 
-def histories(graph: Any, threads: Sequence[str]) -> dict[str, list[Any]]:
+def histories(graph: ChatGraph, threads: Sequence[str]) -> dict[str, list[StateSnapshot]]:
     return {thread: history(graph, thread) for thread in threads}
 
 
@@ -106,7 +111,7 @@ def key_id(key: str) -> str:
 
 
 @contextmanager
-def sqlite_graph(path: Path, serde: SerializerProtocol) -> Iterator[Any]:
+def sqlite_graph(path: Path, serde: SerializerProtocol) -> Iterator[ChatGraph]:
     from langgraph.checkpoint.sqlite import SqliteSaver
 
     conn = sqlite3.connect(path, check_same_thread=False)
@@ -119,13 +124,13 @@ def sqlite_graph(path: Path, serde: SerializerProtocol) -> Iterator[Any]:
 
 
 @contextmanager
-def postgres_graph(url: str, serde: SerializerProtocol) -> Iterator[Any]:
+def postgres_graph(url: str, serde: SerializerProtocol) -> Iterator[ChatGraph]:
     import psycopg
     from langgraph.checkpoint.postgres import PostgresSaver
     from psycopg.rows import dict_row
 
     with psycopg.connect(url, autocommit=True, prepare_threshold=0, row_factory=dict_row) as conn:
-        saver = PostgresSaver(conn, serde=serde)  # type: ignore[arg-type]
+        saver = PostgresSaver(conn, serde=serde)
         saver.setup()
         yield build_graph(saver)
 
@@ -164,7 +169,8 @@ def survey(
     Decrypts without deserializing, so it is cheap enough to run after every kill.
     """
     by_name = {name: c for c in serde.decrypt_ciphers for name in c.cipher_names}
-    digests, counts = {}, {}
+    digests: dict[tuple[Any, ...], bytes] = {}
+    counts: dict[str, int] = {}
     sha256 = hashlib.sha256
     for cell in cells(location):
         tag, data = cell.type_tag, cell.data
@@ -186,6 +192,7 @@ def decoded(
     location: str | Path, serde: SerializerProtocol, *, stride: int = 1
 ) -> dict[tuple[Any, ...], Any]:
     """Each cell's identity -> its fully deserialized value (every ``stride``-th cell only)."""
+    # cells() keeps only cells with data; a None type tag exists only in damaged rows.
     return {
         (cell.ref.table, cell.ref.key): serde.loads_typed((cell.type_tag, cell.data))  # type: ignore[arg-type]
         for cell in cells(location)[::stride]

@@ -72,7 +72,8 @@ def _keys(primary: str) -> KeyEnv:
 def _survey(path: Path, serde: EncryptedSerializer) -> tuple[dict[Any, bytes], dict[str, int]]:
     """Every row's key -> digest of (inner type tag, plaintext); and rows per header key id."""
     cipher = serde.cipher
-    digests, counts = {}, {}
+    digests: dict[Any, bytes] = {}
+    counts: dict[str, int] = {}
     conn = sqlite3.connect(path)
     try:
         for table, (data, key) in _CELLS.items():
@@ -147,7 +148,9 @@ def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
     # One uninterrupted run towards B measures how long the work itself takes.
     proc = run_cli(_keys("b"), tmp_path, "rewrap", str(path), "--batch-size", BATCH)
     assert proc.returncode == 0, proc.stderr
-    work = float(re.search(r"rows in ([0-9.]+) s", proc.stdout).group(1))  # type: ignore[union-attr]
+    timing = re.search(r"rows in ([0-9.]+) s", proc.stdout)
+    assert timing is not None, proc.stdout
+    work = float(timing.group(1))
     digests, counts = _survey(path, both)
     assert digests == original
     assert counts == {ids["b"]: rows}

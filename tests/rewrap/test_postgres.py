@@ -11,6 +11,8 @@ from typing import Any
 
 import psycopg
 import pytest
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinSerializer
 
 from secure_serde import EncryptedSerializer, rewrap
@@ -176,7 +178,7 @@ def test_empty_blob_rows_are_counted_and_left_alone(postgres_url: str) -> None:
 
 def test_legacy_rows_on_postgres_become_v1(postgres_url: str) -> None:
     builtin = BuiltinSerializer.from_pycryptodome_aes(key=KEY_A.encode())
-    with postgres_graph(postgres_url, builtin) as graph:  # type: ignore[arg-type]
+    with postgres_graph(postgres_url, builtin) as graph:
         run_turns(graph, "old", 3)
         before = histories(graph, ["old"])
     assert set(header_key_ids(postgres_url)) == {"aes"}
@@ -223,8 +225,8 @@ def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres
         saver.setup()
         graph = build_graph(saver)
         for thread in threads:
-            cfg = {"configurable": {"thread_id": thread, "api_key": API_KEY}}
-            graph.invoke({"messages": [("human", f"{thread} hello")]}, cfg)
+            cfg: RunnableConfig = {"configurable": {"thread_id": thread, "api_key": API_KEY}}
+            graph.invoke({"messages": [HumanMessage(content=f"{thread} hello")]}, cfg)
     before = _sealed_checkpoints(postgres_url, rotation_serde({"a": KEY_A}, "a"))
     assert len(before) >= 6
     assert all(meta["api_key"] == API_KEY for _, meta in before.values())
@@ -253,20 +255,23 @@ def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres
 
 
 def test_envelope_changed_between_read_and_swap_is_not_clobbered(postgres_url: str) -> None:
+    from secure_serde.ciphers import KeyRotationCipher
     from secure_serde.savers.postgres import PostgresSaver as SealedSaver
     from secure_serde.stores import Swap
 
     old, new = rotation_serde({"a": KEY_A}, "a"), rotation_serde(A_AND_B, "b")
     with SealedSaver.from_conn_string(postgres_url, serde=old, plaintext_metadata=[]) as saver:
         saver.setup()
-        cfg = {"configurable": {"thread_id": "c", "api_key": API_KEY}}
-        build_graph(saver).invoke({"messages": [("human", "hi")]}, cfg)
+        cfg: RunnableConfig = {"configurable": {"thread_id": "c", "api_key": API_KEY}}
+        build_graph(saver).invoke({"messages": [HumanMessage(content="hi")]}, cfg)
     with PostgresStore(postgres_url) as store:
         stale = next(store.iter_batches(store.table(METADATA_TABLE), 1))[0]
         assert stale.type_tag is not None
         assert stale.data is not None
         assert stale.location is not None  # bound to its checkpoint by the sealed saver
         at = stale.location.encode()
+        assert isinstance(old.cipher, KeyRotationCipher)
+        assert isinstance(new.cipher, KeyRotationCipher)
         inner, _, cipher_name = stale.type_tag.rpartition("+")
         # The application re-seals the same row meanwhile (same plaintext, fresh nonce).
         plain = old.cipher.decrypt_at(cipher_name, stale.data, inner, at)

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -132,7 +133,7 @@ def from_envelope(found: dict[str, str]) -> tuple[str, bytes]:
     return found["type"], base64.b64decode(found["data"])
 
 
-def configs(cell: Cell) -> list[dict[str, Any]]:
+def configs(cell: Cell) -> list[RunnableConfig]:
     """The reads that must fail once ``cell`` holds a moved value."""
     base = {"thread_id": cell.thread_id, "checkpoint_ns": cell.checkpoint_ns}
     return [{"configurable": {**base, "checkpoint_id": c}} for c in CHECKPOINTS if reads(cell, c)]
@@ -143,5 +144,5 @@ def reads(cell: Cell, checkpoint_id: str) -> bool:
     if cell.kind == "blob":
         channel, at = cell.key
         n = CHECKPOINTS.index(checkpoint_id) + 1
-        return at == (version(n) if channel == "x" else version(1))
+        return bool(at == (version(n) if channel == "x" else version(1)))
     return bool(cell.key[0] == checkpoint_id)

@@ -16,9 +16,12 @@ from typing import Annotated, Any
 
 import psycopg
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
@@ -113,7 +116,7 @@ def _json_slot(cell: Cell) -> tuple[str, str]:
     return "checkpoint", RECORD_KEY
 
 
-def thread_of(cell: Cell) -> dict[str, Any]:
+def thread_of(cell: Cell) -> RunnableConfig:
     return {"configurable": {"thread_id": cell.thread_id, "checkpoint_ns": cell.checkpoint_ns}}
 
 
@@ -306,8 +309,8 @@ class Notes(TypedDict, total=False):
     notes: Annotated[str, DeltaChannel(lambda state, writes: state + "".join(writes))]
 
 
-def _notes_graph(checkpointer: Any) -> Any:
-    def write(state: dict[str, Any]) -> dict[str, Any]:
+def _notes_graph(checkpointer: Checkpointer) -> CompiledStateGraph[Notes, None, Notes, Notes]:
+    def write(state: Notes) -> dict[str, Any]:
         return {"notes": f"[{len(state.get('notes', ''))}]"}
 
     builder = StateGraph(Notes)
@@ -329,7 +332,7 @@ async def test_delta_history_refuses_a_spliced_chain(
         for thread_id in THREADS:
             for _ in range(4):
                 _notes_graph(saver).invoke({}, {"configurable": {"thread_id": thread_id}})
-        config = {"configurable": {"thread_id": THREADS[0]}}
+        config: RunnableConfig = {"configurable": {"thread_id": THREADS[0]}}
         expected = _notes_graph(saver).get_state(config).values["notes"]
         chain = [
             r["checkpoint_id"]
@@ -357,6 +360,8 @@ async def test_delta_history_refuses_a_spliced_chain(
                 " LIMIT 1",
                 (THREADS[0], chain[0]),
             ).fetchone()
+            assert found is not None
+            assert victim is not None
             done = conn.execute(
                 "UPDATE checkpoint_writes SET type = %s, blob = %s WHERE thread_id = %s"
                 " AND checkpoint_id = %s AND task_id = %s AND idx = %s",

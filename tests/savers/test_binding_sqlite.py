@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langchain_core.runnables import RunnableConfig
 
 from secure_serde import (
     BindingError,
@@ -215,7 +216,7 @@ def test_an_unbound_row_needs_the_migration_switch(tmp_path: Path) -> None:
     with StockSaver.from_conn_string(path) as stock:
         stock.serde = serde
         populate(stock)
-    config = {"configurable": {"thread_id": THREADS[0], "checkpoint_ns": ""}}
+    config: RunnableConfig = {"configurable": {"thread_id": THREADS[0], "checkpoint_ns": ""}}
     with (
         SqliteSaver.from_conn_string(path, serde=serde) as strict,
         pytest.raises(UnboundValueError),

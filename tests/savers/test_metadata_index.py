@@ -8,14 +8,20 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 import pytest
-from langgraph.checkpoint.base import empty_checkpoint
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    CheckpointMetadata,
+    CheckpointTuple,
+    empty_checkpoint,
+)
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
@@ -43,7 +49,8 @@ KEY_B = b"index-tests-key-b-0123456789abcd"
 OPTIONS: dict[str, Any] = {"plaintext_metadata": ["tenant"], "indexed_metadata": ["user_id"]}
 # Each thread's metadata: a structural source, a plaintext tenant, an indexed user_id and a
 # sealed api_key; user ids repeat across threads, as filters must find them.
-PUTS = [
+Source = Literal["input", "loop"]
+PUTS: list[tuple[str, Source, str, str | int, int]] = [
     ("t1", "input", "acme", "u1", 1),
     ("t1", "loop", "acme", "u2", 2),
     ("t2", "input", "acme", "u1", 3),
@@ -77,11 +84,13 @@ def connect(url: str) -> Iterator[psycopg.Connection[Any]]:
         yield conn
 
 
-def put(saver: Any, thread: str, source: str, tenant: str, user: Any, step: int) -> Any:
+def put(
+    saver: BaseCheckpointSaver[Any], thread: str, source: Source, tenant: str, user: Any, step: int
+) -> RunnableConfig:
     checkpoint = empty_checkpoint()
     checkpoint["channel_values"] = {"x": [step]}
     checkpoint["channel_versions"] = {"x": step}
-    config = {
+    config: RunnableConfig = {
         "configurable": {
             "thread_id": thread,
             "checkpoint_ns": "",
@@ -93,7 +102,7 @@ def put(saver: Any, thread: str, source: str, tenant: str, user: Any, step: int)
     return saver.put(config, checkpoint, {"source": source, "step": step, "parents": {}}, {"x": 1})
 
 
-def found(tuples: Any) -> list[tuple[str, int]]:
+def found(tuples: Iterable[CheckpointTuple]) -> list[tuple[str, int]]:
     return sorted((t.config["configurable"]["thread_id"], t.metadata["step"]) for t in tuples)
 
 
@@ -124,7 +133,7 @@ def overwrite(url: str, thread: str, step: int, metadata: dict[str, Any]) -> Non
         )
 
 
-def config_of(thread: str) -> dict[str, Any]:
+def config_of(thread: str) -> RunnableConfig:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
 
 
@@ -136,7 +145,7 @@ def config_of(thread: str) -> dict[str, Any]:
 async def test_config_canaries_stay_out_of_the_dump(
     postgres_server: PostgresServer, postgres_url: str, is_async: bool
 ) -> None:
-    options = {"plaintext_metadata": ["tenant"], "indexed_metadata": ["api_key"]}
+    options: dict[str, Any] = {"plaintext_metadata": ["tenant"], "indexed_metadata": ["api_key"]}
     if is_async:
         async with AsyncPostgresSaver.from_conn_string(
             postgres_url, serde=serde(), **options
@@ -155,7 +164,7 @@ async def test_config_canaries_stay_out_of_the_dump(
         total = conn.execute("SELECT count(*) AS n FROM checkpoints").fetchone()
     assert total is not None
     assert len(hits) == total["n"] > 5
-    assert all(t.metadata["api_key"] == canary.API_KEY for t in hits)
+    assert all(t.metadata.get("api_key") == canary.API_KEY for t in hits)
     dump = pg_dump(postgres_server, postgres_url)
     config_canaries = {
         "api_key": [canary.API_KEY.encode()],
@@ -183,7 +192,7 @@ def _stock_results(conn: psycopg.Connection[Any]) -> dict[Any, Any]:
     stock.setup()
     for row in PUTS:
         put(stock, *row)
-    expected = {}
+    expected: dict[tuple[int, str | None], list[tuple[str, int]]] = {}
     for n, flt in enumerate(FILTERS):
         expected[n, None] = found(stock.list(None, filter=flt))
         for thread in ("t1", "t3"):
@@ -226,7 +235,7 @@ async def test_async_filters_match_the_stock_saver(postgres_url: str) -> None:
             checkpoint = empty_checkpoint()
             checkpoint["channel_values"] = {"x": [row[4]]}
             checkpoint["channel_versions"] = {"x": row[4]}
-            config = {
+            config: RunnableConfig = {
                 "configurable": {
                     "thread_id": row[0],
                     "checkpoint_ns": "",
@@ -235,8 +244,8 @@ async def test_async_filters_match_the_stock_saver(postgres_url: str) -> None:
                     "api_key": f"sk-{row[0]}-{row[4]}",
                 }
             }
-            metadata = {"source": row[1], "step": row[4], "parents": {}}
-            await ours.aput(config, checkpoint, metadata, {"x": 1})  # type: ignore[arg-type]
+            metadata: CheckpointMetadata = {"source": row[1], "step": row[4], "parents": {}}
+            await ours.aput(config, checkpoint, metadata, {"x": 1})
         for n, flt in enumerate(FILTERS):
             assert found([t async for t in ours.alist(None, filter=flt)]) == expected[n, None]
             for thread in ("t1", "t3"):
@@ -295,7 +304,7 @@ def test_metadata_rewrite_fails_the_record_seal_first(postgres_url: str) -> None
         with pytest.raises(BindingError, match="checkpoint row"):
             saver.get_tuple(config_of("other"))  # a present seal is checked under unbound too
     finally:
-        saver.conn.close()  # type: ignore[union-attr]
+        saver.conn.close()
 
 
 def test_index_moved_to_another_row_is_refused(postgres_url: str) -> None:
@@ -312,7 +321,7 @@ def test_index_moved_to_another_row_is_refused(postgres_url: str) -> None:
         with pytest.raises(BlindIndexError):
             saver.get_tuple(config_of("other"))
     finally:
-        saver.conn.close()  # type: ignore[union-attr]
+        saver.conn.close()
 
 
 def test_index_without_its_value_is_refused(postgres_url: str) -> None:
@@ -324,7 +333,7 @@ def test_index_without_its_value_is_refused(postgres_url: str) -> None:
         with pytest.raises(BlindIndexError, match="no sealed value"):
             saver.get_tuple(config_of("other"))
     finally:
-        saver.conn.close()  # type: ignore[union-attr]
+        saver.conn.close()
 
 
 def test_sealed_entry_deleted_is_refused(postgres_url: str) -> None:
@@ -340,7 +349,7 @@ def test_sealed_entry_deleted_is_refused(postgres_url: str) -> None:
         with pytest.raises(MetadataDowngradeError, match="removed or bypassed"):
             saver.get_tuple(config_of("victim"))
     finally:
-        saver.conn.close()  # type: ignore[union-attr]
+        saver.conn.close()
 
 
 def test_sealed_key_rewritten_in_plaintext_is_refused(postgres_url: str) -> None:
@@ -353,7 +362,7 @@ def test_sealed_key_rewritten_in_plaintext_is_refused(postgres_url: str) -> None
             saver.get_tuple(config_of("victim"))
         assert caught.value.keys == ("api_key",)
     finally:
-        saver.conn.close()  # type: ignore[union-attr]
+        saver.conn.close()
     # Under the migration switch, the sealed value still wins.
     with connect(postgres_url) as conn:
         migrating = PostgresSaver(
@@ -364,7 +373,7 @@ def test_sealed_key_rewritten_in_plaintext_is_refused(postgres_url: str) -> None
         )
         tup = migrating.get_tuple(config_of("victim"))
         assert tup is not None
-        assert tup.metadata["api_key"] == "sk-victim-1"
+        assert tup.metadata.get("api_key") == "sk-victim-1"
 
 
 def test_unbound_entry_naming_another_row_is_refused() -> None:
@@ -376,7 +385,7 @@ def test_unbound_entry_naming_another_row_is_refused() -> None:
     metadata: Any = {"source": "input", "step": 1, "parents": {}, "api_key": "sk-v"}
     _, stored_metadata = sealer.seal(serde(), config, metadata, "c1")
     opener = MetadataOpener(sealer, Migration(unbound=True))
-    assert opener.open(serde(), stored_metadata, ("victim", "", "c1"))["api_key"] == "sk-v"
+    assert opener.open(serde(), stored_metadata, ("victim", "", "c1")).get("api_key") == "sk-v"
     with pytest.raises(MetadataMovedError, match="another checkpoint"):
         opener.open(serde(), stored_metadata, ("other", "", "c1"))
 
@@ -394,7 +403,7 @@ def test_sealed_entry_moved_to_another_row_is_refused(postgres_url: str) -> None
         with pytest.raises(BindingError, match="at its metadata row"):
             saver.get_tuple(config_of("other"))
     finally:
-        saver.conn.close()  # type: ignore[union-attr]
+        saver.conn.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -436,7 +445,7 @@ def test_sqlite_filter_matches_the_index(tmp_path: Path) -> None:
         )
         for n, (thread, source, tenant, user, step) in enumerate(PUTS):
             use = writer_a if n % 2 else sealer  # rows under both index keys
-            config = {
+            config: RunnableConfig = {
                 "configurable": {
                     "thread_id": thread,
                     "checkpoint_ns": "",
@@ -509,5 +518,5 @@ def test_reseal_seals_plaintext_rows_and_reindexes_under_the_new_key(
         assert found(strict.list(None, filter={"user_id": "u1"})) == [("old-key", 2), ("plain", 1)]
         tup = strict.get_tuple(config_of("plain"))
         assert tup is not None
-        assert tup.metadata["api_key"] == "sk-plain-1"
+        assert tup.metadata.get("api_key") == "sk-plain-1"
     assert b"sk-plain-1" not in pg_dump(postgres_server, postgres_url)

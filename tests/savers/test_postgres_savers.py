@@ -16,18 +16,21 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import psycopg
 import pytest
+from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
-from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint, CheckpointTuple
 from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as StockAsyncSaver
 from langgraph.checkpoint.postgres.base import BasePostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
-from psycopg.rows import dict_row
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import Checkpointer
+from psycopg.rows import DictRow, dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from typing_extensions import TypedDict
@@ -139,7 +142,7 @@ def same_tuples(left: list[CheckpointTuple], right: list[CheckpointTuple]) -> No
         assert a.pending_writes == b.pending_writes
 
 
-def history_values(graph: Any, config: dict[str, Any]) -> list[tuple[Any, ...]]:
+def history_values(graph: canary.CanaryGraph, config: RunnableConfig) -> list[tuple[Any, ...]]:
     return [(s.values, s.next, s.metadata) for s in graph.get_state_history(config)]
 
 
@@ -180,7 +183,7 @@ def test_primitive_without_version_is_refused_and_nothing_written(postgres_url: 
     with PostgresSaver.from_conn_string(postgres_url, serde=serde()) as saver:
         saver.setup()
         checkpoint = _checkpoint({"secret": "value"}, versions={})
-        config = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+        config: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
         with pytest.raises(EncryptionError, match="'secret'"):
             saver.put(config, checkpoint, {"source": "input", "step": -1}, {})
     assert rows(postgres_url, "SELECT count(*) AS n FROM checkpoints")[0]["n"] == 0
@@ -293,8 +296,14 @@ class NotesV2(TypedDict, total=False):
     turn: int
 
 
-def _notes_graph(schema: Any, checkpointer: Any) -> Any:
-    def write(state: dict[str, Any]) -> dict[str, Any]:
+# The same node over either schema: they differ only in the notes channel's reducer.
+NotesT = TypeVar("NotesT", NotesV1, NotesV2)
+
+
+def _notes_graph(
+    schema: type[NotesT], checkpointer: Checkpointer
+) -> CompiledStateGraph[NotesT, None, NotesT, NotesT]:
+    def write(state: NotesT) -> dict[str, Any]:
         turn = state.get("turn", 0) + 1
         return {"notes": f"[note {turn}: secret-{turn * 7919}]", "turn": turn}
 
@@ -313,7 +322,7 @@ def test_str_channel_migrates_to_a_delta_channel(postgres_url: str, first_writer
     both (its migration path for primitives stored as blobs), and ours refuse the inline one
     unless migrating.
     """
-    config = {"configurable": {"thread_id": "t"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     expected = "".join(f"[note {t}: secret-{t * 7919}]" for t in (1, 2, 3, 4))
     with connect(postgres_url) as conn:
         StockSaver(conn).setup()
@@ -372,7 +381,7 @@ def test_planted_inline_value_is_refused(
 
 async def test_async_saver_refuses_inline_values(postgres_url: str) -> None:
     """The async read paths: get_tuple/list rows, and the DeltaChannel seed walk."""
-    config = {"configurable": {"thread_id": "t"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}}
     with connect(postgres_url) as conn:
         stock = StockSaver(conn, serde=serde())
         stock.setup()
@@ -409,7 +418,7 @@ async def test_async_saver_refuses_inline_values(postgres_url: str) -> None:
 # Metadata
 
 
-def _checkpoint(values: dict[str, Any], versions: dict[str, Any] | None = None) -> Any:
+def _checkpoint(values: dict[str, Any], versions: dict[str, Any] | None = None) -> Checkpoint:
     from langgraph.checkpoint.base import empty_checkpoint
 
     checkpoint = empty_checkpoint()
@@ -418,8 +427,10 @@ def _checkpoint(values: dict[str, Any], versions: dict[str, Any] | None = None) 
     return checkpoint
 
 
-def _put(saver: Any, thread_id: str, **configurable: Any) -> Any:
-    config = {"configurable": {"thread_id": thread_id, "checkpoint_ns": "", **configurable}}
+def _put(saver: BaseCheckpointSaver[Any], thread_id: str, **configurable: Any) -> RunnableConfig:
+    config: RunnableConfig = {
+        "configurable": {"thread_id": thread_id, "checkpoint_ns": "", **configurable}
+    }
     # A list: stored as a blob by the stock saver too, so its rows read under the strict default.
     return saver.put(
         config, _checkpoint({"x": [1]}), {"source": "input", "step": -1, "parents": {}}, {"x": 1}
@@ -456,8 +467,8 @@ def test_sealed_metadata_keeps_configurable_out_of_plaintext(
 
         # Ours give the full metadata back, the same as the stock saver stored it in the clear.
         for tup in all_tuples(ours, postgres_url, "sealed"):
-            assert tup.metadata["api_key"] == canary.API_KEY
-            assert tup.metadata["tenant"] == "acme"
+            assert tup.metadata.get("api_key") == canary.API_KEY
+            assert tup.metadata.get("tenant") == "acme"
         sealed_put = _put(ours, "sealed-put", api_key=canary.API_KEY, tenant="acme")
         stock_view = StockSaver(conn, serde=serde()).get_tuple(
             {"configurable": {"thread_id": "stock", "checkpoint_ns": ""}}
@@ -501,7 +512,9 @@ async def test_async_saver_seals_and_unseals_metadata(postgres_url: str) -> None
         postgres_url, serde=serde(), plaintext_metadata=()
     ) as saver:
         await saver.setup()
-        config = {"configurable": {"thread_id": "t", "checkpoint_ns": "", "api_key": "k-1"}}
+        config: RunnableConfig = {
+            "configurable": {"thread_id": "t", "checkpoint_ns": "", "api_key": "k-1"}
+        }
         stored = await saver.aput(
             config, _checkpoint({"x": "y"}), {"source": "input", "step": -1}, {"x": 1}
         )
@@ -551,7 +564,9 @@ def test_tampered_sealed_metadata_is_refused(postgres_url: str, tampering: str) 
         saver.setup()
         stored = _put(saver, "t", api_key=canary.API_KEY)
         assert saver.get_tuple(stored) is not None
-        metadata = conn.execute("SELECT metadata FROM checkpoints").fetchone()["metadata"]
+        row = conn.execute("SELECT metadata FROM checkpoints").fetchone()
+        assert row is not None
+        metadata = row["metadata"]
         metadata[SEALED_METADATA_KEY] = change(metadata[SEALED_METADATA_KEY])
         conn.execute("UPDATE checkpoints SET metadata = %s", (Jsonb(metadata),))
         with pytest.raises(error):
@@ -576,7 +591,7 @@ async def test_metadata_option_errors(postgres_url: str) -> None:
             saver.put(
                 {"configurable": {"thread_id": "t", "checkpoint_ns": ""}},
                 _checkpoint({}),
-                {"source": "input", "step": -1, SEALED_METADATA_KEY: {}},  # type: ignore[typeddict-item]
+                {"source": "input", "step": -1, SEALED_METADATA_KEY: {}},  # type: ignore[typeddict-unknown-key]
                 {},
             )
 
@@ -586,7 +601,13 @@ async def test_metadata_option_errors(postgres_url: str) -> None:
 
 
 def test_connection_pool(postgres_url: str) -> None:
-    with ConnectionPool(postgres_url, kwargs=CONNECT_KWARGS, min_size=1, max_size=2) as pool:
+    with ConnectionPool(
+        postgres_url,
+        connection_class=psycopg.Connection[DictRow],
+        kwargs=CONNECT_KWARGS,
+        min_size=1,
+        max_size=2,
+    ) as pool:
         saver = PostgresSaver(pool, serde=serde())
         saver.setup()
         canary.check_final_state(canary.run_sync(canary.build_canary_graph(saver), "t"))
@@ -602,7 +623,12 @@ def test_connection_pool(postgres_url: str) -> None:
 
 async def test_async_connection_pool(postgres_url: str) -> None:
     async with AsyncConnectionPool(
-        postgres_url, kwargs=CONNECT_KWARGS, min_size=1, max_size=2, open=False
+        postgres_url,
+        connection_class=psycopg.AsyncConnection[DictRow],
+        kwargs=CONNECT_KWARGS,
+        min_size=1,
+        max_size=2,
+        open=False,
     ) as pool:
         saver = AsyncPostgresSaver(pool, serde=serde())
         await saver.setup()

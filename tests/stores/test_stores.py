@@ -119,7 +119,9 @@ def _cas_round(store: Store, change: Any) -> None:
     assert store.compare_and_swap([Swap(second, "x", b"stale")]) == [False]
     # Swapping from a fresh read works.
     assert store.compare_and_swap([Swap(now_first, "msgpack+aesgcm", b"fresh")]) == [True]
-    assert store.reload(first.ref).data == b"fresh"  # type: ignore[union-attr]
+    fresh = store.reload(first.ref)
+    assert fresh is not None
+    assert fresh.data == b"fresh"
 
 
 def test_sqlite_compare_and_swap_never_clobbers(sqlite_path: Path) -> None:
@@ -154,7 +156,9 @@ def test_sqlite_text_planted_in_a_blob_column_is_still_a_cell(sqlite_path: Path)
         (cell,) = [c for c in store.iter_cells() if c.ref.thread_id == "zz"]
         assert cell.data == b"some text"
         assert store.compare_and_swap([Swap(cell, "msgpack+aesgcm", b"sealed")]) == [True]
-        assert store.reload(cell.ref).data == b"sealed"  # type: ignore[union-attr]
+        sealed = store.reload(cell.ref)
+        assert sealed is not None
+        assert sealed.data == b"sealed"
 
 
 def test_sqlite_open_errors(tmp_path: Path) -> None:
@@ -281,7 +285,7 @@ def test_shallow_saver_schema_is_read_from_the_catalog(postgres_url: str) -> Non
     ) as conn:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            saver = ShallowPostgresSaver(conn, serde=serde)  # type: ignore[arg-type]
+            saver = ShallowPostgresSaver(conn, serde=serde)
         saver.setup()
         graph = build_graph(saver)
         run_turns(graph, "s", 2)

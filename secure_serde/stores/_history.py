@@ -1,0 +1,206 @@
+"""`HistoryView`: a read-only connection to a store, for the tools that read it as history.
+
+`Store` sees a store as cells of serialized values, which is what rewrap and
+audit's cell scan need. ``secure-serde inspect`` instead reads checkpoints
+through LangGraph's own savers, and audit reads the plaintext JSON columns
+beside the cells (secure_serde/stores/_columns.py). Both go through this
+view, so that every connection a tool opens on a store is opened here:
+
+* SQLite is opened with ``mode=ro`` (the file is never created or written);
+* PostgreSQL in autocommit mode on a session whose transactions are all
+  read only (``default_transaction_read_only``), with the row factory and
+  the prepare threshold LangGraph's ``PostgresSaver`` expects, so a saver
+  can be built on `HistoryView.connection`.
+
+Every statement is a literal with bound parameters: no value (thread id,
+namespace, limit) is ever written into SQL text.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, Final
+
+from secure_serde.stores._base import Store, StoreError
+from secure_serde.stores._envelope import RECORD_KEY
+
+__all__ = ["CheckpointId", "HistoryView"]
+
+# (thread_id, checkpoint_ns, checkpoint_id)
+CheckpointId = tuple[str, str, str]
+
+_SQLITE_IDS: Final = (
+    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
+    " ORDER BY checkpoint_id DESC LIMIT ?"
+)
+_PG_IDS: Final = (
+    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s"
+    " ORDER BY checkpoint_id DESC LIMIT %s"
+)
+_SQLITE_NAMESPACES: Final = (
+    "SELECT checkpoint_ns, count(*) FROM checkpoints WHERE thread_id = ?"
+    " GROUP BY checkpoint_ns ORDER BY checkpoint_ns"
+)
+_PG_NAMESPACES: Final = (
+    "SELECT checkpoint_ns, count(*) FROM checkpoints WHERE thread_id = %s"
+    " GROUP BY checkpoint_ns ORDER BY checkpoint_ns"
+)
+_SQLITE_NEWEST: Final = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints"
+    " ORDER BY checkpoint_id DESC LIMIT 1"
+)
+_SQLITE_HAS_CHECKPOINTS: Final = (
+    "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?"
+)
+_PG_HAS_CHECKPOINTS: Final = "SELECT to_regclass('checkpoints') IS NOT NULL"
+_PG_HAS_HISTORY: Final = """
+SELECT count(*) FROM pg_attribute
+WHERE attrelid = to_regclass('checkpoints') AND attname = 'checkpoint_id' AND NOT attisdropped
+"""
+# Whether a checkpoint record carries the seal of the sealed PostgreSQL savers.
+_PG_SEALED: Final = (
+    "SELECT (checkpoint ? %s) FROM checkpoints"
+    " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
+)
+_PG_ANY_SEALED: Final = "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE checkpoint ? %s)"
+
+
+class HistoryView:
+    """A read-only connection to ``store``'s database, and the queries tools run on it.
+
+    Args:
+        store: an open `Store` (`open_store` checked that it is one); only
+            its kind, location and display name are used.
+        for_saver: PostgreSQL only: give the connection the dict rows
+            LangGraph's ``PostgresSaver`` reads; queries of this class
+            accept either shape.
+
+    Raises:
+        StoreError: the database cannot be opened.
+    """
+
+    def __init__(self, store: Store, *, for_saver: bool = False) -> None:
+        self.kind: Final = store.kind
+        self.display: Final = store.display
+        self.tables: Final = store.tables
+        self.connection: Any
+        if store.kind == "postgres":
+            self._open_postgres(store.location, for_saver=for_saver)
+        else:
+            self._open_sqlite(store.location)
+        self.has_checkpoints: Final = self._has_checkpoints()
+
+    def _open_postgres(self, location: str, *, for_saver: bool) -> None:
+        import psycopg
+        from psycopg.rows import dict_row
+
+        from secure_serde.stores._postgres import _reason
+
+        options: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0}
+        if for_saver:
+            options["row_factory"] = dict_row
+        problem = None
+        try:
+            self.connection = psycopg.Connection.connect(location, **options)
+            # Belt and braces: nothing here writes, and now nothing can.
+            self.connection.execute("SET default_transaction_read_only = on")
+        except psycopg.Error as exc:
+            problem = f"cannot connect to {self.display}: {_reason(exc)}"
+        if problem is not None:
+            # Outside the handler: libpq's message may quote the DSN.
+            raise StoreError(problem)
+        self._error: type[Exception] = psycopg.Error
+        self._mark = "%s"
+
+    def _open_sqlite(self, location: str) -> None:
+        uri = f"{Path(location).resolve().as_uri()}?mode=ro"
+        try:
+            # check_same_thread=False: LangGraph's SqliteSaver may be called
+            # from a worker thread (its async wrappers do).
+            self.connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open {self.display}: {exc}") from None
+        self._error = sqlite3.Error
+        self._mark = "?"
+
+    def query(self, sqlite_sql: str, postgres_sql: str, params: tuple[Any, ...]) -> list[Any]:
+        """Rows (as tuples) of the statement for this database, ``params`` bound."""
+        sql = postgres_sql if self.kind == "postgres" else sqlite_sql
+        try:
+            cursor = self.connection.execute(sql, params)
+            return [tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in cursor]
+        except self._error as exc:
+            raise StoreError(f"reading {self.display} failed: {_first_line(exc)}") from None
+
+    @property
+    def driver_error(self) -> type[Exception]:
+        """The driver's base exception class (what a saver on `connection` raises)."""
+        return self._error
+
+    def _has_checkpoints(self) -> bool:
+        if self.kind == "postgres":
+            return self.query("", _PG_HAS_CHECKPOINTS, ())[0][0] is True
+        return bool(self.query(_SQLITE_HAS_CHECKPOINTS, "", ("checkpoints",))[0][0])
+
+    def has_history(self) -> bool:
+        """False for the shallow PostgreSQL saver's schema, which keeps one checkpoint a thread."""
+        if self.kind != "postgres":
+            return True
+        return bool(self.query("", _PG_HAS_HISTORY, ())[0][0])
+
+    def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
+        """Every checkpoint namespace of a thread (``""`` is the root graph) and its size."""
+        rows = self.query(_SQLITE_NAMESPACES, _PG_NAMESPACES, (thread_id,))
+        return [(str(ns), int(n)) for ns, n in rows]
+
+    def checkpoint_ids(self, thread_id: str, checkpoint_ns: str, limit: int | None) -> list[str]:
+        """Ids newest first, the order of ``list()`` and ``get_state_history()``."""
+        # SQLite reads LIMIT -1 as no limit, PostgreSQL reads LIMIT NULL so.
+        bound: int | None = limit if limit is not None else (-1 if self.kind == "sqlite" else None)
+        rows = self.query(_SQLITE_IDS, _PG_IDS, (thread_id, checkpoint_ns, bound))
+        return [str(r[0]) for r in rows]
+
+    def newest_checkpoint(self) -> CheckpointId | None:
+        """The newest checkpoint of the whole store (ids are time-ordered), if any."""
+        if not self.has_checkpoints:
+            return None
+        rows = self.query(_SQLITE_NEWEST, _SQLITE_NEWEST, ())
+        if not rows:
+            return None
+        thread_id, checkpoint_ns, checkpoint_id = rows[0]
+        return str(thread_id), str(checkpoint_ns), str(checkpoint_id)
+
+    def record_sealed(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool | None:
+        """PostgreSQL: whether the record carries a seal (no key needed); ``None`` for SQLite.
+
+        SQLite's sealed saver binds the record into the checkpoint value
+        itself, which only a key can tell.
+        """
+        if self.kind != "postgres":
+            return None
+        rows = self.query("", _PG_SEALED, (RECORD_KEY, thread_id, checkpoint_ns, checkpoint_id))
+        return bool(rows and rows[0][0])
+
+    def any_record_sealed(self) -> bool | None:
+        """PostgreSQL: whether any record carries a seal; ``None`` for SQLite."""
+        if self.kind != "postgres":
+            return None
+        if not self.has_checkpoints:
+            return False
+        return bool(self.query("", _PG_ANY_SEALED, (RECORD_KEY,))[0][0])
+
+    def close(self) -> None:
+        self.connection.close()
+
+    def __enter__(self) -> HistoryView:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    # Driver messages may quote SQL on later lines; the first names the failure.
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,155 @@
+"""Frozen vectors for the layouts the sealed savers add: record seals and blind-index tokens.
+
+Each is pinned twice, as in tests/test_layout_vectors.py: the library reproduces the frozen
+bytes, and the bytes are rebuilt from the documented layout with bare ``cryptography`` calls.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+from secure_serde import BindingError
+from secure_serde._binding import Location
+from secure_serde._keys import Key, parse_key
+from secure_serde._migration import Migration
+from secure_serde._serializer import EncryptedSerializer
+from secure_serde.ciphers import EnvKeyCipher
+from secure_serde.savers._blind_index import BlindIndexKeys, canonical_value
+from secure_serde.savers._bound import Binder, canonical
+from tests.test_format_v2 import _hkdf, _hmac, _location
+
+VECTORS = Path(__file__).parent / "vectors"
+
+
+def _load(name: str) -> list[dict[str, Any]]:
+    vectors: list[dict[str, Any]] = json.loads((VECTORS / name).read_text())["vectors"]
+    assert vectors
+    return vectors
+
+
+SEALS = _load("record_seal.json")
+TOKENS = _load("blind_index.json")
+
+
+def _ids(vector: dict[str, Any]) -> str:
+    return str(vector["comment"])
+
+
+def _binder(vector: dict[str, Any]) -> Binder:
+    return Binder(EncryptedSerializer(EnvKeyCipher(key=vector["key"])), Migration.NONE)
+
+
+def _check(vector: dict[str, Any], **changes: Any) -> None:
+    fields = {
+        "thread_id": vector["thread_id"],
+        "checkpoint_ns": vector["checkpoint_ns"],
+        "checkpoint_id": vector["checkpoint_id"],
+        "parent_id": vector["parent_id"],
+        "record": vector["record"],
+        "seal": vector["seal"],
+    }
+    fields.update(changes)
+    _binder(vector).check_record(**fields)
+
+
+# --- checkpoint record seals -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vector", SEALS, ids=_ids)
+def test_record_encoding_and_location_are_frozen(vector: dict[str, Any]) -> None:
+    record_bytes = canonical(vector["record"])
+    assert record_bytes.hex() == vector["canonical"]
+    location = Location.checkpoint(
+        vector["thread_id"],
+        vector["checkpoint_ns"],
+        vector["checkpoint_id"],
+        vector["parent_id"],
+        record_bytes,
+    )
+    assert location.encode().hex() == vector["location"]
+    by_hand = _location(
+        {
+            "kind": "checkpoint",
+            "thread_id": vector["thread_id"],
+            "checkpoint_ns": vector["checkpoint_ns"],
+            "coordinates": [
+                vector["checkpoint_id"],
+                vector["parent_id"],
+                {"bytes": vector["canonical"]},
+            ],
+        }
+    )
+    assert by_hand.hex() == vector["location"]
+
+
+@pytest.mark.parametrize("vector", SEALS, ids=_ids)
+def test_record_seal_is_reproduced(vector: dict[str, Any]) -> None:
+    cipher = EnvKeyCipher(key=vector["key"])
+    assert cipher.key_id == vector["key_id"]
+    blob = cipher.keyring._seal_with_nonce(
+        b"", "null", bytes.fromhex(vector["nonce"]), bytes.fromhex(vector["location"])
+    )
+    assert base64.b64encode(blob).decode() == vector["seal"]["data"]
+
+
+@pytest.mark.parametrize("vector", SEALS, ids=_ids)
+def test_record_seal_follows_the_documented_layout(vector: dict[str, Any]) -> None:
+    material = parse_key(vector["key"])
+    header = b"\x02" + _hkdf(material, b"secure_serde/v1/key-id", 4)
+    nonce = bytes.fromhex(vector["nonce"])
+    commitment = _hmac(_hkdf(material, b"secure_serde/v2/commitment", 32), header + nonce)[:16]
+    aad = header + commitment + b"\x06aesgcm" + struct.pack(">H", 4) + b"null"
+    aad += bytes.fromhex(vector["location"])
+    tag = AESGCM(_hkdf(material, b"secure_serde/v1/aes-256-gcm", 32)).encrypt(nonce, b"", aad)
+    assert base64.b64encode(header + nonce + commitment + tag).decode() == vector["seal"]["data"]
+    assert vector["seal"]["type"] == "null+aesgcm"
+
+
+@pytest.mark.parametrize("vector", SEALS, ids=_ids)
+def test_frozen_seal_authenticates_only_its_record(vector: dict[str, Any]) -> None:
+    _check(vector)
+    edited = {**vector["record"], "channel_versions": {"messages": "00000000000000000000.0.9"}}
+    with pytest.raises(BindingError):
+        _check(vector, record=edited)
+    with pytest.raises(BindingError):
+        _check(vector, parent_id="1ef-another-parent")
+    with pytest.raises(BindingError):
+        _check(vector, thread_id=vector["thread_id"] + "-other")
+    with pytest.raises(BindingError):
+        _check(vector, checkpoint_ns="elsewhere")
+
+
+# --- blind-index tokens ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("vector", TOKENS, ids=_ids)
+def test_index_token_is_reproduced(vector: dict[str, Any]) -> None:
+    keys = BlindIndexKeys([Key.derive(vector["key"])])
+    assert keys.primary_id == vector["key_id"]
+    assert keys.token(vector["name"], vector["value"]) == vector["token"]
+    keys.verify(vector["name"], vector["value"], vector["token"])
+
+
+@pytest.mark.parametrize("vector", TOKENS, ids=_ids)
+def test_index_token_follows_the_documented_layout(vector: dict[str, Any]) -> None:
+    material = parse_key(vector["key"])
+    index_key = _hkdf(material, b"secure_serde/v1/blind-index-hmac", 32)
+    name = vector["name"].encode()
+    value = json.dumps(
+        vector["value"], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode()
+    if isinstance(vector["value"], float) and vector["value"].is_integer():
+        value = str(int(vector["value"])).encode()
+    assert canonical_value(vector["value"]) == value
+    mac = _hmac(
+        index_key, b"secure_serde/blind-index/v1\x00" + struct.pack(">I", len(name)) + name + value
+    )
+    token = base64.urlsafe_b64encode(mac[:16]).rstrip(b"=").decode()
+    assert f"{_hkdf(material, b'secure_serde/v1/key-id', 4).hex()}:{token}" == vector["token"]
