@@ -41,6 +41,7 @@ from secure_serde._binding import Location
 from secure_serde._errors import ConfigurationError, DecryptionError
 from secure_serde._langgraph import postgres_cursor
 from secure_serde._serializer import EncryptedSerializer
+from secure_serde.ciphers._headers import current_test
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
 from secure_serde.savers._bound import RECORD_KEY, Binder, metadata_record
 from secure_serde.savers._metadata import (
@@ -284,10 +285,7 @@ def _as_bytes(value: Any) -> bytes | None:
 
 def _entry_test(serde: EncryptedSerializer) -> Callable[[tuple[str, bytes]], bool]:
     """Whether a sealed entry is under the primary key, as rewrap decides it for a cell."""
-    # Imported here: rewrap's planner is only needed by this pass.
-    from secure_serde._rewrap._plan import Planner
-
-    is_current, _ = Planner._current_test(serde.cipher)
+    is_current, _, _ = current_test(serde.cipher)
 
     def test(parsed: tuple[str, bytes]) -> bool:
         _, plus, cipher_name = parsed[0].rpartition("+")
