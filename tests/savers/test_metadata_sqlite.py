@@ -43,6 +43,7 @@ from secure_serde.savers.sqlite import (
     reseal_sqlite_metadata,
 )
 from secure_serde.stores import METADATA_TABLE, SEALED_METADATA_KEY, SqliteStore, Swap
+from tests.cli.cli_support import run_main
 
 KEY_A = b"sqlite-meta-key-a-0123456789abcd"
 KEY_B = b"sqlite-meta-key-b-0123456789abcd"
@@ -531,3 +532,29 @@ def test_store_swaps_a_sealed_entry_only_while_it_is_unchanged(tmp_path: Path) -
         assert moved.data == b"\x00" * 40
         assert store.compare_and_swap([stale]) == [False]  # no longer the entry read
     assert stored(path, "t", 1)["tenant"] == "changed"
+
+
+def test_inspect_and_audit_read_a_sealed_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI's viewer opens the sealed saver with no metadata policy: it unseals, and
+    audit authenticates every sealed entry as a cell."""
+    for var in ("SECURE_SERDE_KEYRING_FILE", "SECURE_SERDE_KMS_KEY_ID"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A.decode())
+    path = tmp_path / "cli.sqlite"
+    with SqliteSaver.from_conn_string(str(path), serde=serde(), **OPTIONS) as saver:
+        put(saver, "t", "input", "acme", "u1", 1)
+        put(saver, "t", "loop", "acme", "u2", 2)
+    code, out, err = run_main(capsys, "inspect", str(path), "--thread", "t", "--json")
+    assert code == 0, err
+    shown = json.loads(out)
+    assert all(e["error"] is None for e in shown["checkpoints"])
+    assert sorted(e["metadata"]["api_key"] for e in shown["checkpoints"]) == ["sk-t-1", "sk-t-2"]
+    code, out, err = run_main(capsys, "audit", str(path))
+    # Every value authenticated; the one finding is the key the user chose to leave plaintext.
+    assert "checkpoints.metadata 2" in out
+    assert "cannot decrypt: 0" in out
+    assert "findings: 1" in out
+    assert "not written by LangGraph: ['tenant']" in out
+    assert code == 1, err
