@@ -63,22 +63,19 @@ PLAIN = "plain"
 FLOOR = "floor"
 BUILTIN = "builtin"
 SECURE = "secure"
-SECURE_PCD = "secure_pcd"
-SECURE_NAMES: frozenset[str] = frozenset({SECURE, SECURE_PCD})
+SECURE_NAMES: frozenset[str] = frozenset({SECURE})
 
 LABELS: dict[str, str] = {
     PLAIN: "plain JsonPlusSerializer",
     FLOOR: "raw AES-GCM floor (JsonPlus + cryptography AESGCM)",
     BUILTIN: "langgraph EncryptedSerializer (AES-EAX, pycryptodome)",
-    SECURE: "secure_serde (backend=auto, OpenSSL)",
-    SECURE_PCD: 'secure_serde (backend="pycryptodome")',
+    SECURE: "secure_serde (AES-256-GCM, cryptography/OpenSSL)",
 }
 SHORT: dict[str, str] = {
     PLAIN: "plain",
     FLOOR: "AES-GCM floor",
     BUILTIN: "langgraph EAX",
     SECURE: "secure_serde auto",
-    SECURE_PCD: "secure_serde pycryptodome",
 }
 
 
@@ -249,7 +246,6 @@ def build_serializers() -> dict[str, Serde]:
         FLOOR: AesGcmFloor(),
         BUILTIN: LGEncrypted.from_pycryptodome_aes(**_builtin_kwargs()),
         SECURE: EncryptedSerializer.from_pycryptodome_aes(),
-        SECURE_PCD: EncryptedSerializer.from_pycryptodome_aes(backend="pycryptodome"),
     }
 
 

@@ -120,8 +120,8 @@ def make_client(endpoint: str) -> Any:
 
 def make_cipher(client: Any, **kwargs: Any) -> KmsEnvelopeCipher:
     # REAL AWS: pass the key ARN rather than the alias: an ARN needs no DescribeKey, and the
-    # blobs name the key, not an alias that may later point elsewhere. During a change of CMK,
-    # the new ARN is key_id and the old one goes in decrypt_key_ids=[...] until rewrap is done.
+    # blobs name the key, not an alias that may later point elsewhere. During a change of KMS key,
+    # the new ARN is kms_key and the old one goes in decrypt_kms_keys=[...] until rewrap is done.
     return KmsEnvelopeCipher(
         ALIAS,
         client=client,

@@ -8,8 +8,8 @@ Layers, top to bottom:
   (``pickling``);
 * ciphers (``ciphers``): env key, key rotation, AWS KMS envelope, legacy reader;
 * byte formats: ``_format`` (v1) and ``ciphers/_kms_format``;
-* primitives (``_primitives``): AES-GCM and HKDF from ``cryptography`` or
-  pycryptodome, never hand-rolled.
+* primitives (``_primitives``): AES-GCM and HKDF from ``cryptography``, the
+  legacy EAX reader from pycryptodome; never hand-rolled.
 
 tests/test_layers.py pins this layering from the source: no module imports
 a layer above its own, and the CLI imports public names only.

@@ -3,8 +3,8 @@
 Callers that only want to know "could this row be read?" catch
 `DecryptionError`; every refusal on the read path derives from it, so a
 single ``except`` covers tampering, truncation, unknown keys and refused
-plaintext alike. Messages name ids and cipher names, never key bytes or
-plaintext.
+plaintext alike. Messages name key ids, labels and cipher names, never key
+bytes or plaintext (docs/keys.md, "Glossary").
 """
 
 from __future__ import annotations
@@ -110,7 +110,11 @@ class UnknownCipherError(DecryptionError):
 
 
 class UnknownKeyError(DecryptionError):
-    """The key id in a ciphertext header is not in the configured keys."""
+    """The key id in a ciphertext header is not in the configured keys.
+
+    ``key_id`` is that header's key id in hex (for ``kms`` values, the KMS
+    key's CMK id), never a label or a KMS key name.
+    """
 
     def __init__(self, message: str, *, key_id: str) -> None:
         super().__init__(message)
@@ -118,7 +122,7 @@ class UnknownKeyError(DecryptionError):
 
 
 class RetiredKeyError(UnknownKeyError):
-    """The key id is known but retired: it may no longer decrypt."""
+    """The key id is known but retired: it may no longer decrypt. The message adds its label."""
 
 
 class DecompressionError(DecryptionError):

@@ -45,6 +45,7 @@ __all__ = [
     "build_aad",
     "encode_header",
     "key_id_hex",
+    "key_name",
     "new_nonce",
     "parse_header",
     "split",
@@ -80,6 +81,11 @@ class HeaderV1:
 def key_id_hex(key_id: bytes) -> str:
     """The printable form of a key id, used in errors, logs and the CLI."""
     return key_id.hex()
+
+
+def key_name(key_id: str, label: str = "") -> str:
+    """How messages name a key: by key id, and by label when one is configured."""
+    return f"key id {key_id} (label {label!r})" if label else f"key id {key_id}"
 
 
 def encode_header(key_id: bytes) -> bytes:
@@ -138,4 +144,4 @@ def parse_header(blob: Buffer) -> HeaderV1:
 
 def unknown_key(key_id: bytes) -> UnknownKeyError:
     hex_id = key_id_hex(key_id)
-    return UnknownKeyError(f"no configured key has id {hex_id}", key_id=hex_id)
+    return UnknownKeyError(f"no configured key has key id {hex_id}", key_id=hex_id)

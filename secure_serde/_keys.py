@@ -1,4 +1,4 @@
-"""Key material: how keys are written down, and how a key becomes an AEAD key and an id.
+"""Key material: how keys are written down, and how a key becomes an AEAD key and a key id.
 
 Two written forms are accepted wherever a key is configured (the
 ``LANGGRAPH_AES_KEY`` variable, ``key=`` as text, keyring files):
@@ -14,7 +14,7 @@ Every key, whatever its form or length, is put through HKDF-SHA256 twice:
 once for the AES-256-GCM key (so a 16-byte legacy key still encrypts with
 AES-256, and never with the very bytes its legacy EAX rows used), and once
 for the 4-byte key id written in each header. The id depends only on the
-key, so the same key gets the same id in an env-key cipher, a keyring or a
+key, so the same key gets the same key id in an env-key cipher, a keyring or a
 rewrap tool, with nothing to configure.
 """
 
@@ -33,7 +33,6 @@ from secure_serde._format_v2 import KeyCommitment
 from secure_serde._primitives import (
     AES_KEY_SIZES,
     AesGcm,
-    Backend,
     SecretHolder,
     hkdf_sha256,
     new_aes_gcm,
@@ -48,7 +47,7 @@ __all__ = [
     "generate_encoded_key",
     "parse_key",
     "read_env_key",
-    "shown_id",
+    "shown_label",
 ]
 
 ENV_VAR: Final = "LANGGRAPH_AES_KEY"
@@ -174,8 +173,8 @@ def read_env_key(env_var: str = ENV_VAR) -> bytes:
 def could_be_key(value: object) -> bool:
     """True when ``value`` has a form `parse_key` would accept as a key.
 
-    Messages about ids (keyring files, ``primary=``, ``retired=``) show an
-    offending value only when this is false: a key pasted where an id
+    Messages about labels (keyring files, ``primary=``, ``retired=``) show
+    an offending value only when this is false: a key pasted where a label
     belongs must not be printed.
     """
     if isinstance(value, bytes):
@@ -187,8 +186,8 @@ def could_be_key(value: object) -> bool:
     )
 
 
-def shown_id(value: object) -> str:
-    """``value`` for a message about a key id: its ``repr``, unless it could be a key."""
+def shown_label(value: object) -> str:
+    """``value`` for a message about a label: its ``repr``, unless it could be a key."""
     if could_be_key(value):
         return "(a value shaped like a key, not shown)"
     if not isinstance(value, str):
@@ -203,7 +202,7 @@ def generate_encoded_key() -> str:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class Key(SecretHolder):
-    """One configured key: its id, an optional label, and its AEAD primitive.
+    """One configured key: its key id, an optional label, and its AEAD primitive.
 
     Built with `Key.derive`; the key bytes themselves are not kept, only
     the primitive made from the derived AES-256 key.
@@ -218,14 +217,14 @@ class Key(SecretHolder):
 
     @classmethod
     @scrubbed
-    def derive(cls, key: str | bytes, *, label: str = "", backend: Backend = "auto") -> Key:
+    def derive(cls, key: str | bytes, *, label: str = "") -> Key:
         material = parse_key(key, source=f"key {label!r}" if label else "key")
         return cls(
-            key_id=hkdf_sha256(material, _INFO_KEY_ID, KEY_ID_SIZE, backend),
+            key_id=hkdf_sha256(material, _INFO_KEY_ID, KEY_ID_SIZE),
             label=label,
-            aead=new_aes_gcm(hkdf_sha256(material, _INFO_AEAD, 32, backend), backend),
-            commitment=KeyCommitment(hkdf_sha256(material, _INFO_COMMITMENT, 32, backend)),
-            blind_index_key=hkdf_sha256(material, _INFO_BLIND_INDEX, 32, backend),
+            aead=new_aes_gcm(hkdf_sha256(material, _INFO_AEAD, 32)),
+            commitment=KeyCommitment(hkdf_sha256(material, _INFO_COMMITMENT, 32)),
+            blind_index_key=hkdf_sha256(material, _INFO_BLIND_INDEX, 32),
         )
 
     @property
@@ -234,4 +233,4 @@ class Key(SecretHolder):
 
     def __repr__(self) -> str:
         label = f" label={self.label!r}" if self.label else ""
-        return f"<Key id={self.key_id_hex}{label} backend={self.aead.backend}>"
+        return f"<Key key_id={self.key_id_hex}{label}>"

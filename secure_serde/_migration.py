@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
+from secure_serde._deprecated import warn_deprecated
 from secure_serde._errors import ConfigurationError
 
 __all__ = ["Migration"]
@@ -68,23 +69,29 @@ class Migration:
     ) -> Migration:
         """``migration`` (default: nothing) with 0.1.0's ``allow_*`` keyword arguments applied.
 
-        Each alias can only turn its field on, so passing both a
-        `Migration` and an alias widens to the union of the two.
+        Those aliases are deprecated: each one passed as true warns
+        (`DeprecationWarning`, at the caller's line) and goes in the next
+        release. Each alias can only turn its field on, so passing both a
+        `Migration` and an alias widens to the union of the two. Public
+        entry points resolve once and pass the result on as ``migration``,
+        so one call warns once per alias.
         """
         base = cls.NONE if migration is None else migration
         if not isinstance(base, Migration):
             raise ConfigurationError(
                 f"migration must be a secure_serde.Migration, not {type(base).__name__}"
             )
-        on = {
-            name: True
-            for name, flag in (
-                ("plaintext", allow_plaintext),
-                ("inline_values", allow_inline_values),
-                ("legacy_pickle", allow_legacy_pickle),
-            )
-            if flag and not getattr(base, name)
-        }
+        flags = (
+            ("plaintext", allow_plaintext),
+            ("inline_values", allow_inline_values),
+            ("legacy_pickle", allow_legacy_pickle),
+        )
+        for name, flag in flags:
+            if flag:
+                warn_deprecated(
+                    f"allow_{name}=True is deprecated; pass migration=Migration({name}=True)"
+                )
+        on = {name: True for name, flag in flags if flag and not getattr(base, name)}
         return replace(base, **on) if on else base
 
 

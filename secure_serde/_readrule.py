@@ -171,7 +171,7 @@ class ReadRule:
             if not self._migration.plaintext:
                 raise PlaintextRefusedError(
                     f"refusing an unencrypted {type_tag!r} row (Migration.plaintext is off;"
-                    " allow_plaintext=True, or --allow-plaintext, turns it on)"
+                    " Migration(plaintext=True), or --allow-plaintext, turns it on)"
                 )
             if names_pickle(type_tag):
                 raise PickleRefusedError(

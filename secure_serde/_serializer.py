@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde._binding import Location
 from secure_serde._compress import CompressedSerializer
+from secure_serde._deprecated import check_backend
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -31,7 +32,7 @@ from secure_serde._errors import (
 from secure_serde._keys import ENV_VAR
 from secure_serde._langgraph import register_allowlist_wrapper
 from secure_serde._migration import Migration
-from secure_serde._primitives import MODE_EAX, Backend
+from secure_serde._primitives import MODE_EAX
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde._readrule import Decode, ReadRule, Route
 from secure_serde._scrub import scrubbed
@@ -83,8 +84,8 @@ class EncryptedSerializer:
             each plaintext read is logged (rate-limited).
         decrypt_only: further ciphers used only to read, picked by the
             cipher name in the type tag, while moving between cipher kinds.
-        allow_plaintext: 0.1.0 alias: sets ``migration.plaintext``.
-        allow_legacy_pickle: 0.1.0 alias: sets ``migration.legacy_pickle``,
+        allow_plaintext: deprecated alias (warns): sets ``migration.plaintext``.
+        allow_legacy_pickle: deprecated alias (warns): sets ``migration.legacy_pickle``,
             which unpickles ``pickle+aes`` rows of langgraph's built-in
             format. Their type tag is not authenticated, so anyone able to
             write the store can turn a stored ``bytes`` value into a pickle;
@@ -168,39 +169,38 @@ class EncryptedSerializer:
         migration: Migration | None = None,
         allow_plaintext: bool = False,
         allow_legacy_pickle: bool = False,
-        backend: Backend = "auto",
         compress: bool = False,
+        backend: str | None = None,
         **kwargs: Any,
     ) -> EncryptedSerializer:
         """Drop-in for langgraph's ``EncryptedSerializer.from_pycryptodome_aes``.
 
         Takes the key from ``key=`` or ``LANGGRAPH_AES_KEY`` as langgraph
         does, reads the rows langgraph's version wrote under that key and
-        ``mode=`` (EAX when omitted), and writes format v1 with AES-256-GCM,
-        through OpenSSL when ``cryptography`` is installed. Those legacy rows
-        do not authenticate their type tag, so they are decoded strictly.
+        ``mode=`` (EAX when omitted), and writes secure_serde's own format
+        with AES-256-GCM from ``cryptography``. Those legacy rows do not
+        authenticate their type tag, so they are decoded strictly.
+        ``backend=`` is deprecated (see `EnvKeyCipher`).
         ``compress=True`` compresses values before encrypting them
         (`CompressedSerializer`; read SECURITY.md on length leaks first).
         """
+        check_backend(backend, "EncryptedSerializer.from_pycryptodome_aes")
         key = kwargs.pop("key", None)
         mode = kwargs.pop("mode", None)
         if kwargs:
             raise ConfigurationError(
                 f"unsupported argument(s) {', '.join(sorted(kwargs))}; accepted are key= and mode="
             )
+        # Resolved once, here: each deprecated alias warns once, at the caller's line.
+        resolved = Migration.resolve(
+            migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
+        )
         cipher = EnvKeyCipher(
             key,
             legacy_mode=MODE_EAX if mode is None else mode,
-            backend=backend,
             env_var=ENV_VAR,
         )
-        return cls(
-            cipher,
-            CompressedSerializer(serde) if compress else serde,
-            migration=migration,
-            allow_plaintext=allow_plaintext,
-            allow_legacy_pickle=allow_legacy_pickle,
-        )
+        return cls(cipher, CompressedSerializer(serde) if compress else serde, migration=resolved)
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
         type_tag, data = self._serde.dumps_typed(obj)

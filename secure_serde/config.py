@@ -8,15 +8,19 @@ exactly what the application wrote::
     saver = PostgresSaver(pool, serde=serializer_from_env())
 
 The AES keys come from exactly where ``KeyRotationCipher.from_env()`` finds them:
-``LANGGRAPH_AES_KEY`` (key id ``env``) and the JSON keyring file named by
+``LANGGRAPH_AES_KEY`` (label ``env``) and the JSON keyring file named by
 ``SECURE_SERDE_KEYRING_FILE``. A store written through `KmsEnvelopeCipher`
 is read with the KMS key named by ``SECURE_SERDE_KMS_KEY_ID``; boto3 finds
 the region, the credentials and any endpoint override in its usual places
 (``AWS_DEFAULT_REGION``, ``AWS_PROFILE``, ``AWS_ENDPOINT_URL_KMS``, ...)::
 
-    SECURE_SERDE_KMS_KEY_ID=arn:aws:kms:...:key/...    the CMK new rows are wrapped under
-    SECURE_SERDE_KMS_DECRYPT_KEY_IDS=arn1,arn2         older CMKs, read only (optional)
+    SECURE_SERDE_KMS_KEY_ID=arn:aws:kms:...:key/...    the KMS key new rows are wrapped under
+    SECURE_SERDE_KMS_DECRYPT_KEY_IDS=arn1,arn2         older KMS keys, read only (optional)
     SECURE_SERDE_KMS_ENCRYPTION_CONTEXT='{"tenant": "acme"}'   as the application sets it
+
+The two KMS variables keep their 0.2.0 names, although each holds KMS keys
+(ARN, alias or AWS key id: ``kms_key=`` and ``decrypt_kms_keys=``), not
+secure_serde key ids.
 
 When the KMS key is set, it is the primary (rows under it count as current)
 and the AES keyring only reads; otherwise the keyring's primary is.
@@ -72,7 +76,12 @@ class ConfiguredCiphers:
     kms: KmsEnvelopeCipher | None
 
     def key_label(self, cipher_name: str, key_id: str | None) -> str | None:
-        """The configured name of the key a header names (never key material), if any."""
+        """What the configuration calls the key whose key id (hex) a header carries, if known.
+
+        For the AES keyring that is the key's label; for KMS it is the KMS key's
+        ARN (KMS keys have no label). Never key material. Audit's ``key_label``
+        field and the rewrap report show this.
+        """
         if key_id is None:
             return None
         if self.keyring is not None and cipher_name in self.keyring.cipher_names:
@@ -83,7 +92,7 @@ class ConfiguredCiphers:
         return None
 
     def describe(self) -> list[str]:
-        """One line per configured source of keys, ids only."""
+        """One line per configured source of keys: labels, key ids and KMS key ARNs only."""
         lines = []
         if self.keyring is not None:
             role = "primary" if self.primary is self.keyring else "read only"
@@ -127,18 +136,20 @@ def serializer_from_env(
 ) -> EncryptedSerializer:
     """An `EncryptedSerializer` over the configured ciphers, as the application would build it.
 
-    ``pickle_presets`` (names from `PICKLE_PRESETS`) makes the inner
+    ``allow_plaintext`` and ``allow_legacy_pickle`` are deprecated aliases
+    of `Migration` fields. ``pickle_presets`` (names from `PICKLE_PRESETS`) makes the inner
     serializer a `PickleFallbackSerializer` admitting those presets, for
     stores written with one.
     """
+    resolved = Migration.resolve(
+        migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
+    )
     configured = require_ciphers()
     return EncryptedSerializer(
         configured.primary,
         _inner_serde(pickle_presets),
-        migration=migration,
-        allow_plaintext=allow_plaintext,
+        migration=resolved,
         decrypt_only=configured.decrypt_only,
-        allow_legacy_pickle=allow_legacy_pickle,
     )
 
 
@@ -155,13 +166,13 @@ def _inner_serde(presets: Sequence[str]) -> SerializerProtocol | None:
 
 
 def _kms_from_env() -> KmsEnvelopeCipher | None:
-    key_id = os.environ.get(KMS_KEY_ID_VAR)
-    if not key_id:
+    kms_key = os.environ.get(KMS_KEY_ID_VAR)
+    if not kms_key:
         return None
-    decrypt_ids = [k.strip() for k in os.environ.get(KMS_DECRYPT_KEY_IDS_VAR, "").split(",")]
+    older = [k.strip() for k in os.environ.get(KMS_DECRYPT_KEY_IDS_VAR, "").split(",")]
     return KmsEnvelopeCipher(
-        key_id,
-        decrypt_key_ids=[k for k in decrypt_ids if k],
+        kms_key,
+        decrypt_kms_keys=[k for k in older if k],
         encryption_context=_kms_context(),
     )
 

@@ -69,9 +69,9 @@ def test_snippets_run(
     text = page.read_text()
     if "DSN" in text:
         namespace["DSN"] = request.getfixturevalue("postgres_url")
-    if "CMK_ARN" in text:
+    if "KMS_KEY_ARN" in text:
         endpoint = request.getfixturevalue("kms_endpoint")
-        namespace["CMK_ARN"] = new_cmk(request.getfixturevalue("kms_client"))
+        namespace["KMS_KEY_ARN"] = new_cmk(request.getfixturevalue("kms_client"))
         monkeypatch.setenv("AWS_ENDPOINT_URL_KMS", endpoint)
         monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")

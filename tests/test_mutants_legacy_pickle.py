@@ -17,7 +17,7 @@ import pytest
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinSerializer
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde import EncryptedSerializer, PickleRefusedError
+from secure_serde import EncryptedSerializer, Migration, PickleRefusedError
 from secure_serde.ciphers import EnvKeyCipher
 from tests.planted import PlantedPickle
 
@@ -67,7 +67,9 @@ def test_the_same_row_runs_when_the_switch_is_on() -> None:
     """The row is a live pickle: only the default stands between it and the unpickler."""
     row = _builtin_pickle_row(KEY)
     opted_in = EncryptedSerializer(
-        EnvKeyCipher(key=KEY), JsonPlusSerializer(pickle_fallback=True), allow_legacy_pickle=True
+        EnvKeyCipher(key=KEY),
+        JsonPlusSerializer(pickle_fallback=True),
+        migration=Migration(legacy_pickle=True),
     )
     opted_in.loads_typed(row)
     assert PlantedPickle.ran

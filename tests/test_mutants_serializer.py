@@ -19,6 +19,7 @@ from secure_serde import (
     ConfigurationError,
     DecryptionError,
     EncryptedSerializer,
+    Migration,
     PickleRefusedError,
     PlaintextRefusedError,
     UnknownCipherError,
@@ -33,8 +34,11 @@ def test_the_drop_in_refuses_plaintext_by_its_own_default(env_key: str) -> None:
     row = JsonPlusSerializer().dumps_typed({"planted": 1})
     with pytest.raises(PlaintextRefusedError):
         EncryptedSerializer.from_pycryptodome_aes().loads_typed(row)
-    migrating = EncryptedSerializer.from_pycryptodome_aes(allow_plaintext=True)
+    migrating = EncryptedSerializer.from_pycryptodome_aes(migration=Migration(plaintext=True))
     assert migrating.loads_typed(row) == {"planted": 1}
+    with pytest.warns(DeprecationWarning, match="allow_plaintext"):
+        aliased = EncryptedSerializer.from_pycryptodome_aes(allow_plaintext=True)
+    assert aliased.loads_typed(row) == {"planted": 1}
 
 
 def test_the_drop_in_passes_its_serde_through() -> None:
@@ -50,18 +54,19 @@ def test_the_drop_in_passes_allow_legacy_pickle_through() -> None:
         with pytest.raises(PickleRefusedError):
             EncryptedSerializer.from_pycryptodome_aes(inner, key=KEY).loads_typed(row)
         assert not PlantedPickle.ran
-        opted_in = EncryptedSerializer.from_pycryptodome_aes(
-            inner, key=KEY, allow_legacy_pickle=True
-        )
+        with pytest.warns(DeprecationWarning, match="allow_legacy_pickle"):
+            opted_in = EncryptedSerializer.from_pycryptodome_aes(
+                inner, key=KEY, allow_legacy_pickle=True
+            )
         opted_in.loads_typed(row)
         assert PlantedPickle.ran
     finally:
         PlantedPickle.reset()
 
 
-def test_the_drop_in_passes_its_backend_through() -> None:
+def test_the_drop_in_checks_its_deprecated_backend() -> None:
     with pytest.raises(ConfigurationError, match="backend"):
-        EncryptedSerializer.from_pycryptodome_aes(key=KEY, backend="rot13")  # type: ignore[arg-type]
+        EncryptedSerializer.from_pycryptodome_aes(key=KEY, backend="rot13")
 
 
 @pytest.mark.parametrize("inner_tag", ["msgpack+pickle", "pickle+zlib", "json+pickle+zlib"])
@@ -74,7 +79,7 @@ def test_a_pickle_anywhere_in_an_unauthenticated_inner_tag_is_refused(inner_tag:
 
 
 def test_the_plaintext_migration_log_names_the_type_read(caplog: pytest.LogCaptureFixture) -> None:
-    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), allow_plaintext=True)
+    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), migration=Migration(plaintext=True))
     with caplog.at_level(logging.WARNING, logger="secure_serde"):
         serde.loads_typed(JsonPlusSerializer().dumps_typed({"a": 1}))
     messages = [r.getMessage() for r in caplog.records if "plaintext" in r.getMessage()]
@@ -105,7 +110,7 @@ def test_an_opted_in_legacy_pickle_row_is_not_vouched_for() -> None:
     plaintext) attached.
     """
     _, blob = BuiltinSerializer.from_pycryptodome_aes(key=KEY).dumps_typed(b"not a pickle")
-    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), allow_legacy_pickle=True)
+    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), migration=Migration(legacy_pickle=True))
     with pytest.raises(DecryptionError) as raised:
         serde.loads_typed(("msgpack+pickle+aes", blob))
     assert raised.value.__context__ is None

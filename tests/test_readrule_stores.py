@@ -204,7 +204,7 @@ def test_rewrap_api_lists_refusals_with_their_error_class(
     # As the CLI configures it: LANGGRAPH_AES_KEY also reads the built-in's rows.
     serde = EncryptedSerializer(KeyRotationCipher.from_env())
     # 0.1.0's alias first, then the Migration setting: the same refusals.
-    dry = rewrap(store["path"], serde, allow_plaintext=True, dry_run=True)
+    dry = rewrap(store["path"], serde, migration=Migration(plaintext=True), dry_run=True)
     assert not PlantedCall.ran
     assert {f.error for f in dry.failures} == {StrictDecodeError}
     report = rewrap(store["path"], serde, migration=Migration(plaintext=True))

@@ -11,7 +11,7 @@ import decimal
 import functools
 import uuid
 from collections import deque
-from typing import Any, Literal
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -27,8 +27,6 @@ from secure_serde.ciphers import EnvKeyCipher
 from tests import strategies as cs
 
 KEY = b"0" * 32
-BackendName = Literal["cryptography", "pycryptodome"]
-BACKENDS: tuple[BackendName, BackendName] = ("cryptography", "pycryptodome")
 CIPHER_NAME = "aesgcm"
 # Format v1: version (1) + key id (4) + nonce (12) + GCM tag (16).
 # Format v2: version, key id, nonce, key commitment, GCM tag.
@@ -45,17 +43,17 @@ def plain_serde(*, pickle_fallback: bool = False) -> JsonPlusSerializer:
 
 
 @functools.cache
-def encrypted(backend: BackendName, *, pickle_fallback: bool = False) -> EncryptedSerializer:
-    """The drop-in constructor, on one backend, over an explicitly configured JsonPlus."""
+def encrypted(*, pickle_fallback: bool = False) -> EncryptedSerializer:
+    """The drop-in constructor over an explicitly configured JsonPlus."""
     return EncryptedSerializer.from_pycryptodome_aes(
-        plain_serde(pickle_fallback=pickle_fallback), key=KEY, backend=backend
+        plain_serde(pickle_fallback=pickle_fallback), key=KEY
     )
 
 
 @functools.cache
-def encrypted_direct(backend: BackendName) -> EncryptedSerializer:
+def encrypted_direct() -> EncryptedSerializer:
     """The same key through EnvKeyCipher and the plain constructor."""
-    return EncryptedSerializer(EnvKeyCipher(key=KEY, backend=backend), serde=plain_serde())
+    return EncryptedSerializer(EnvKeyCipher(key=KEY), serde=plain_serde())
 
 
 PLAIN = plain_serde()
@@ -124,39 +122,35 @@ def test_model_of_jsonplus_changes() -> None:
 # --- Round trips ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=150, deadline=None, suppress_health_check=SLOW_OK)
 @given(value=cs.checkpoint_values())
-def test_roundtrip_matches_plain_jsonplus(backend: BackendName, value: Any) -> None:
+def test_roundtrip_matches_plain_jsonplus(value: Any) -> None:
     plain = plain_roundtrip(value)
-    cs.assert_same(roundtrip(encrypted(backend), value), plain)
+    cs.assert_same(roundtrip(encrypted(), value), plain)
     cs.assert_same(plain, cs.expected_after_jsonplus(value))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=150, deadline=None, suppress_health_check=SLOW_OK)
 @given(value=st.one_of(cs.scalars(), cs.sets_of_hashables()))
-def test_scalar_and_set_roundtrip(backend: BackendName, value: Any) -> None:
+def test_scalar_and_set_roundtrip(value: Any) -> None:
     """Every leaf type on its own, drawn far more often than inside nested values."""
     plain = plain_roundtrip(value)
-    cs.assert_same(roundtrip(encrypted(backend), value), plain)
+    cs.assert_same(roundtrip(encrypted(), value), plain)
     cs.assert_same(plain, cs.expected_after_jsonplus(value))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=100, deadline=None, suppress_health_check=SLOW_OK)
 @given(value=cs.checkpoint_values(exact=True))
-def test_roundtrip_is_identity_where_jsonplus_is(backend: BackendName, value: Any) -> None:
-    cs.assert_same(roundtrip(encrypted_direct(backend), value), value)
+def test_roundtrip_is_identity_where_jsonplus_is(value: Any) -> None:
+    cs.assert_same(roundtrip(encrypted_direct(), value), value)
     cs.assert_same(plain_roundtrip(value), value)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=40, deadline=None, suppress_health_check=SLOW_OK)
 @given(channels=cs.channel_values())
-def test_channel_values_roundtrip(backend: BackendName, channels: dict[str, Any]) -> None:
+def test_channel_values_roundtrip(channels: dict[str, Any]) -> None:
     plain = plain_roundtrip(channels)
-    cs.assert_same(roundtrip(encrypted(backend), channels), plain)
+    cs.assert_same(roundtrip(encrypted(), channels), plain)
     cs.assert_same(plain, cs.expected_after_jsonplus(channels))
 
 
@@ -169,22 +163,25 @@ def test_default_inner_serializer_matches_default_jsonplus(value: Any) -> None:
     cs.assert_same(roundtrip(ours, value), roundtrip(default_plain, value))
 
 
-@pytest.mark.parametrize(("writer", "reader"), [BACKENDS, BACKENDS[::-1]])
+@pytest.mark.parametrize("writer_is_drop_in", [True, False])
 @settings(max_examples=60, deadline=None, suppress_health_check=SLOW_OK)
 @given(value=cs.checkpoint_values())
-def test_cross_backend(writer: BackendName, reader: BackendName, value: Any) -> None:
-    tag, blob = encrypted(writer).dumps_typed(value)
+def test_both_constructors_read_each_other(writer_is_drop_in: bool, value: Any) -> None:
+    writer, read_by = (
+        (encrypted(), encrypted_direct())
+        if writer_is_drop_in
+        else (encrypted_direct(), encrypted())
+    )
+    tag, blob = writer.dumps_typed(value)
     plain_tag, plain_bytes = PLAIN.dumps_typed(value)
-    read_by = encrypted_direct(reader)
     assert read_by.cipher.decrypt_bound(CIPHER_NAME, blob, plain_tag) == bytes(plain_bytes)
     cs.assert_same(read_by.loads_typed((tag, blob)), plain_roundtrip(value))
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=40, deadline=None, suppress_health_check=SLOW_OK)
 @given(value=cs.checkpoint_values())
-def test_two_encryptions_differ_and_both_decrypt(backend: BackendName, value: Any) -> None:
-    serde = encrypted(backend)
+def test_two_encryptions_differ_and_both_decrypt(value: Any) -> None:
+    serde = encrypted()
     first, second = serde.dumps_typed(value), serde.dumps_typed(value)
     assert first[0] == second[0]
     assert first[1] != second[1]
@@ -194,14 +191,11 @@ def test_two_encryptions_differ_and_both_decrypt(backend: BackendName, value: An
     cs.assert_same(serde.loads_typed(second), plain)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=40, deadline=None, suppress_health_check=SLOW_OK)
 @given(channels=cs.channel_values(with_delta_snapshot=True))
-def test_delta_snapshot_survives_in_channel_values(
-    backend: BackendName, channels: dict[str, Any]
-) -> None:
+def test_delta_snapshot_survives_in_channel_values(channels: dict[str, Any]) -> None:
     assert isinstance(channels["history"], _DeltaSnapshot)
-    restored = roundtrip(encrypted(backend), channels)
+    restored = roundtrip(encrypted(), channels)
     assert type(restored["history"]) is _DeltaSnapshot
     cs.assert_same(restored["history"], cs.expected_after_jsonplus(channels["history"]))
     for name, value in channels.items():
@@ -218,11 +212,10 @@ def test_delta_snapshot_survives_in_channel_values(
 # --- The stored form --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=60, deadline=None, suppress_health_check=SLOW_OK)
 @given(value=cs.checkpoint_values())
-def test_overhead_is_exactly_49_bytes(backend: BackendName, value: Any) -> None:
-    serde = encrypted(backend)
+def test_overhead_is_exactly_49_bytes(value: Any) -> None:
+    serde = encrypted()
     _, blob = serde.dumps_typed(value)
     plain_tag, plain_bytes = PLAIN.dumps_typed(value)
     assert len(blob) == len(plain_bytes) + OVERHEAD
@@ -232,11 +225,10 @@ def test_overhead_is_exactly_49_bytes(backend: BackendName, value: Any) -> None:
     assert serde.cipher.decrypt_bound(CIPHER_NAME, blob, plain_tag) == bytes(plain_bytes)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=60, deadline=None, suppress_health_check=SLOW_OK)
 @given(value=cs.checkpoint_values())
-def test_type_tag_is_plain_tag_plus_aesgcm(backend: BackendName, value: Any) -> None:
-    tag, _ = encrypted(backend).dumps_typed(value)
+def test_type_tag_is_plain_tag_plus_aesgcm(value: Any) -> None:
+    tag, _ = encrypted().dumps_typed(value)
     plain_tag, _ = PLAIN.dumps_typed(value)
     assert tag == f"{plain_tag}+{CIPHER_NAME}"
     assert plain_tag in ("null", "bytes", "bytearray", "msgpack")
@@ -251,19 +243,17 @@ def _dump_error(serde: Any, value: Any) -> BaseException:
     return caught.value
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=40, deadline=None, suppress_health_check=SLOW_OK)
 @given(value=cs.unencodable_values())
-def test_unencodable_values_fail_as_in_jsonplus(backend: BackendName, value: Any) -> None:
+def test_unencodable_values_fail_as_in_jsonplus(value: Any) -> None:
     plain_error = _dump_error(PLAIN, value)
-    error = _dump_error(encrypted(backend), value)
+    error = _dump_error(encrypted(), value)
     assert type(error) is type(plain_error)
     assert str(error) == str(plain_error)
     with pytest.raises(ValueError, match="JsonPlus cannot encode"):
         cs.expected_after_jsonplus(value)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
 @settings(max_examples=30, deadline=None, suppress_health_check=SLOW_OK)
 @given(
     value=st.one_of(
@@ -273,14 +263,14 @@ def test_unencodable_values_fail_as_in_jsonplus(backend: BackendName, value: Any
         ),
     )
 )
-def test_pickle_fallback_roundtrips_big_ints(backend: BackendName, value: Any) -> None:
+def test_pickle_fallback_roundtrips_big_ints(value: Any) -> None:
     """With an explicit pickle_fallback=True inner serde, big ints round trip (as a pickle)."""
     plain = plain_serde(pickle_fallback=True)
     plain_tag, _ = plain.dumps_typed(value)
-    tag, blob = encrypted(backend, pickle_fallback=True).dumps_typed(value)
+    tag, blob = encrypted(pickle_fallback=True).dumps_typed(value)
     assert plain_tag == "pickle"
     assert tag == f"pickle+{CIPHER_NAME}"
-    restored = encrypted(backend, pickle_fallback=True).loads_typed((tag, blob))
+    restored = encrypted(pickle_fallback=True).loads_typed((tag, blob))
     cs.assert_same(restored, roundtrip(plain, value))
     cs.assert_same(restored, value)  # pickle is exact: tuples, zones and big ints all kept
 

@@ -17,6 +17,7 @@ from secure_serde import (
     ConfigurationError,
     DecryptionError,
     EncryptedSerializer,
+    Migration,
     PickleRefusedError,
     PlaintextRefusedError,
     SecretPicklingError,
@@ -101,11 +102,13 @@ def test_planted_plaintext_pickle_never_runs() -> None:
     with pytest.raises(PlaintextRefusedError):
         EncryptedSerializer(EnvKeyCipher(key=KEY), inner).loads_typed(planted)
     with pytest.raises(PickleRefusedError):
-        EncryptedSerializer(EnvKeyCipher(key=KEY), inner, allow_plaintext=True).loads_typed(planted)
+        EncryptedSerializer(
+            EnvKeyCipher(key=KEY), inner, migration=Migration(plaintext=True)
+        ).loads_typed(planted)
     with pytest.raises(UnknownCipherError):
-        EncryptedSerializer(EnvKeyCipher(key=KEY), inner, allow_plaintext=True).loads_typed(
-            ("pickle+zlib", zlib.compress(planted[1]))
-        )
+        EncryptedSerializer(
+            EnvKeyCipher(key=KEY), inner, migration=Migration(plaintext=True)
+        ).loads_typed(("pickle+zlib", zlib.compress(planted[1])))
     assert not PlantedPickle.ran
     # The control: the inner serializer alone would have run it.
     inner.loads_typed(planted)
@@ -121,7 +124,7 @@ def test_plaintext_rows_are_refused_by_default(tag: str) -> None:
 def test_plaintext_reads_are_allowed_and_logged_rate_limited(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    serde = _serde(allow_plaintext=True)
+    serde = _serde(migration=Migration(plaintext=True))
     row = JsonPlusSerializer().dumps_typed({"legacy": True})
     with caplog.at_level(logging.WARNING, logger="secure_serde"):
         for _ in range(50):
@@ -133,7 +136,7 @@ def test_plaintext_reads_are_allowed_and_logged_rate_limited(
 
 @pytest.mark.parametrize("cipher_name", ["aes256", "kms", "", "AESGCM", "aesgcm "])
 def test_unknown_cipher_names_are_refused(cipher_name: str) -> None:
-    serde = _serde(allow_plaintext=True)
+    serde = _serde(migration=Migration(plaintext=True))
     _, blob = serde.dumps_typed({"a": 1})
     with pytest.raises(UnknownCipherError) as info:
         serde.loads_typed((f"msgpack+{cipher_name}", blob))

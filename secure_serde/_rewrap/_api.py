@@ -72,8 +72,8 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
             after the strict decoder accepted it (data types only; with an
             `EncryptedSerializer` as ``cipher``, its msgpack allowlist too);
             refused ones are listed as failures.
-        allow_plaintext: 0.1.0 alias: sets ``migration.plaintext``.
-        allow_legacy_pickle: 0.1.0 alias: sets ``migration.legacy_pickle``.
+        allow_plaintext: deprecated alias (warns): sets ``migration.plaintext``.
+        allow_legacy_pickle: deprecated alias (warns): sets ``migration.legacy_pickle``.
         verify: decrypt rows already under the primary too, so that a clean
             report means every row authenticates.
         compress: also compress each value (``True``, or a `CompressedSerializer`

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from secure_serde._deprecated import check_backend
 from secure_serde._keys import ENV_VAR, Key, parse_key, read_env_key
-from secure_serde._primitives import MODE_EAX, Backend
+from secure_serde._primitives import MODE_EAX
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LegacyAesReader
@@ -25,6 +26,9 @@ class EnvKeyCipher(V1Cipher):
     been rewrapped, so that those unauthenticated-tag rows are refused.
 
     It satisfies langgraph's ``CipherProtocol`` and works on its own.
+    ``backend=`` is deprecated: ``"auto"`` and ``"cryptography"`` warn and
+    are ignored (AES-GCM always comes from ``cryptography``), anything else
+    raises `ConfigurationError`.
     """
 
     __slots__ = ()
@@ -35,19 +39,20 @@ class EnvKeyCipher(V1Cipher):
         key: str | bytes | None = None,
         *,
         legacy_mode: int | None = MODE_EAX,
-        backend: Backend = "auto",
         env_var: str = ENV_VAR,
+        backend: str | None = None,
     ) -> None:
+        check_backend(backend, "EnvKeyCipher")
         material = read_env_key(env_var) if key is None else parse_key(key)
         source = env_var if key is None else "key"
         super().__init__(
-            Keyring((), Key.derive(material, label=source, backend=backend)),
+            Keyring((), Key.derive(material, label=source)),
             None if legacy_mode is None else LegacyAesReader(material, legacy_mode),
         )
 
     @property
     def key_id(self) -> str:
-        """The printable id of the key, as written in every header."""
+        """The key id (hex) of the key, as written in every header."""
         return self._keyring.primary.key_id_hex
 
     def __repr__(self) -> str:

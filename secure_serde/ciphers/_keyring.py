@@ -3,7 +3,7 @@
 One key encrypts (the primary), in format v2 (``_format_v2``); v1 stays
 readable. Decryption reads the key id from the header and uses that key
 alone, as Tink does, instead of trying each key as MultiFernet does; a
-retired id is refused by name.
+retired key is refused by key id and label.
 """
 
 from __future__ import annotations
@@ -138,8 +138,9 @@ class Keyring(SecretHolder):
             raise _format.unknown_key(key_id)
         if key_id in self._retired:
             hex_id = _format.key_id_hex(key_id)
-            label = f" ({key.label})" if key.label else ""
-            raise RetiredKeyError(f"key {hex_id}{label} is retired", key_id=hex_id)
+            raise RetiredKeyError(
+                f"{_format.key_name(hex_id, key.label)} is retired", key_id=hex_id
+            )
         return key
 
     def open(

@@ -12,8 +12,13 @@ KMS calls, by design:
   every 5 minutes, 2^20 values or 1 GiB, whichever comes first);
 * a read makes none for a data key this process generated or has already
   unwrapped within ``decrypt_ttl``, and one ``Decrypt`` per other data key;
-* ``DescribeKey`` is called once per configured alias or bare key id, on
-  first use (or in `KmsEnvelopeCipher.warm`); full key ARNs need no call.
+* ``DescribeKey`` is called once per configured alias or bare AWS key id,
+  on first use (or in `KmsEnvelopeCipher.warm`); full key ARNs need no call.
+
+Vocabulary (docs/keys.md, "Glossary"): a *KMS key* is the AWS KMS key that
+wraps data keys, named as AWS names it (key ARN, alias, or AWS's own key
+id); ``kms_key=`` and ``decrypt_kms_keys=`` take those names. The *key id*
+in each blob's header is secure_serde's 4-byte CMK id of the KMS key's ARN.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from secure_serde._deprecated import check_backend, renamed, warn_deprecated
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -42,7 +48,6 @@ from secure_serde._format_v2 import KeyCommitment
 from secure_serde._primitives import (
     GCM_NONCE_SIZE,
     GCM_TAG_SIZE,
-    Backend,
     Buffer,
     SecretHolder,
     hkdf_sha256,
@@ -94,12 +99,13 @@ class KmsEnvelopeCipher(SecretHolder):
     """Envelope encryption under an AWS KMS key, with bounded data-key caches.
 
     Args:
-        key_id: the CMK that wraps new data keys: a key ARN (recommended:
-            no lookup is ever needed), an alias (``alias/name`` or its ARN)
-            or a bare key id. Aliases and key ids are resolved to the key ARN
-            with ``DescribeKey`` once, on first use or in `warm`, and that ARN
-            is kept for the life of the cipher: after re-pointing an alias,
-            restart (the old key then belongs in ``decrypt_key_ids``).
+        kms_key: the KMS key that wraps new data keys: a key ARN
+            (recommended: no lookup is ever needed), an alias (``alias/name``
+            or its ARN) or AWS's bare key id. Aliases and bare key ids are
+            resolved to the key ARN with ``DescribeKey`` once, on first use
+            or in `warm`, and that ARN is kept for the life of the cipher:
+            after re-pointing an alias, restart (the old KMS key then belongs
+            in ``decrypt_kms_keys``). ``key_id=`` is its deprecated old name.
         client: a boto3 KMS client. ``None`` builds one from boto3's default
             session (region and credentials from the environment) with
             ``botocore_config`` over the defaults: standard retry mode,
@@ -111,9 +117,10 @@ class KmsEnvelopeCipher(SecretHolder):
             added (and may not be overridden), so an IAM condition can limit
             the key to this use. The context is also bound into every value's
             associated data; reading needs the same context.
-        decrypt_key_ids: further CMKs that may unwrap stored data keys but
-            never wrap new ones, during a change of CMK. Blobs under any CMK
-            neither here nor ``key_id`` are refused before KMS is called.
+        decrypt_kms_keys: further KMS keys that may unwrap stored data keys
+            but never wrap new ones, during a change of KMS key. Blobs under
+            any KMS key neither here nor ``kms_key`` are refused before KMS is
+            called. ``decrypt_key_ids=`` is its deprecated old name.
         max_age: seconds a data key encrypts before a new one is fetched
             (default 300). It bounds how long a revoked grant or disabled
             key goes unnoticed by writes, and also how long writes survive a
@@ -127,8 +134,8 @@ class KmsEnvelopeCipher(SecretHolder):
             the current key read back without a KMS call).
         decrypt_cache_size: data keys cached for reads, least recently used
             evicted first (default 1000; each is a few hundred bytes).
-        backend: AES-GCM backend, as for the other ciphers.
         clock: monotonic seconds; injectable so tests can age keys.
+        backend: deprecated, as for `EnvKeyCipher`.
 
     Async savers (``AsyncSqliteSaver`` among them) call the serializer on
     the event loop, where a KMS call would block every task. Call `warm`
@@ -147,9 +154,9 @@ class KmsEnvelopeCipher(SecretHolder):
     of them at once. The cipher refuses to be pickled, and no key material
     appears in its ``repr`` or in any error.
 
-    Failures: a blob under a CMK not configured here raises
+    Failures: a blob under a KMS key not configured here raises
     `UnknownKeyError` without a KMS call; a data key KMS will not unwrap
-    (wrong encryption context, another CMK, KMS unreachable after the
+    (wrong encryption context, another KMS key, KMS unreachable after the
     client's retries) raises `KmsDecryptionError`, and a write that cannot
     get a data key raises `KmsEncryptionError` before anything is returned
     to the saver, so no row is written. Both name the operation and the key
@@ -159,16 +166,15 @@ class KmsEnvelopeCipher(SecretHolder):
     __slots__ = (
         "__weakref__",
         "_aads",
-        "_backend",
         "_botocore_config",
         "_calls",
         "_clock",
         "_context",
         "_context_bytes",
         "_dec",
-        "_decrypt_ids",
+        "_decrypt_kms_keys",
         "_enc",
-        "_key_id",
+        "_kms_key",
         "_limits",
         "_refill_lock",
         "_resolve_lock",
@@ -180,33 +186,49 @@ class KmsEnvelopeCipher(SecretHolder):
 
     def __init__(  # noqa: PLR0913 - public constructor: the cache limits are explicit by design
         self,
-        key_id: str,
+        kms_key: str | None = None,
         *,
         client: Any = None,
         encryption_context: Mapping[str, str] | None = None,
-        decrypt_key_ids: Collection[str] = (),
+        decrypt_kms_keys: Collection[str] | None = None,
         max_age: float = 300.0,
         max_messages: int = 2**20,
         max_bytes: int = 2**30,
         decrypt_ttl: float = 600.0,
         decrypt_cache_size: int = 1000,
         botocore_config: Any = None,
-        backend: Backend = "auto",
         clock: Callable[[], float] = time.monotonic,
+        backend: str | None = None,
+        key_id: str | None = None,
+        decrypt_key_ids: Collection[str] | None = None,
     ) -> None:
-        if not isinstance(key_id, str) or not key_id:
-            raise ConfigurationError("key_id must be a KMS key ARN, alias or key id")
-        if isinstance(decrypt_key_ids, str) or not all(
-            isinstance(k, str) and k for k in decrypt_key_ids
+        check_backend(backend, "KmsEnvelopeCipher")
+        kms_key = renamed("key_id", key_id, "kms_key", kms_key, "KmsEnvelopeCipher")
+        decrypt_kms_keys = (
+            renamed(
+                "decrypt_key_ids",
+                decrypt_key_ids,
+                "decrypt_kms_keys",
+                decrypt_kms_keys,
+                "KmsEnvelopeCipher",
+            )
+            or ()
+        )
+        if not isinstance(kms_key, str) or not kms_key:
+            raise ConfigurationError("kms_key must be a KMS key ARN, alias or AWS key id")
+        if isinstance(decrypt_kms_keys, str) or not all(
+            isinstance(k, str) and k for k in decrypt_kms_keys
         ):
-            raise ConfigurationError("decrypt_key_ids must be a collection of key ids")
+            raise ConfigurationError(
+                "decrypt_kms_keys must be a collection of KMS key ARNs, aliases or AWS key ids"
+            )
         if client is not None and botocore_config is not None:
             raise ConfigurationError(
                 "botocore_config only applies to a client the cipher builds;"
                 " configure retries on the client you pass"
             )
-        self._key_id = key_id
-        self._decrypt_ids = tuple(dict.fromkeys(k for k in decrypt_key_ids if k != key_id))
+        self._kms_key = kms_key
+        self._decrypt_kms_keys = tuple(dict.fromkeys(k for k in decrypt_kms_keys if k != kms_key))
         self._context = _full_context(encryption_context)
         try:
             self._context_bytes = _kms_format.encode_encryption_context(self._context)
@@ -219,8 +241,6 @@ class KmsEnvelopeCipher(SecretHolder):
             decrypt_ttl=decrypt_ttl,
             decrypt_entries=decrypt_cache_size,
         )
-        new_aes_gcm(bytes(32), backend)  # fail now, not at the first write, on a bad backend
-        self._backend: Backend = backend
         self._clock = clock
         self._calls = KmsCalls(build_client(botocore_config) if client is None else client)
         # Kept so a forked worker can build a client of its own (`renew_client`).
@@ -234,9 +254,9 @@ class KmsEnvelopeCipher(SecretHolder):
         self._unwrap_lock = threading.Lock()
         self._resolve_lock = threading.Lock()
         self._resolved: _Resolved | None = None
-        ids = (key_id, *self._decrypt_ids)
-        if all(is_key_arn(k) for k in ids):
-            self._resolved = _resolve_arns(key_id, {k: k for k in ids})
+        configured = (kms_key, *self._decrypt_kms_keys)
+        if all(is_key_arn(k) for k in configured):
+            self._resolved = _resolve_arns(kms_key, {k: k for k in configured})
         _forget_keys_on_fork(self)
 
     def _after_fork(self) -> None:
@@ -340,10 +360,10 @@ class KmsEnvelopeCipher(SecretHolder):
         return ciphername == _NAME
 
     def is_current(self, ciphername: str, ciphertext: Buffer) -> bool:
-        """True when a stored value is already wrapped under the primary CMK.
+        """True when a stored value is already wrapped under the primary KMS key.
 
         `secure_serde.rewrap` skips such values: which data key a value uses
-        does not matter, only which CMK can unwrap it.
+        does not matter, only which KMS key can unwrap it.
         """
         end = _kms_format.CMK_ID_AT + _kms_format.CMK_ID_SIZE
         if ciphername != _NAME or len(ciphertext) < end:
@@ -387,13 +407,24 @@ class KmsEnvelopeCipher(SecretHolder):
     # -- introspection ------------------------------------------------------------------------
 
     @property
+    def kms_key(self) -> str:
+        """The KMS key that wraps new data keys, as configured (ARN, alias or AWS key id)."""
+        return self._kms_key
+
+    @property
+    def decrypt_kms_keys(self) -> tuple[str, ...]:
+        """The further KMS keys that only unwrap, as configured."""
+        return self._decrypt_kms_keys
+
+    @property
     def key_id(self) -> str:
-        """The CMK as configured (ARN, alias or key id)."""
-        return self._key_id
+        """Deprecated: `kms_key`. In secure_serde "key id" means a header's 4-byte id."""
+        warn_deprecated("KmsEnvelopeCipher.key_id is deprecated; use .kms_key")
+        return self._kms_key
 
     @property
     def key_arn(self) -> str | None:
-        """The primary CMK's key ARN, or None while an alias is not yet resolved."""
+        """The primary KMS key's ARN, or None while an alias is not yet resolved."""
         return None if self._resolved is None else self._resolved.primary_arn
 
     @property
@@ -429,8 +460,8 @@ class KmsEnvelopeCipher(SecretHolder):
     def __repr__(self) -> str:
         names = sorted(k for k in self._context if k != PURPOSE_KEY)
         return (
-            f"<KmsEnvelopeCipher key={self.key_arn or self._key_id}"
-            f" decrypt_only={len(self._decrypt_ids)} context_keys={names}>"
+            f"<KmsEnvelopeCipher kms_key={self.key_arn or self._kms_key}"
+            f" decrypt_only={len(self._decrypt_kms_keys)} context_keys={names}>"
         )
 
     # -- test seams ---------------------------------------------------------------------------
@@ -495,8 +526,8 @@ class KmsEnvelopeCipher(SecretHolder):
 
     def _new_key(self, header: bytes, cmk: bytes, plaintext: bytes) -> DataKey:
         aads = self._aads.setdefault(cmk, {})
-        commitment = KeyCommitment(hkdf_sha256(plaintext, _INFO_COMMITMENT, 32, self._backend))
-        return DataKey(header, cmk, new_aes_gcm(plaintext, self._backend), aads, commitment)
+        commitment = KeyCommitment(hkdf_sha256(plaintext, _INFO_COMMITMENT, 32))
+        return DataKey(header, cmk, new_aes_gcm(plaintext), aads, commitment)
 
     def _next_data_key(self, size: int) -> DataKey:
         with self._refill_lock:
@@ -550,9 +581,9 @@ class KmsEnvelopeCipher(SecretHolder):
             if self._resolved is None:
                 arns = {
                     k: k if is_key_arn(k) else self._calls.describe_key_arn(k, error)
-                    for k in (self._key_id, *self._decrypt_ids)
+                    for k in (self._kms_key, *self._decrypt_kms_keys)
                 }
-                self._resolved = _resolve_arns(self._key_id, arns)
+                self._resolved = _resolve_arns(self._kms_key, arns)
             return self._resolved
 
 
@@ -574,8 +605,10 @@ def _resolve_arns(primary: str, arns: Mapping[str, str]) -> _Resolved:
         cmk = _kms_format.cmk_id(arn)
         other = by_cmk.get(cmk)
         if other is not None and other != arn:
-            # Two CMKs with one 4-byte id: a 1 in 2^32 chance, refused rather than guessed.
-            raise ConfigurationError(f"key ARNs {other} and {arn} share CMK id {cmk.hex()}")
+            # Two KMS keys with one 4-byte key id: a 1 in 2^32 chance, refused rather than guessed.
+            raise ConfigurationError(
+                f"KMS keys {other} and {arn} share key id {cmk.hex()} (their CMK id)"
+            )
         by_cmk[cmk] = arn
     primary_arn = arns[primary]
     return _Resolved(

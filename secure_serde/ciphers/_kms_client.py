@@ -29,17 +29,19 @@ _HINTS: Final[Mapping[str, str]] = {
         "the encryption context differs from the one the data key was wrapped with,"
         " or the wrapped key is damaged"
     ),
-    "IncorrectKeyException": "the data key was wrapped under another CMK",
-    "AccessDeniedException": "not allowed by IAM or the key policy, or wrapped under another CMK",
-    "DisabledException": "the CMK is disabled",
-    "KMSInvalidStateException": "the CMK is pending deletion or unavailable",
+    "IncorrectKeyException": "the data key was wrapped under another KMS key",
+    "AccessDeniedException": (
+        "not allowed by IAM or the key policy, or wrapped under another KMS key"
+    ),
+    "DisabledException": "the KMS key is disabled",
+    "KMSInvalidStateException": "the KMS key is pending deletion or unavailable",
     "NotFoundException": "no such key or alias",
 }
 
 
-def is_key_arn(key_id: str) -> bool:
+def is_key_arn(kms_key: str) -> bool:
     """True for a full key ARN, which needs no DescribeKey to be resolved."""
-    return _KEY_ARN.fullmatch(key_id) is not None
+    return _KEY_ARN.fullmatch(kms_key) is not None
 
 
 def default_config() -> Any:
@@ -91,17 +93,17 @@ class KmsCalls:
     def client(self) -> Any:
         return self._client
 
-    def describe_key_arn(self, key_id: str, error: type[KmsError]) -> str:
+    def describe_key_arn(self, kms_key: str, error: type[KmsError]) -> str:
         try:
-            response = self._client.describe_key(KeyId=key_id)
+            response = self._client.describe_key(KeyId=kms_key)
         except self._errors as exc:
-            raise _failure(error, "DescribeKey", key_id, exc) from exc
+            raise _failure(error, "DescribeKey", kms_key, exc) from exc
         arn = response.get("KeyMetadata", {}).get("Arn")
         if not isinstance(arn, str) or not is_key_arn(arn):
             raise error(
-                f"KMS DescribeKey for {key_id} returned no key ARN",
+                f"KMS DescribeKey for {kms_key} returned no key ARN",
                 operation="DescribeKey",
-                key_arn=key_id,
+                key_arn=kms_key,
                 error_code="BadResponse",
             )
         return arn

@@ -238,7 +238,7 @@ def parse_header(blob: Buffer) -> KmsHeader:
 def unknown_cmk(cmk: bytes) -> UnknownKeyError:
     hex_id = cmk.hex()
     return UnknownKeyError(
-        f"the blob's data key is wrapped under CMK id {hex_id}, which is not one of the"
-        " configured key ARNs",
+        f"the blob's data key is wrapped under the KMS key with key id {hex_id} (its CMK id),"
+        " which is not one of the configured KMS keys",
         key_id=hex_id,
     )

@@ -2,14 +2,19 @@
 
 Rotation follows Tink's order: add a key as decrypt-only and deploy it
 everywhere, promote it to primary, rewrap the store, retire the old key
-(it still resolves by id but refuses to decrypt, so a missed row is named
-instead of silently read), then drop it.
+(it still resolves by key id but refuses to decrypt, so a missed row is
+named instead of silently read), then drop it.
+
+Two names per key, never mixed up (docs/keys.md, "Glossary"): the *label*
+is the name people give a key in the configuration (``"2025-06"``), and
+the *key id* is the 4-byte id derived from the key that every header
+carries, printed in hex. Labels never reach the store.
 
 `KeyRotationCipher.from_env` reads the configuration the README's "Key
-rotation" runbook describes: ``LANGGRAPH_AES_KEY`` is the key with id
+rotation" runbook describes: ``LANGGRAPH_AES_KEY`` is the key labelled
 ``env`` (so a drop-in deployment's store reads unchanged, legacy ``+aes``
 rows included), and the JSON file named by ``SECURE_SERDE_KEYRING_FILE``
-adds keys with ids, names the primary and lists retired ids::
+adds labelled keys, names the primary and lists retired labels::
 
     {
       "primary": "2025-06",
@@ -30,24 +35,34 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from secure_serde._deprecated import check_backend
 from secure_serde._errors import ConfigurationError, RetiredKeyError
-from secure_serde._keys import ENV_VAR, Key, could_be_key, parse_key, shown_id
-from secure_serde._primitives import MODE_EAX, MODE_GCM, Backend, Buffer
+from secure_serde._format import key_name
+from secure_serde._keys import ENV_VAR, Key, could_be_key, parse_key, shown_label
+from secure_serde._primitives import MODE_EAX, MODE_GCM, Buffer
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
 from secure_serde.ciphers._v1cipher import V1Cipher
 
-__all__ = ["ENV_KEY_ID", "KEYRING_FILE_VAR", "KEYRING_STRICT_MODES_VAR", "KeyRotationCipher"]
+__all__ = [
+    "ENV_KEY_ID",
+    "ENV_LABEL",
+    "KEYRING_FILE_VAR",
+    "KEYRING_STRICT_MODES_VAR",
+    "KeyRotationCipher",
+]
 
 KEYRING_FILE_VAR: Final = "SECURE_SERDE_KEYRING_FILE"
 # Set to "no" to accept a keyring file that group or others may access, as
 # sshd's StrictModes=no does; the default refuses it.
 KEYRING_STRICT_MODES_VAR: Final = "SECURE_SERDE_KEYRING_STRICT_MODES"
 _STRICT_MODES_OFF: Final = frozenset({"no", "0", "false", "off"})
-# The id `from_env` gives the key in LANGGRAPH_AES_KEY. Ids are labels for
-# people; the header carries the key's derived id, so renaming is harmless.
-ENV_KEY_ID: Final = "env"
+# The label `from_env` gives the key in LANGGRAPH_AES_KEY. Labels are for
+# people; the header carries the key's derived key id, so renaming is harmless.
+ENV_LABEL: Final = "env"
+# The 0.2.0 name of ENV_LABEL, which is a label, not a key id.
+ENV_KEY_ID: Final = ENV_LABEL
 _FILE_FIELDS: Final = frozenset({"primary", "keys", "retired", "legacy_key", "legacy_mode"})
 _LEGACY_MODES: Final = {"eax": MODE_EAX, "gcm": MODE_GCM}
 
@@ -55,22 +70,28 @@ _log = logging.getLogger("secure_serde")
 
 
 class KeyRotationCipher(V1Cipher):
-    """Encrypt under the primary key; decrypt with the key whose id the header names.
+    """Encrypt under the primary key; decrypt with the key whose key id the header names.
 
     Args:
-        keys: key id (a label of your choice) to key, in any form
-            `secure_serde` accepts (16/24/32 bytes, raw text, ``base64:``).
-        primary: the id of the key that encrypts.
-        retired: ids whose rows must no longer be read; they raise
-            `RetiredKeyError` naming the id.
-        legacy_key: the id of the key that langgraph's built-in cipher
+        keys: label (a name of your choice, such as ``"2025-06"``) to key,
+            in any form `secure_serde` accepts (16/24/32 bytes, raw text,
+            ``base64:``).
+        primary: the label of the key that encrypts.
+        retired: labels of keys whose rows must no longer be read; those
+            rows raise `RetiredKeyError` naming the key id and label.
+        legacy_key: the label of the key that langgraph's built-in cipher
             used, to keep reading its ``+aes`` rows (EAX, or ``legacy_mode``)
             until the store is rewrapped. Those rows carry no key id, so
-            exactly one key may be named here. Retiring that id makes them
+            exactly one key may be named here. Retiring that key makes them
             raise `RetiredKeyError` too.
+        backend: deprecated, as for `EnvKeyCipher`.
+
+    `primary_key_id` is the primary's key id (hex), `primary_label` its
+    label, `labels` every configured label and `label_for` maps a key id
+    read from a header back to its label.
     """
 
-    __slots__ = ("_ids", "_legacy_retired")
+    __slots__ = ("_labels", "_legacy_retired")
 
     # `scrubbed` here and below: every error while the keys are locals
     # leaves with its frames' locals cleared (see secure_serde._scrub).
@@ -83,44 +104,45 @@ class KeyRotationCipher(V1Cipher):
         retired: Collection[str] = (),
         legacy_key: str | None = None,
         legacy_mode: int = MODE_EAX,
-        backend: Backend = "auto",
+        backend: str | None = None,
     ) -> None:
+        check_backend(backend, "KeyRotationCipher")
         if isinstance(retired, str):
-            raise ConfigurationError("retired must be a collection of ids, not one string")
+            raise ConfigurationError("retired must be a collection of labels, not one string")
         # Read once: an iterator would be used up by the first membership test.
         retired = tuple(retired)
         if not keys:
             raise ConfigurationError("the keyring is empty")
-        # Messages show ids through `shown_id`: a key pasted where an id
+        # Messages show labels through `shown_label`: a key pasted where a label
         # belongs (``primary``, ``retired``, ``legacy_key``) is never echoed.
-        for key_id in keys:
-            if not isinstance(key_id, str) or not key_id:
+        for label in keys:
+            if not isinstance(label, str) or not label:
                 raise ConfigurationError(
-                    f"key ids must be non-empty strings, got {shown_id(key_id)}"
+                    f"labels must be non-empty strings, got {shown_label(label)}"
                 )
-            if could_be_key(key_id):
-                # Ids are printed (reprs, audit, errors); a key pasted as an id would be too.
+            if could_be_key(label):
+                # Labels are printed (reprs, audit, errors); a key pasted as one would be too.
                 raise ConfigurationError(
-                    "a key id has the shape of a key (16, 24 or 32 bytes, or 'base64:...'),"
-                    " so it is not shown and not accepted: ids are printed in reprs and"
+                    "a label has the shape of a key (16, 24 or 32 bytes, or 'base64:...'),"
+                    " so it is not shown and not accepted: labels are printed in reprs and"
                     " messages. Use a short label such as '2025-06'"
                 )
-        for name, label in ((primary, "primary"), (legacy_key, "legacy_key")):
+        for name, argument in ((primary, "primary"), (legacy_key, "legacy_key")):
             if name is not None and (not isinstance(name, str) or name not in keys):
                 raise ConfigurationError(
-                    f"{label} {shown_id(name)} is not in keys (ids: {_ids(keys)})"
+                    f"{argument} {shown_label(name)} is not in keys (labels: {_shown(keys)})"
                 )
         unknown = [i for i in retired if not isinstance(i, str) or i not in keys]
         if unknown:
-            shown = ", ".join(shown_id(i) for i in unknown)
-            raise ConfigurationError(f"retired ids {shown} are not in keys (ids: {_ids(keys)})")
-        if primary in retired:
-            raise ConfigurationError(f"the primary key {shown_id(primary)} cannot be retired")
-        derived = {
-            key_id: Key.derive(
-                parse_key(value, source=f"key {key_id!r}"), label=key_id, backend=backend
+            shown = ", ".join(shown_label(i) for i in unknown)
+            raise ConfigurationError(
+                f"retired labels {shown} are not in keys (labels: {_shown(keys)})"
             )
-            for key_id, value in keys.items()
+        if primary in retired:
+            raise ConfigurationError(f"the primary key {shown_label(primary)} cannot be retired")
+        derived = {
+            label: Key.derive(parse_key(value, source=f"key {label!r}"), label=label)
+            for label, value in keys.items()
         }
         super().__init__(
             Keyring(
@@ -132,27 +154,28 @@ class KeyRotationCipher(V1Cipher):
             if legacy_key is None
             else LegacyAesReader(parse_key(keys[legacy_key]), legacy_mode),
         )
-        self._ids = {key.key_id_hex: key_id for key_id, key in derived.items()}
+        self._labels = {key.key_id_hex: label for label, key in derived.items()}
         # Kept as a name, not dropped: a legacy row under a retired key then
-        # fails with the key's id instead of "unknown cipher 'aes'".
+        # fails with the key's key id instead of "unknown cipher 'aes'".
         self._legacy_retired = (
             None if legacy_key is None or legacy_key not in retired else derived[legacy_key]
         )
 
     @classmethod
     @scrubbed
-    def from_env(cls, *, backend: Backend = "auto") -> KeyRotationCipher:
+    def from_env(cls, *, backend: str | None = None) -> KeyRotationCipher:
         """Build the keyring from the environment; see README, "Key rotation".
 
-        ``LANGGRAPH_AES_KEY``, when set, is the key with id ``env``: the
+        ``LANGGRAPH_AES_KEY``, when set, is the key labelled ``env``: the
         primary unless the keyring file names another, and the key legacy
         ``+aes`` rows are read with unless the file says otherwise (as the
         drop-in does). ``SECURE_SERDE_KEYRING_FILE`` names a JSON object
-        with the optional fields ``primary`` (an id), ``keys`` (id to key,
-        in any accepted form, e.g. from ``secure-serde keygen --id``),
-        ``retired`` (a list of ids), ``legacy_key`` (an id, or null to stop
-        reading ``+aes`` rows) and ``legacy_mode`` (``"eax"``, the default,
-        or ``"gcm"``). Some key must exist and a primary must be known.
+        with the optional fields ``primary`` (a label), ``keys`` (label to
+        key, in any accepted form, e.g. from ``secure-serde keygen
+        --label``), ``retired`` (a list of labels), ``legacy_key`` (a label,
+        or null to stop reading ``+aes`` rows) and ``legacy_mode``
+        (``"eax"``, the default, or ``"gcm"``). Some key must exist and a
+        primary must be known.
 
         The file must be private to its owner, as ssh requires of private
         keys: one that group or others may read or write raises
@@ -160,50 +183,60 @@ class KeyRotationCipher(V1Cipher):
         content). ``SECURE_SERDE_KEYRING_STRICT_MODES=no`` accepts it
         anyway, with a logged warning.
         """
+        check_backend(backend, "KeyRotationCipher.from_env")
         keys: dict[str, str | bytes] = {}
         env_value = os.environ.get(ENV_VAR)
         if env_value is not None:
-            keys[ENV_KEY_ID] = parse_key(env_value, source=ENV_VAR)
+            keys[ENV_LABEL] = parse_key(env_value, source=ENV_VAR)
         config: dict[str, Any] = {}
         path = os.environ.get(KEYRING_FILE_VAR)
         if path:
             config = _read_keyring_file(Path(path))
-            for key_id, value in config.get("keys", {}).items():
-                if key_id in keys:
+            for label, value in config.get("keys", {}).items():
+                if label in keys:
                     raise ConfigurationError(
-                        f"key id {key_id!r} is reserved for {ENV_VAR}; rename it in the file"
+                        f"label {label!r} is reserved for {ENV_VAR}; rename it in the file"
                     )
-                keys[key_id] = value
-        primary = config.get("primary", ENV_KEY_ID if env_value is not None else None)
+                keys[label] = value
+        primary = config.get("primary", ENV_LABEL if env_value is not None else None)
         if primary is None:
             raise ConfigurationError(
                 f"no primary key: set {ENV_VAR} or name a primary in {KEYRING_FILE_VAR}"
             )
         retired = tuple(config.get("retired", ()))
-        default_legacy = ENV_KEY_ID if env_value is not None else None
+        default_legacy = ENV_LABEL if env_value is not None else None
         return cls(
             keys,
             primary,
             retired=retired,
             legacy_key=config.get("legacy_key", default_legacy),
             legacy_mode=_LEGACY_MODES[config.get("legacy_mode", "eax")],
-            backend=backend,
         )
 
     @property
     def primary_key_id(self) -> str:
-        """The printable header id of the primary key."""
+        """The primary key's key id, in hex: what every header it writes carries."""
         return self._keyring.primary.key_id_hex
 
-    def label_for(self, key_id_hex: str) -> str | None:
-        """The configured id of the key with this header id, if any."""
-        return self._ids.get(key_id_hex)
+    @property
+    def primary_label(self) -> str:
+        """The primary key's label, as configured (``primary=``)."""
+        return self._labels[self.primary_key_id]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Every configured label, retired ones included, in configuration order."""
+        return tuple(self._labels.values())
+
+    def label_for(self, key_id: str) -> str | None:
+        """The label of the key whose key id (hex, as in a header) is ``key_id``, if any."""
+        return self._labels.get(key_id)
 
     def _open_legacy(self, reader: LegacyAesReader, ciphertext: Buffer) -> bytes:
         if self._legacy_retired is not None:
             key = self._legacy_retired
             raise RetiredKeyError(
-                f"key {key.key_id_hex} ({key.label}), which reads legacy"
+                f"{key_name(key.key_id_hex, key.label)}, which reads legacy"
                 f" {LEGACY_CIPHER_NAME!r} rows, is retired",
                 key_id=key.key_id_hex,
             )
@@ -211,13 +244,13 @@ class KeyRotationCipher(V1Cipher):
 
     def __repr__(self) -> str:
         return (
-            f"<KeyRotationCipher primary={self._ids[self.primary_key_id]!r}"
-            f" ({self.primary_key_id}) keys={sorted(self._ids.values())}>"
+            f"<KeyRotationCipher primary={self.primary_label!r}"
+            f" (key id {self.primary_key_id}) labels={sorted(self._labels.values())}>"
         )
 
 
-def _ids(keys: Mapping[str, object]) -> str:
-    return ", ".join(shown_id(i) for i in keys) or "none"
+def _shown(keys: Mapping[str, object]) -> str:
+    return ", ".join(shown_label(i) for i in keys) or "none"
 
 
 def _read_private(path: Path) -> bytes:
@@ -274,15 +307,15 @@ def _read_keyring_file(path: Path) -> dict[str, Any]:  # noqa: C901 - one check 
         raise ConfigurationError(f"keyring file {path} has unknown fields {unknown}")
     keys = config.get("keys", {})
     if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
-        raise ConfigurationError(f"'keys' in keyring file {path} must map ids to key strings")
+        raise ConfigurationError(f"'keys' in keyring file {path} must map labels to key strings")
     if "primary" in config and not isinstance(config["primary"], str):
-        raise ConfigurationError(f"'primary' in keyring file {path} must be a key id")
+        raise ConfigurationError(f"'primary' in keyring file {path} must be a label")
     retired = config.get("retired", [])
     if not isinstance(retired, list) or not all(isinstance(i, str) for i in retired):
-        raise ConfigurationError(f"'retired' in keyring file {path} must be a list of key ids")
+        raise ConfigurationError(f"'retired' in keyring file {path} must be a list of labels")
     legacy_key = config.get("legacy_key")
     if legacy_key is not None and not isinstance(legacy_key, str):
-        raise ConfigurationError(f"'legacy_key' in keyring file {path} must be a key id or null")
+        raise ConfigurationError(f"'legacy_key' in keyring file {path} must be a label or null")
     legacy_mode = config.get("legacy_mode", "eax")
     if not isinstance(legacy_mode, str) or legacy_mode not in _LEGACY_MODES:
         raise ConfigurationError(

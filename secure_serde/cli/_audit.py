@@ -289,7 +289,7 @@ def _group_line(group: CipherGroup, decrypted: bool) -> str:
     if group.legacy:
         what = f"{group.cipher}: langgraph built-in format (no key id or version)"
     else:
-        key = "key ?" if group.key_id is None else f"key {group.key_id}"
+        key = "key id ?" if group.key_id is None else f"key id {group.key_id}"
         if group.key_label:
             key += f" ({group.key_label})"
         version = "?" if group.format_version is None else str(group.format_version)

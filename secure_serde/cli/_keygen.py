@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from secure_serde._keys import generate_encoded_key
+from secure_serde.cli._renamed import add_label_option
 
 __all__ = ["register"]
 
@@ -17,19 +18,21 @@ def register(subparsers: Any) -> None:
         help="print a new 256-bit key in the base64: form",
         description=(
             "Print a new key from os.urandom in the form LANGGRAPH_AES_KEY and keyring"
-            " files accept. With --id, print a complete keyring file whose primary is that"
-            " key instead (or use 'secure-serde keyring new FILE --id ID', which writes it"
-            " at mode 0600 without printing the key)."
+            " files accept. With --label, print a complete keyring file whose primary is that"
+            " key, under that label, instead (or use 'secure-serde keyring new FILE --label"
+            " LABEL', which writes it at mode 0600 without printing the key)."
         ),
     )
-    parser.add_argument("--id", dest="key_id", help="print a keyring file with this key as primary")
+    add_label_option(
+        parser, "print a keyring file with this key as primary, under this label", required=False
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     key = generate_encoded_key()
-    if args.key_id is None:
+    if args.label is None:
         print(key)
     else:
-        print(json.dumps({"primary": args.key_id, "keys": {args.key_id: key}}, indent=2))
+        print(json.dumps({"primary": args.label, "keys": {args.label: key}}, indent=2))
     return 0

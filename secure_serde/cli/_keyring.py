@@ -26,12 +26,13 @@ from typing import Any, Final
 from secure_serde._errors import ConfigurationError
 from secure_serde._keys import generate_encoded_key
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
+from secure_serde.cli._renamed import add_label_option
 
 __all__ = ["register"]
 
 _MODE: Final = 0o600
-# ids a file may name without holding the key: LANGGRAPH_AES_KEY is the key "env".
-_ENV_ID: Final = "env"
+# The label a file may name without holding the key: LANGGRAPH_AES_KEY is the key "env".
+_ENV_LABEL: Final = "env"
 
 
 def register(subparsers: Any) -> None:
@@ -48,10 +49,10 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="action", required=True)
     new = actions.add_parser("new", help="create a keyring file with one new primary key")
     new.add_argument("file", type=Path)
-    new.add_argument("--id", dest="key_id", required=True, help="the new key's id (a label)")
+    add_label_option(new, "the new key's label, such as 2025-06", required=True)
     add = actions.add_parser("add", help="add a new random key that only decrypts")
     add.add_argument("file", type=Path)
-    add.add_argument("--id", dest="key_id", required=True, help="the new key's id (a label)")
+    add_label_option(add, "the new key's label, such as 2025-06", required=True)
     for name, text in (
         ("promote", "make a key the primary: new rows are encrypted under it"),
         ("retire", "stop a key from decrypting: its rows are refused, naming it"),
@@ -59,8 +60,8 @@ def register(subparsers: Any) -> None:
     ):
         action = actions.add_parser(name, help=text)
         action.add_argument("file", type=Path)
-        action.add_argument("key_id", help="the key's id")
-    show = actions.add_parser("show", help="list the ids, roles and header ids")
+        action.add_argument("label", help="the key's label")
+    show = actions.add_parser("show", help="list the labels, roles and key ids")
     show.add_argument("file", type=Path)
     show.add_argument("--reveal", action="store_true", help="also print the keys themselves")
     parser.set_defaults(func=run)
@@ -68,80 +69,80 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.action == "new":
-        return _new(args.file, args.key_id)
+        return _new(args.file, args.label)
     if args.action == "show":
         return _show(args.file, reveal=args.reveal)
     with _locked(args.file):
         # Step 1 of a drop-in deployment's first rotation: no file yet, the key is "env".
         fresh = args.action == "add" and not args.file.exists()
         config: dict[str, Any] = {"keys": {}} if fresh else _load(args.file)
-        message = _EDITS[args.action](config, args.key_id)
+        message = _EDITS[args.action](config, args.label)
         _validate(config, args.file)
         _write(args.file, config)
     print(message)
     return 0
 
 
-def _new(path: Path, key_id: str) -> int:
+def _new(path: Path, label: str) -> int:
     if path.exists():
         raise ConfigurationError(f"{path} already exists; use 'keyring add' to extend it")
-    config: dict[str, Any] = {"primary": key_id, "keys": {key_id: generate_encoded_key()}}
+    config: dict[str, Any] = {"primary": label, "keys": {label: generate_encoded_key()}}
     _validate(config, path)
     _write(path, config, exclusive=True)
-    print(f"created {path} (mode 0600) with primary key {key_id!r}")
+    print(f"created {path} (mode 0600) with primary key {label!r}")
     print(f"point the application at it: SECURE_SERDE_KEYRING_FILE={path}")
     return 0
 
 
-def _add(config: dict[str, Any], key_id: str) -> str:
+def _add(config: dict[str, Any], label: str) -> str:
     keys = config.setdefault("keys", {})
-    if key_id in keys or key_id == _ENV_ID:
-        raise ConfigurationError(f"key id {key_id!r} is already taken")
-    keys[key_id] = generate_encoded_key()
+    if label in keys or label == _ENV_LABEL:
+        raise ConfigurationError(f"label {label!r} is already taken")
+    keys[label] = generate_encoded_key()
     return (
-        f"added key {key_id!r}; it only decrypts. Deploy this file everywhere, then run"
-        f" 'secure-serde keyring promote FILE {key_id}'"
+        f"added key {label!r}; it only decrypts. Deploy this file everywhere, then run"
+        f" 'secure-serde keyring promote FILE {label}'"
     )
 
 
-def _promote(config: dict[str, Any], key_id: str) -> str:
-    _require_key(config, key_id)
-    if key_id in config.get("retired", []):
-        raise ConfigurationError(f"key {key_id!r} is retired; a retired key cannot encrypt")
-    old = config.get("primary", _ENV_ID)
-    config["primary"] = key_id
+def _promote(config: dict[str, Any], label: str) -> str:
+    _require_key(config, label)
+    if label in config.get("retired", []):
+        raise ConfigurationError(f"key {label!r} is retired; a retired key cannot encrypt")
+    old = config.get("primary", _ENV_LABEL)
+    config["primary"] = label
     return (
-        f"key {key_id!r} is now the primary (was {old!r}). Deploy, run 'secure-serde rewrap',"
+        f"key {label!r} is now the primary (was {old!r}). Deploy, run 'secure-serde rewrap',"
         f" then retire {old!r}"
     )
 
 
-def _retire(config: dict[str, Any], key_id: str) -> str:
-    _require_key(config, key_id)
-    if config.get("primary", _ENV_ID) == key_id:
-        raise ConfigurationError(f"key {key_id!r} is the primary; promote another key first")
+def _retire(config: dict[str, Any], label: str) -> str:
+    _require_key(config, label)
+    if config.get("primary", _ENV_LABEL) == label:
+        raise ConfigurationError(f"key {label!r} is the primary; promote another key first")
     retired = config.setdefault("retired", [])
-    if key_id not in retired:
-        retired.append(key_id)
-    return f"key {key_id!r} is retired: rows under it are now refused, naming it"
+    if label not in retired:
+        retired.append(label)
+    return f"key {label!r} is retired: rows under it are now refused, naming it"
 
 
-def _drop(config: dict[str, Any], key_id: str) -> str:
-    if key_id not in config.get("retired", []):
-        raise ConfigurationError(f"retire key {key_id!r} (and audit the store) before dropping it")
-    config["retired"].remove(key_id)
-    config.get("keys", {}).pop(key_id, None)
-    if config.get("legacy_key") == key_id:
+def _drop(config: dict[str, Any], label: str) -> str:
+    if label not in config.get("retired", []):
+        raise ConfigurationError(f"retire key {label!r} (and audit the store) before dropping it")
+    config["retired"].remove(label)
+    config.get("keys", {}).pop(label, None)
+    if config.get("legacy_key") == label:
         config["legacy_key"] = None
-    return f"key {key_id!r} is gone from the file; rows still under it can never be read"
+    return f"key {label!r} is gone from the file; rows still under it can never be read"
 
 
 _EDITS: Final = {"add": _add, "promote": _promote, "retire": _retire, "drop": _drop}
 
 
-def _require_key(config: dict[str, Any], key_id: str) -> None:
-    if key_id not in config.get("keys", {}) and key_id != _ENV_ID:
-        raise ConfigurationError(f"no key with id {key_id!r} in the file")
+def _require_key(config: dict[str, Any], label: str) -> None:
+    if label not in config.get("keys", {}) and label != _ENV_LABEL:
+        raise ConfigurationError(f"no key labelled {label!r} in the file")
 
 
 def _show(path: Path, *, reveal: bool) -> int:
@@ -150,17 +151,17 @@ def _show(path: Path, *, reveal: bool) -> int:
     keys: dict[str, str] = config.get("keys", {})
     retired = set(config.get("retired", []))
     print(f"{path}:")
-    for key_id in sorted(keys):
+    for label in sorted(keys):
         role = (
             "primary"
-            if key_id == config.get("primary", _ENV_ID)
+            if label == config.get("primary", _ENV_LABEL)
             else "retired"
-            if key_id in retired
+            if label in retired
             else "decrypt only"
         )
-        header_id = EnvKeyCipher(keys[key_id], legacy_mode=None).key_id
-        line = f"  {key_id:<20} {role:<13} header id {header_id}"
-        print(f"{line}  {keys[key_id]}" if reveal else line)
+        key_id = EnvKeyCipher(keys[label], legacy_mode=None).key_id
+        line = f"  {label:<20} {role:<13} key id {key_id}"
+        print(f"{line}  {keys[label]}" if reveal else line)
     if config.get("legacy_key"):
         print(f"  legacy '+aes' rows are read with key {config['legacy_key']!r}")
     return 0
@@ -188,15 +189,15 @@ def _validate(config: dict[str, Any], path: Path) -> KeyRotationCipher:
     """The cipher the file describes; refuses an edit that would not load."""
     keys = dict(config.get("keys", {}))
     named = {config.get("primary"), config.get("legacy_key"), *config.get("retired", [])}
-    if _ENV_ID in named and _ENV_ID not in keys:
+    if _ENV_LABEL in named and _ENV_LABEL not in keys:
         # Stands in for LANGGRAPH_AES_KEY, which the application supplies.
-        keys[_ENV_ID] = generate_encoded_key()
+        keys[_ENV_LABEL] = generate_encoded_key()
     # As KeyRotationCipher.from_env: without a primary, LANGGRAPH_AES_KEY ("env") is it.
-    primary = config.get("primary", _ENV_ID)
+    primary = config.get("primary", _ENV_LABEL)
     if not isinstance(primary, str):
-        raise ConfigurationError(f"'primary' in keyring file {path} must be a key id")
-    if primary == _ENV_ID and _ENV_ID not in keys:
-        keys[_ENV_ID] = generate_encoded_key()
+        raise ConfigurationError(f"'primary' in keyring file {path} must be a label")
+    if primary == _ENV_LABEL and _ENV_LABEL not in keys:
+        keys[_ENV_LABEL] = generate_encoded_key()
     legacy = config.get("legacy_key")
     return KeyRotationCipher(
         keys,

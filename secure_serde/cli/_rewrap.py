@@ -1,7 +1,7 @@
 """``secure-serde rewrap STORE``: re-encrypt a checkpoint store under the current primary key.
 
 Keys come from the environment, as `secure_serde.config` reads it for
-every subcommand: ``LANGGRAPH_AES_KEY`` (key id ``env``) and the JSON
+every subcommand: ``LANGGRAPH_AES_KEY`` (label ``env``) and the JSON
 keyring file named by ``SECURE_SERDE_KEYRING_FILE``, as an application using
 ``KeyRotationCipher.from_env()`` gets them, and, when
 ``SECURE_SERDE_KMS_KEY_ID`` is set, a KMS key that becomes the primary (the
@@ -48,7 +48,7 @@ def register(subparsers: Any) -> None:
             " each. Values are decrypted and sealed again without being deserialized. Rows"
             " already under the primary are skipped, so the command can be killed and rerun"
             " at any time, and run while the application writes. Keys come from"
-            " LANGGRAPH_AES_KEY (id 'env') and the keyring file named by"
+            " LANGGRAPH_AES_KEY (label 'env') and the keyring file named by"
             " SECURE_SERDE_KEYRING_FILE; a KMS key named by SECURE_SERDE_KMS_KEY_ID"
             " (older ones in SECURE_SERDE_KMS_DECRYPT_KEY_IDS, the encryption context in"
             " SECURE_SERDE_KMS_ENCRYPTION_CONTEXT) becomes the primary, and the AES keys"
@@ -192,8 +192,8 @@ def _named(source: str, configured: ConfiguredCiphers) -> str:
     label = configured.key_label(cipher_name, key_id or None)
     kms = configured.kms
     if label is None and not key_id and kms is not None and cipher_name in kms.cipher_names:
-        # The KMS primary is known by its CMK, not by a per-key header id.
-        label = kms.key_arn or kms.key_id
+        # The KMS primary is known by its KMS key, not by a per-key key id.
+        label = kms.key_arn or kms.kms_key
     return for_terminal(f"{source} ({label})" if label else source)
 
 

@@ -126,7 +126,7 @@ class _IndexKey(SecretHolder):
         return f"{self.key_id_hex}:{base64.urlsafe_b64encode(digest).rstrip(b'=').decode('ascii')}"
 
     def __repr__(self) -> str:
-        return f"<IndexKey id={self.key_id_hex}>"
+        return f"<IndexKey key_id={self.key_id_hex}>"
 
 
 def _index_key(key: Key) -> _IndexKey:

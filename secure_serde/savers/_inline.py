@@ -43,7 +43,7 @@ class InlineValueGuard:
         self._allow = allow
         self._log = RateLimitedWarning(
             "secure_serde read plaintext inline channel values %d time(s) (latest channels %s)"
-            " because Migration.inline_values is on (allow_inline_values=True); finish migrating"
+            " because Migration.inline_values is on; finish migrating"
             " and turn it off"
         )
 
@@ -67,7 +67,7 @@ class InlineValueGuard:
         if not self._allow:
             raise PlaintextRefusedError(
                 f"refusing plaintext value(s) of channel(s) {channels} stored inline in the"
-                " checkpoint JSON (Migration.inline_values is off: allow_inline_values=False);"
+                " checkpoint JSON (Migration.inline_values is off);"
                 " a stock saver wrote them, or someone planted them"
             )
         if planted := sorted(ch for ch, v in values.items() if type(v) not in _INLINE_TYPES):

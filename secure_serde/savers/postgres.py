@@ -16,7 +16,7 @@ the SQL and the rows are the stock ones, with two differences:
 The stock saver, given the same serde, reads everything these write (it
 already reads primitives stored as blobs). These read what it wrote too, but
 its inline values are plaintext nothing authenticates, so only under the
-logged ``allow_inline_values=True`` migration switch; with it, one thread
+logged ``Migration(inline_values=True)`` switch; with it, one thread
 can be written by both, in any order. Threads, channel names, checkpoint and
 task ids, blob lengths and the plaintext metadata keys stay readable in the
 database; see SECURITY.md.
@@ -116,7 +116,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             `UnboundValueError` (`MetadataMovedError` for a metadata entry
             that names no row). Each read under a switch is logged
             (rate-limited).
-        allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
+        allow_inline_values: deprecated alias (warns): sets ``migration.inline_values``.
     """
 
     def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
@@ -168,6 +168,8 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
+        # Resolved once, here: the alias warns at the caller's line, not again per saver.
+        migration = Migration.resolve(migration, allow_inline_values=allow_inline_values)
         with connect(dsn) as conn:
             if pipeline:
                 with conn.pipeline() as pipe:
@@ -180,7 +182,6 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                         indexed_metadata=indexed_metadata,
                         index_key=index_key,
                         migration=migration,
-                        allow_inline_values=allow_inline_values,
                     )
             else:
                 yield cls(
@@ -192,7 +193,6 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
                     indexed_metadata=indexed_metadata,
                     index_key=index_key,
                     migration=migration,
-                    allow_inline_values=allow_inline_values,
                 )
 
     def put(
@@ -267,7 +267,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             `UnboundValueError` (`MetadataMovedError` for a metadata entry
             that names no row). Each read under a switch is logged
             (rate-limited).
-        allow_inline_values: 0.1.0 alias: sets ``migration.inline_values``.
+        allow_inline_values: deprecated alias (warns): sets ``migration.inline_values``.
     """
 
     def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
@@ -315,6 +315,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
+        migration = Migration.resolve(migration, allow_inline_values=allow_inline_values)
         async with await aconnect(dsn) as conn:
             if pipeline:
                 async with conn.pipeline() as pipe:
@@ -327,7 +328,6 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                         indexed_metadata=indexed_metadata,
                         index_key=index_key,
                         migration=migration,
-                        allow_inline_values=allow_inline_values,
                     )
             else:
                 yield cls(
@@ -339,7 +339,6 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
                     indexed_metadata=indexed_metadata,
                     index_key=index_key,
                     migration=migration,
-                    allow_inline_values=allow_inline_values,
                 )
 
     async def aput(

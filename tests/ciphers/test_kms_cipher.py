@@ -130,7 +130,7 @@ def test_a_blob_under_a_cmk_not_allowed_is_refused_without_a_kms_call(
         )["KeyId"]
         == foreign
     )
-    reader = KmsEnvelopeCipher(allowed, client=kms_client, decrypt_key_ids=[old])
+    reader = KmsEnvelopeCipher(allowed, client=kms_client, decrypt_kms_keys=[old])
     counter.reset()
     with pytest.raises(UnknownKeyError) as info:
         EncryptedSerializer(reader).loads_typed(row)
@@ -156,7 +156,7 @@ def test_a_header_naming_an_allowed_cmk_over_a_foreign_wrapped_key_is_refused(
 def test_changing_cmk_keeps_old_values_readable(kms_client: Any, counter: KmsCallCounter) -> None:
     old, new = new_cmk(kms_client), new_cmk(kms_client)
     old_row = EncryptedSerializer(KmsEnvelopeCipher(old, client=kms_client)).dumps_typed(STATE)
-    rotated = EncryptedSerializer(KmsEnvelopeCipher(new, client=kms_client, decrypt_key_ids=[old]))
+    rotated = EncryptedSerializer(KmsEnvelopeCipher(new, client=kms_client, decrypt_kms_keys=[old]))
     new_row = rotated.dumps_typed(STATE)
     assert fmt.parse_header(new_row[1]).cmk_id == fmt.cmk_id(new)
     counter.reset()
@@ -178,7 +178,7 @@ def test_aliases_are_resolved_once_on_first_use(kms_client: Any, counter: KmsCal
     kms_client.create_alias(AliasName=old_alias, TargetKeyId=old)
     old_row = KmsEnvelopeCipher(old, client=kms_client).encrypt(b"old")
     counter.reset()
-    cipher = KmsEnvelopeCipher(alias, client=kms_client, decrypt_key_ids=[old_alias])
+    cipher = KmsEnvelopeCipher(alias, client=kms_client, decrypt_kms_keys=[old_alias])
     assert counter.total == 0  # nothing at construction
     assert cipher.key_arn is None
     assert "alias/" in repr(cipher)
@@ -227,7 +227,7 @@ def test_purpose_is_always_in_the_context(kms_client: Any, cmk: str) -> None:
         ({"max_age": 0}, "max_age"),
         ({"max_age": 900, "decrypt_ttl": 600}, "decrypt_ttl"),
         ({"decrypt_cache_size": 0}, "decrypt_entries"),
-        ({"decrypt_key_ids": "arn:aws:kms:us-east-1:123456789012:key/x"}, "collection"),
+        ({"decrypt_kms_keys": "arn:aws:kms:us-east-1:123456789012:key/x"}, "collection"),
         ({"botocore_config": object()}, "botocore_config"),
         ({"backend": "nope"}, "backend"),
     ],

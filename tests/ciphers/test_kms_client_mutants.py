@@ -209,7 +209,7 @@ def test_a_known_error_code_comes_with_its_hint(
     assert (raised.value.operation, raised.value.error_code) == ("Decrypt", "IncorrectKeyException")
     assert str(raised.value).startswith(
         f"KMS Decrypt for {cmk} failed: IncorrectKeyException"
-        " (the data key was wrapped under another CMK): "
+        " (the data key was wrapped under another KMS key): "
     )
 
 

@@ -278,7 +278,7 @@ def test_changing_cmk_on_a_graph(sqlite_path: Path, kms_client: Any) -> None:
 
         # The new CMK becomes primary, the old one decrypt-only.
         rotated = EncryptedSerializer(
-            KmsEnvelopeCipher(new_cmk_arn, client=kms_client, decrypt_key_ids=[old_cmk])
+            KmsEnvelopeCipher(new_cmk_arn, client=kms_client, decrypt_kms_keys=[old_cmk])
         )
         graph = build_chat_graph(SqliteSaver(conn, serde=rotated))
         _final_transcripts(graph, threads, 2)
@@ -296,7 +296,7 @@ def test_changing_cmk_on_a_graph(sqlite_path: Path, kms_client: Any) -> None:
     counter = KmsCallCounter(kms_client)
     planned = rewrap(
         sqlite_path,
-        KmsEnvelopeCipher(new_cmk_arn, client=kms_client, decrypt_key_ids=[old_cmk]),
+        KmsEnvelopeCipher(new_cmk_arn, client=kms_client, decrypt_kms_keys=[old_cmk]),
         dry_run=True,
     )
     assert planned.rewrapped == old_rows

@@ -121,7 +121,7 @@ def test_an_answer_naming_an_allowed_decrypt_key_still_differs_from_the_one_aske
     row = EncryptedSerializer(KmsEnvelopeCipher(cmk, client=direct)).dumps_typed(STATE)
     proxy.rewrites["Decrypt"] = set_field("KeyId", other_cmk)
     reader = EncryptedSerializer(
-        KmsEnvelopeCipher(other_cmk, client=proxied, decrypt_key_ids=[cmk])
+        KmsEnvelopeCipher(other_cmk, client=proxied, decrypt_kms_keys=[cmk])
     )
     with pytest.raises(KmsDecryptionError) as raised:
         reader.loads_typed(row)

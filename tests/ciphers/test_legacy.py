@@ -14,6 +14,7 @@ from secure_serde import (
     ConfigurationError,
     DecryptionError,
     EncryptedSerializer,
+    Migration,
     PickleRefusedError,
     UnknownCipherError,
 )
@@ -101,7 +102,9 @@ def test_legacy_pickle_rows_are_refused_unless_opted_in() -> None:
     builtin.loads_typed(relabelled)
     assert PlantedPickle.ran
     PlantedPickle.reset()
-    opted_in = EncryptedSerializer(EnvKeyCipher(key=b"k" * 32), inner, allow_legacy_pickle=True)
+    opted_in = EncryptedSerializer(
+        EnvKeyCipher(key=b"k" * 32), inner, migration=Migration(legacy_pickle=True)
+    )
     opted_in.loads_typed(relabelled)
     assert PlantedPickle.ran
 

@@ -58,7 +58,7 @@ def test_the_key_is_chosen_by_id_never_by_trying_keys() -> None:
     assert not isinstance(info.value, UnknownKeyError)
 
 
-def test_unknown_and_retired_ids_are_named_never_the_key() -> None:
+def test_unknown_and_retired_keys_are_named_by_key_id_and_label_never_the_key() -> None:
     a = KeyRotationCipher({"a": KEY_A}, "a")
     c = KeyRotationCipher({"c": KEY_C}, "c")
     _, under_c = c.encrypt_bound(b"x", "")
@@ -72,7 +72,7 @@ def test_unknown_and_retired_ids_are_named_never_the_key() -> None:
     with pytest.raises(RetiredKeyError) as retired:
         retiring.decrypt_bound("aesgcm", under_a, "")
     assert retired.value.key_id == a.primary_key_id
-    assert "(a)" in str(retired.value)
+    assert str(retired.value) == f"key id {a.primary_key_id} (label 'a') is retired"
     for exc in (unknown.value, retired.value):
         for secret in (KEY_A, KEY_B, KEY_C.hex()):
             assert secret not in str(exc)
@@ -88,7 +88,7 @@ def test_unknown_and_retired_ids_are_named_never_the_key() -> None:
         ({"keys": {"a": KEY_A}, "primary": "b"}, "primary 'b' is not in keys"),
         ({"keys": {"a": KEY_A, "b": KEY_B}, "primary": "a", "retired": ["a"]}, "cannot be retired"),
         ({"keys": {"a": KEY_A}, "primary": "a", "retired": ["z"]}, "not in keys"),
-        ({"keys": {"a": KEY_A}, "primary": "a", "retired": "a"}, "collection of ids"),
+        ({"keys": {"a": KEY_A}, "primary": "a", "retired": "a"}, "collection of labels"),
         ({"keys": {"a": KEY_A, "b": KEY_A}, "primary": "a"}, "share key id"),
         ({"keys": {"": KEY_A}, "primary": ""}, "non-empty"),
         ({"keys": {"a": KEY_A}, "primary": "a", "legacy_key": "z"}, "legacy_key 'z'"),
@@ -211,7 +211,7 @@ def test_file_only_keyring_with_legacy_settings(keyring_file: Any) -> None:
         ('{"keys": {"b": "' + KEY_B + '",}, "primary": "b"}', "not valid JSON"),
         ("[1, 2]", "JSON object"),
         ({"keys": {"b": KEY_B}, "primary": "b", "extra": 1}, "unknown fields"),
-        ({"keys": {"b": 5}, "primary": "b"}, "map ids to key strings"),
+        ({"keys": {"b": 5}, "primary": "b"}, "map labels to key strings"),
         ({"keys": {"b": KEY_B}, "primary": 3}, "'primary'"),
         ({"keys": {"b": KEY_B}, "primary": "b", "retired": "b"}, "'retired'"),
         ({"keys": {"b": KEY_B}, "primary": "b", "legacy_key": 1}, "'legacy_key'"),

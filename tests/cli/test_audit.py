@@ -194,9 +194,8 @@ def test_clean_store_exits_zero(
     rows = sqlite_rows(store, GOOD[0]) + sqlite_rows(store, GOOD[1])
     code, out, err = audit(capsys, str(store))
     assert code == 0, out + err
-    assert (
-        f"aesgcm key {key_id(KEY_A)} (env) format v2: {rows:,} ({rows:,} under the primary" in out
-    )
+    group_line = f"aesgcm key id {key_id(KEY_A)} (env) format v2"
+    assert f"{group_line}: {rows:,} ({rows:,} under the primary" in out
     assert "findings: 0" in out
     code, document = audit_json(capsys, str(store))
     assert code == 0

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from secure_serde.ciphers import KeyRotationCipher
+from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from tests.cli.cli_support import run_main
 from tests.rewrap.rewrap_support import (
     KEY_A,
@@ -40,7 +40,7 @@ def _file(path: Path) -> dict[str, Any]:
 def test_new_writes_a_loadable_keyring_at_0600_and_prints_no_key(
     env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, out, err = run_main(capsys, "keyring", "new", str(env), "--id", "2026-01")
+    code, out, err = run_main(capsys, "keyring", "new", str(env), "--label", "2026-01")
     assert code == 0, err
     assert stat.S_IMODE(env.stat().st_mode) == 0o600
     written = _file(env)
@@ -52,9 +52,9 @@ def test_new_writes_a_loadable_keyring_at_0600_and_prints_no_key(
 
 
 def test_new_never_overwrites(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_main(capsys, "keyring", "new", str(env), "--id", "a")[0] == 0
+    assert run_main(capsys, "keyring", "new", str(env), "--label", "a")[0] == 0
     before = env.read_bytes()
-    code, _, err = run_main(capsys, "keyring", "new", str(env), "--id", "b")
+    code, _, err = run_main(capsys, "keyring", "new", str(env), "--label", "b")
     assert code == 2
     assert "already exists" in err
     assert env.read_bytes() == before
@@ -64,14 +64,14 @@ def test_the_whole_runbook_moves_a_store_to_a_new_key(
     env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = tmp_path / "store.sqlite"
-    assert run_main(capsys, "keyring", "new", str(env), "--id", "old")[0] == 0
+    assert run_main(capsys, "keyring", "new", str(env), "--label", "old")[0] == 0
     old_id = KeyRotationCipher.from_env().primary_key_id
     with sqlite_graph(store, _serde()) as graph:
         run_turns(graph, "t1", 2)
         before = [snap.values for snap in history(graph, "t1")]
 
     # 1. add: the new key only decrypts, so rows stay under the old one.
-    code, out, _ = run_main(capsys, "keyring", "add", str(env), "--id", "new")
+    code, out, _ = run_main(capsys, "keyring", "add", str(env), "--label", "new")
     assert code == 0
     assert "only decrypts" in out
     assert KeyRotationCipher.from_env().primary_key_id == old_id
@@ -107,15 +107,15 @@ def test_retired_key_refuses_its_rows_by_name(
     [
         (("retire", "a"), "is the primary"),
         (("drop", "b"), "before dropping"),
-        (("promote", "nope"), "no key with id 'nope'"),
-        (("add", "--id", "a"), "already taken"),
+        (("promote", "nope"), "no key labelled 'nope'"),
+        (("add", "--label", "a"), "already taken"),
     ],
 )
 def test_refused_edits_leave_the_file_unchanged(
     env: Path, capsys: pytest.CaptureFixture[str], argv: tuple[str, ...], message: str
 ) -> None:
-    assert run_main(capsys, "keyring", "new", str(env), "--id", "a")[0] == 0
-    assert run_main(capsys, "keyring", "add", str(env), "--id", "b")[0] == 0
+    assert run_main(capsys, "keyring", "new", str(env), "--label", "a")[0] == 0
+    assert run_main(capsys, "keyring", "add", str(env), "--label", "b")[0] == 0
     before = env.read_bytes()
     action, *rest = argv
     code, _, err = run_main(capsys, "keyring", action, str(env), *rest)
@@ -125,8 +125,8 @@ def test_refused_edits_leave_the_file_unchanged(
 
 
 def test_promoting_a_retired_key_is_refused(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_main(capsys, "keyring", "new", str(env), "--id", "a")[0] == 0
-    assert run_main(capsys, "keyring", "add", str(env), "--id", "b")[0] == 0
+    assert run_main(capsys, "keyring", "new", str(env), "--label", "a")[0] == 0
+    assert run_main(capsys, "keyring", "add", str(env), "--label", "b")[0] == 0
     assert run_main(capsys, "keyring", "retire", str(env), "b")[0] == 0
     code, _, err = run_main(capsys, "keyring", "promote", str(env), "b")
     assert code == 2
@@ -134,7 +134,7 @@ def test_promoting_a_retired_key_is_refused(env: Path, capsys: pytest.CaptureFix
 
 
 def test_show_prints_keys_only_when_asked(env: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert run_main(capsys, "keyring", "new", str(env), "--id", "a")[0] == 0
+    assert run_main(capsys, "keyring", "new", str(env), "--label", "a")[0] == 0
     (key,) = _file(env)["keys"].values()
     code, out, _ = run_main(capsys, "keyring", "show", str(env))
     assert code == 0
@@ -152,7 +152,7 @@ def test_a_drop_in_deployment_rotates_away_from_its_env_key(
     # The runbook from step 0: no keyring file yet, LANGGRAPH_AES_KEY is the key "env".
     monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
     assert not env.exists()
-    assert run_main(capsys, "keyring", "add", str(env), "--id", "2026")[0] == 0
+    assert run_main(capsys, "keyring", "add", str(env), "--label", "2026")[0] == 0
     assert stat.S_IMODE(env.stat().st_mode) == 0o600
     cipher = KeyRotationCipher.from_env()
     assert cipher.label_for(cipher.primary_key_id) == "env"
@@ -194,10 +194,10 @@ def _store_then_promote_a_new_key(
 ) -> Path:
     """A store written under key "old", with key "new" then added and promoted."""
     store = tmp_path / "store.sqlite"
-    assert run_main(capsys, "keyring", "new", str(env), "--id", "old")[0] == 0
+    assert run_main(capsys, "keyring", "new", str(env), "--label", "old")[0] == 0
     with sqlite_graph(store, _serde()) as graph:
         run_turns(graph, "t1", 1)
-    assert run_main(capsys, "keyring", "add", str(env), "--id", "new")[0] == 0
+    assert run_main(capsys, "keyring", "add", str(env), "--label", "new")[0] == 0
     assert run_main(capsys, "keyring", "promote", str(env), "new")[0] == 0
     return store
 
@@ -241,7 +241,7 @@ def test_audit_shows_progress_on_request(
     env: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     store = tmp_path / "store.sqlite"
-    assert run_main(capsys, "keyring", "new", str(env), "--id", "a")[0] == 0
+    assert run_main(capsys, "keyring", "new", str(env), "--label", "a")[0] == 0
     with sqlite_graph(store, _serde()) as graph:
         run_turns(graph, "t1", 3)
     code, out, err = run_main(capsys, "audit", str(store), "--progress", "--batch-size", "2")
@@ -253,3 +253,63 @@ def test_audit_shows_progress_on_request(
     assert "audit:" not in out  # the report itself stays clean on stdout
     code, _, err = run_main(capsys, "audit", str(store), "--no-progress")
     assert "audit:" not in err
+
+
+def test_show_names_each_key_by_label_and_key_id(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert run_main(capsys, "keyring", "new", str(env), "--label", "a")[0] == 0
+    assert run_main(capsys, "keyring", "add", str(env), "--label", "b")[0] == 0
+    cipher = KeyRotationCipher.from_env()
+    assert cipher.primary_label == "a"
+    assert cipher.labels == ("a", "b")
+    b_id = EnvKeyCipher(_file(env)["keys"]["b"], legacy_mode=None).key_id
+    assert cipher.label_for(b_id) == "b"
+    code, out, _ = run_main(capsys, "keyring", "show", str(env))
+    assert code == 0
+    lines = out.splitlines()[1:]
+    assert lines[0].split() == ["a", "primary", "key", "id", cipher.primary_key_id]
+    assert lines[1].split() == ["b", "decrypt", "only", "key", "id", b_id]
+
+
+@pytest.mark.parametrize("command", [("new",), ("add",)])
+def test_the_old_id_flag_still_works_with_a_warning(
+    env: Path, capsys: pytest.CaptureFixture[str], command: tuple[str, ...]
+) -> None:
+    if command == ("add",):
+        assert run_main(capsys, "keyring", "new", str(env), "--label", "first")[0] == 0
+    code, _, err = run_main(capsys, "keyring", *command, str(env), "--id", "2026-01")
+    assert code == 0
+    assert "--id is deprecated; use --label" in err
+    assert "2026-01" in _file(env)["keys"]
+
+
+def test_the_old_id_flag_is_hidden_and_exclusive_with_label(
+    env: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        run_main(capsys, "keyring", "new", "--help")
+    helptext = capsys.readouterr().out
+    assert "--label LABEL" in helptext
+    assert "--id" not in helptext
+    for argv, message in (
+        ((str(env), "--label", "a", "--id", "b"), "not allowed with argument --label"),
+        ((str(env),), "--label is required"),
+    ):
+        with pytest.raises(SystemExit) as usage_error:
+            run_main(capsys, "keyring", "new", *argv)
+        assert usage_error.value.code == 2
+        assert message in capsys.readouterr().err
+    assert not env.exists()
+
+
+def test_keygen_takes_label_and_its_old_name_with_a_warning(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    for flag, warned in (("--label", False), ("--id", True)):
+        code, out, err = run_main(capsys, "keygen", flag, "2026-02")
+        assert code == 0
+        printed = json.loads(out)
+        assert printed["primary"] == "2026-02"
+        assert list(printed["keys"]) == ["2026-02"]
+        assert ("--id is deprecated; use --label" in err) is warned

@@ -204,7 +204,7 @@ def test_keygen_prints_a_fresh_full_entropy_key(capsys: pytest.CaptureFixture[st
 def test_keygen_entry_goes_straight_into_a_keyring_file(
     keys: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["keygen", "--id", "2025-06"]) == 0
+    assert main(["keygen", "--label", "2025-06"]) == 0
     keyring_file = json.loads(capsys.readouterr().out)
     assert keyring_file["primary"] == "2025-06"
     assert list(keyring_file["keys"]) == ["2025-06"]
@@ -224,7 +224,7 @@ def test_retire_check_lists_rows_left_under_the_retired_key(
     keys(KEY_A, {**STAGE3, "retired": ["env"]})
     assert main(["rewrap", str(store), "--dry-run", "--verify"]) == 1
     out, _ = capsys.readouterr()
-    assert f"RetiredKeyError: key {key_id(KEY_A)} (env) is retired" in out
+    assert f"RetiredKeyError: key id {key_id(KEY_A)} (label 'env') is retired" in out
     keys(KEY_A, STAGE3)
     assert main(["rewrap", str(store)]) == 0
     keys(KEY_A, {**STAGE3, "retired": ["env"]})

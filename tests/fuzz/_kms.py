@@ -68,7 +68,7 @@ class _Kms:
         self.stubber = Stubber(self.client)
         self.stubber.activate()
         self.cipher = KmsEnvelopeCipher(
-            ARN_A, client=self.client, encryption_context=CONTEXT, decrypt_key_ids=[ARN_B]
+            ARN_A, client=self.client, encryption_context=CONTEXT, decrypt_kms_keys=[ARN_B]
         )
 
     def reset(self) -> None:

@@ -26,7 +26,7 @@ import ormsgpack
 from Crypto.Cipher import AES
 from langgraph.checkpoint.base import CheckpointMetadata
 
-from secure_serde import EncryptedSerializer, SecureSerdeError
+from secure_serde import EncryptedSerializer, Migration, SecureSerdeError
 from secure_serde import _format as v1_format
 from secure_serde.ciphers import KeyRotationCipher, _kms_format
 from secure_serde.ciphers._keyring import Keyring
@@ -85,7 +85,7 @@ def _full_tag(source: Input) -> str:
 
 @cache
 def _env() -> tuple[EncryptedSerializer, EncryptedSerializer]:
-    return fx.env_serde(), fx.env_serde(allow_legacy_pickle=True)
+    return fx.env_serde(), fx.env_serde(migration=Migration(legacy_pickle=True))
 
 
 def v1_env(data: bytes) -> None:

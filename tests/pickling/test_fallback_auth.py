@@ -22,6 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from secure_serde import (
     DecryptionError,
     EncryptedSerializer,
+    Migration,
     PickleFallbackSerializer,
     PickleRefusedError,
 )
@@ -124,7 +125,7 @@ def test_unauthenticated_mode_is_logged(caplog: pytest.LogCaptureFixture) -> Non
 
 
 def test_plaintext_pickle_rows_are_refused_even_with_allow_plaintext() -> None:
-    serde = EncryptedSerializer(EnvKeyCipher(KEY), inner(), allow_plaintext=True)
+    serde = EncryptedSerializer(EnvKeyCipher(KEY), inner(), migration=Migration(plaintext=True))
     with pytest.raises(DecryptionError):
         serde.loads_typed((TAG, marked_payload()))
     assert RAN == []

@@ -18,6 +18,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from secure_serde import (
     ConfigurationError,
     EncryptedSerializer,
+    Migration,
     PickleRefusedError,
     PlaintextRefusedError,
     RewrapProgress,
@@ -281,16 +282,16 @@ def test_pickle_rows_with_unauthenticated_tags_are_refused(store_path: Path) -> 
         [("plain-pickle", "pickle", payload), ("legacy-pickle", "pickle+aes", legacy_blob)],
     )
     target = EncryptedSerializer(
-        KeyRotationCipher(A_AND_B, "b", legacy_key="a"), allow_plaintext=True
+        KeyRotationCipher(A_AND_B, "b", legacy_key="a"), migration=Migration(plaintext=True)
     )
 
-    report = rewrap(store_path, target, allow_plaintext=True)
+    report = rewrap(store_path, target, migration=Migration(plaintext=True))
     assert {f.ref.thread_id: f.error for f in report.failures} == {
         "plain-pickle": PickleRefusedError,
         "legacy-pickle": PickleRefusedError,
     }
     assert all(f.reason.startswith("PickleRefusedError: ") for f in report.failures)
-    report = rewrap(store_path, target, allow_plaintext=True, allow_legacy_pickle=True)
+    report = rewrap(store_path, target, migration=Migration(plaintext=True, legacy_pickle=True))
     assert [f.ref.thread_id for f in report.failures] == ["plain-pickle"]
     assert report.sources == {"aes": 1}
     assert not PlantedPickle.ran, "rewrap must never unpickle anything"
@@ -327,7 +328,7 @@ def test_undecryptable_rows_are_listed_by_id_never_by_content(
         assert line.strip().startswith("writes thread_id='bad-")
         assert "checkpoint_id='planted-ckpt'" in line
         assert "task_id='task'" in line
-    assert f"UnknownKeyError: no configured key has id {key_id(KEY_C)}" in proc.stdout
+    assert f"UnknownKeyError: no configured key has key id {key_id(KEY_C)}" in proc.stdout
     assert "UnknownCipherError" in proc.stdout
     assert "4 row(s) could not be rewrapped" in proc.stderr
     output = proc.stdout + proc.stderr

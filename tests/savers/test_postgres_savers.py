@@ -238,6 +238,7 @@ def _resume(saver: Any, thread_id: str) -> dict[str, Any]:
 
 
 UNBOUND = Migration(unbound=True)
+UNBOUND_INLINE = Migration(unbound=True, inline_values=True)
 
 
 def test_ours_continue_a_thread_the_stock_saver_started(postgres_url: str) -> None:
@@ -252,15 +253,15 @@ def test_ours_continue_a_thread_the_stock_saver_started(postgres_url: str) -> No
 
         # Strict by default: those inline values are plaintext nothing authenticates.
         strict = PostgresSaver(conn, serde=serde(), seal_metadata=False)
-        with pytest.raises(PlaintextRefusedError, match="allow_inline_values"):
+        with pytest.raises(PlaintextRefusedError, match=r"Migration\.inline_values is off"):
             strict.get_tuple(canary.canary_config("t"))
         # And its rows are bound to nothing: refused without the unbound switch too.
-        inline_only = PostgresSaver(conn, serde=serde(), allow_inline_values=True)
+        inline_only = PostgresSaver(conn, serde=serde(), migration=Migration(inline_values=True))
         with pytest.raises(UnboundValueError):
             inline_only.get_tuple(canary.canary_config("t"))
 
         migrating = PostgresSaver(
-            conn, serde=serde(), seal_metadata=False, allow_inline_values=True, migration=UNBOUND
+            conn, serde=serde(), seal_metadata=False, migration=UNBOUND_INLINE
         )
         # The primitives set before the interrupt did not change after it: they only exist
         # inline in the stock rows, so ours must write their blobs at the old versions.
@@ -335,7 +336,7 @@ def test_str_channel_migrates_to_a_delta_channel(postgres_url: str, first_writer
             _notes_graph(NotesV1, first).invoke({}, config)
 
         migrating = PostgresSaver(
-            conn, serde=serde(), seal_metadata=False, allow_inline_values=True, migration=UNBOUND
+            conn, serde=serde(), seal_metadata=False, migration=UNBOUND_INLINE
         )
         for _ in range(2):
             _notes_graph(NotesV2, migrating).invoke({}, config)
@@ -372,7 +373,6 @@ def test_planted_inline_value_is_refused(
             conn,
             serde=serde(),
             seal_metadata=False,
-            allow_inline_values=True,
             migration=Migration.EVERYTHING,
         )
         with pytest.raises(BindingError):
@@ -398,8 +398,7 @@ async def test_async_saver_refuses_inline_values(postgres_url: str) -> None:
         postgres_url,
         serde=serde(),
         seal_metadata=False,
-        allow_inline_values=True,
-        migration=UNBOUND,
+        migration=UNBOUND_INLINE,
     ) as migrating:
         await _notes_graph(NotesV2, migrating).ainvoke({}, config)
         expected = "".join(f"[note {t}: secret-{t * 7919}]" for t in (1, 2, 3))
