@@ -28,7 +28,10 @@ from psycopg.rows import dict_row
 from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers import SEALED_METADATA_KEY
+from secure_serde.savers._blind_index import INDEX_METADATA_KEY
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers.sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
+from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
 from tests import canary_support as canary
 from tests.fixtures_services import PostgresServer, pg_dump
 
@@ -44,6 +47,8 @@ COPIED_FROM_CONFIG = ["api_key", "run_id", "tenant"]
 DEFAULT_PLAINTEXT_METADATA = sorted(LANGGRAPH_METADATA_KEYS + COPIED_FROM_CONFIG)
 # With plaintext_metadata=() on our Postgres savers: langgraph's keys and the sealed envelope.
 SEALED_PLAINTEXT_METADATA = sorted([*LANGGRAPH_METADATA_KEYS, SEALED_METADATA_KEY])
+# The config canaries: values langgraph copies from config into every checkpoint's metadata.
+CONFIG_CANARIES = {"api_key": [canary.API_KEY.encode()], "run_id": [canary.RUN_ID.encode()]}
 
 # What the stock PostgresSaver leaks even with our EncryptedSerializer: the primitive channels
 # it keeps inline (top level and subgraph), the resume value among them.
@@ -219,3 +224,84 @@ def test_sqlite_file_without_encryption_shows_every_canary(tmp_path: Path) -> No
     _run_sqlite(path, JsonPlusSerializer())
     raw = store_bytes(path.parent)
     assert canary.leaks(raw, canary.state_canaries()) == set(canary.state_canaries())
+
+
+# The sealed SQLite savers: config canaries sealed too, by default and with an index.
+
+
+async def _run_sealed_sqlite(path: Path, *, is_async: bool, **options: Any) -> tuple[bytes, int]:
+    """Run the canary graph; the store's bytes while the saver is open (WAL included), and
+    how many checkpoints an indexed filter on the API key finds."""
+    if is_async:
+        async with SealedAsyncSqliteSaver.from_conn_string(
+            str(path), serde=serde(), **options
+        ) as saver:
+            canary.check_final_state(await canary.run_async(canary.build_canary_graph(saver), "c"))
+            hits = [t async for t in saver.alist(None, filter=_api_key_filter(options))]
+            raw, files = store_bytes(path.parent), _files(path)
+    else:
+        with SealedSqliteSaver.from_conn_string(str(path), serde=serde(), **options) as sync:
+            canary.check_final_state(canary.run_sync(canary.build_canary_graph(sync), "c"))
+            hits = list(sync.list(None, filter=_api_key_filter(options)))
+            raw, files = store_bytes(path.parent), _files(path)
+    assert f"{path.name}-wal" in files  # the write-ahead log was grepped too
+    assert all(dict(t.metadata)["api_key"] == canary.API_KEY for t in hits)
+    return raw, len(hits)
+
+
+def _files(path: Path) -> set[str]:
+    return {p.name for p in path.parent.iterdir()}
+
+
+def _api_key_filter(options: dict[str, Any]) -> dict[str, Any]:
+    return {"api_key": canary.API_KEY} if options else {}
+
+
+def _sqlite_checkpoints(path: Path) -> int:
+    with closing(sqlite3.connect(path)) as conn:
+        namespaces = {r[0] for r in conn.execute("SELECT DISTINCT checkpoint_ns FROM checkpoints")}
+        assert any(ns.startswith("child:") for ns in namespaces)
+        return int(conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_sealed_sqlite_file_holds_no_config_canary(tmp_path: Path, is_async: bool) -> None:
+    """Canaries in configurable and config["metadata"]: only the key left plaintext shows."""
+    path = tmp_path / "store" / "canary.sqlite"
+    path.parent.mkdir()
+    options = {"plaintext_metadata": ["tenant"], "indexed_metadata": ["api_key"]}
+    raw, hits = await _run_sealed_sqlite(path, is_async=is_async, **options)
+    after = store_bytes(path.parent)
+    total = _sqlite_checkpoints(path)
+    assert hits == total > 5  # the index finds every checkpoint, by a value it never stores
+    for data in (raw, after):
+        assert data.count(SUFFIX) >= 40
+        assert canary.leaks(data, {**canary.state_canaries(), **CONFIG_CANARIES}) == set()
+    assert sqlite_metadata_keys(path) == sorted(
+        [*LANGGRAPH_METADATA_KEYS, SEALED_METADATA_KEY, INDEX_METADATA_KEY, "tenant"]
+    )
+    # The key the user left plaintext is there: the search finds what it looks for.
+    assert after.count(b'"tenant": "acme"') == total
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_sealed_sqlite_seals_metadata_by_default(tmp_path: Path, is_async: bool) -> None:
+    path = tmp_path / "store" / "canary.sqlite"
+    path.parent.mkdir()
+    raw, _ = await _run_sealed_sqlite(path, is_async=is_async)
+    config_canaries = {**CONFIG_CANARIES, "tenant": [b'"acme"']}
+    for data in (raw, store_bytes(path.parent)):
+        assert canary.leaks(data, {**canary.state_canaries(), **config_canaries}) == set()
+    _sqlite_checkpoints(path)
+    assert sqlite_metadata_keys(path) == SEALED_PLAINTEXT_METADATA
+
+
+async def test_sealed_sqlite_unsealed_metadata_shows_configurable(tmp_path: Path) -> None:
+    """``seal_metadata=False``: the same search finds the config canaries, state stays sealed."""
+    path = tmp_path / "store" / "canary.sqlite"
+    path.parent.mkdir()
+    await _run_sealed_sqlite(path, is_async=False, seal_metadata=False)
+    raw = store_bytes(path.parent)
+    assert canary.leaks(raw, canary.state_canaries()) == set()
+    assert canary.leaks(raw, CONFIG_CANARIES) == set(CONFIG_CANARIES)
+    assert sqlite_metadata_keys(path) == DEFAULT_PLAINTEXT_METADATA

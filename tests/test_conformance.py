@@ -172,13 +172,18 @@ class Case:
 
             async def sealed_sync() -> AsyncIterator[BaseCheckpointSaver[Any]]:
                 with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
-                    yield SyncSealedSqliteSaver(conn, serde=serde)
+                    # Sealed by default, as on PostgreSQL below: the suite's "score" is indexed.
+                    yield SyncSealedSqliteSaver(
+                        conn, serde=serde, indexed_metadata=["score"], index_key=_INDEX_KEY
+                    )
 
             return sealed_sync
         if self.name == "sealed-AsyncSqliteSaver":
 
             async def sealed_async() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-                async with SealedAsyncSqliteSaver.from_conn_string(str(db), serde=serde) as saver:
+                async with SealedAsyncSqliteSaver.from_conn_string(
+                    str(db), serde=serde, indexed_metadata=["score"], index_key=_INDEX_KEY
+                ) as saver:
                     yield saver
 
             return sealed_async

@@ -192,7 +192,8 @@ def test_rewrap_on_sqlite_loads_no_postgres_driver(tmp_path: Path) -> None:
         from secure_serde.stores import open_store
         SqliteSaver(sqlite3.connect({str(path)!r})).setup()
         with open_store({str(path)!r}) as store:
-            assert [t.name for t in store.tables] == ["checkpoints", "writes"], store.tables
+            names = [t.name for t in store.tables]
+            assert names == ["checkpoints", "checkpoints.metadata", "writes"], names
         """
     )
     assert "secure_serde._rewrap._api" in loaded

@@ -428,7 +428,9 @@ def test_sqlite_saver_reads_the_flag_on_a_pre_task_path_file(tmp_path: Path) -> 
         conn.execute("ALTER TABLE writes DROP COLUMN task_path")
         conn.commit()
     with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as read_only:
-        saver = SqliteSaver(read_only, serde=serde, migration=Migration(unbound=True))
+        # The stock saver's rows: unbound, and their metadata in plaintext.
+        migration = Migration(unbound=True, plaintext_metadata=True)
+        saver = SqliteSaver(read_only, serde=serde, migration=migration)
         saver.setup()
         assert lg.sqlite_has_task_path(saver) is False
         loaded = saver.get_tuple(config)

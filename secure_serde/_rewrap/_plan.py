@@ -39,12 +39,12 @@ from secure_serde._migration import Migration
 from secure_serde._primitives import Buffer
 from secure_serde._readrule import Decode, ReadRule, Route
 from secure_serde._strict import StrictDecoder
+from secure_serde.ciphers._headers import current_test
 from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher
 from secure_serde.stores import Cell, Swap
 
 __all__ = ["CURRENT", "EMPTY", "Planner", "Skip", "Unreadable"]
 
-_PROBE_CONTEXT: Final = "secure_serde/rewrap-probe"
 PLAINTEXT_SOURCE: Final = "plaintext"
 
 
@@ -139,23 +139,8 @@ class Planner:
 
     @staticmethod
     def _current_test(cipher: BoundCipher) -> tuple[Callable[[str, Buffer], bool], str]:
-        hook = getattr(cipher, "is_current", None)
-        if callable(hook) and len(cipher.cipher_names) == 1:
-            # No probe: for KMS a probe would cost a GenerateDataKey call and
-            # the IAM permission for it, even in a dry run or an audit.
-            (name,) = cipher.cipher_names
-            return hook, name
-        name, probe = cipher.encrypt_bound(b"", _PROBE_CONTEXT)
-        if callable(hook):
-            return hook, name
-        if name == _format.CIPHER_NAME and len(probe) >= _format.HEADER_SIZE:
-            header = bytes(probe[: _format.HEADER_SIZE])
-
-            def same_header(cipher_name: str, data: Buffer) -> bool:
-                return cipher_name == name and bytes(data[: _format.HEADER_SIZE]) == header
-
-            return same_header, _source(name, probe)
-        return (lambda cipher_name, data: False), name
+        test, name, probe = current_test(cipher)
+        return test, (name if probe is None else _source(name, probe))
 
     @property
     def read_rule(self) -> ReadRule:

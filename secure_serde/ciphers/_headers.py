@@ -11,14 +11,19 @@ never stored.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 from secure_serde import _format, _format_v2
 from secure_serde._errors import DecryptionError
+from secure_serde._primitives import Buffer
 from secure_serde.ciphers import _kms_format
+from secure_serde.ciphers._protocol import BoundCipher
 
-__all__ = ["StoredHeader", "read_header"]
+__all__ = ["StoredHeader", "current_test", "read_header"]
+
+_PROBE_CONTEXT: Final = "secure_serde/rewrap-probe"
 
 # The ciphers whose format v2 binds a value to its row (format v1 never does).
 _BINDING_FORMATS: Final = frozenset(
@@ -53,3 +58,34 @@ def read_header(cipher_name: str, data: bytes) -> StoredHeader:
         # Truncated, or a version this build does not know: say which.
         return StoredHeader(cipher_name, None, data[0] if data else None)
     return StoredHeader(cipher_name, None, None)
+
+
+def current_test(
+    cipher: BoundCipher,
+) -> tuple[Callable[[str, Buffer], bool], str, bytes | None]:
+    """Whether a stored value is under ``cipher``'s primary key, told from its header.
+
+    Returns the test ``(cipher name, ciphertext) -> bool``, the cipher name
+    the primary writes, and, when the test compares format-v1/v2 headers,
+    the probe ciphertext it learnt the primary's header from (else ``None``).
+    A cipher's own ``is_current(cipher_name, ciphertext)`` is used when it has
+    one; a cipher of another format without it has every value reported not
+    current, which is safe but not idempotent.
+    """
+    hook = getattr(cipher, "is_current", None)
+    if callable(hook) and len(cipher.cipher_names) == 1:
+        # No probe: for KMS a probe would cost a GenerateDataKey call and
+        # the IAM permission for it, even in a dry run or an audit.
+        (name,) = cipher.cipher_names
+        return hook, name, None
+    name, probe = cipher.encrypt_bound(b"", _PROBE_CONTEXT)
+    if callable(hook):
+        return hook, name, None
+    if name == _format.CIPHER_NAME and len(probe) >= _format.HEADER_SIZE:
+        header = bytes(probe[: _format.HEADER_SIZE])
+
+        def same_header(cipher_name: str, data: Buffer) -> bool:
+            return cipher_name == name and bytes(data[: _format.HEADER_SIZE]) == header
+
+        return same_header, name, bytes(probe)
+    return (lambda cipher_name, data: False), name, None

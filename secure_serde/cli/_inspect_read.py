@@ -130,7 +130,10 @@ class CheckpointReader:
             ) from None
         saver: SqliteSaver
         if self.binds:
-            saver = SealedSqliteSaver(self._view.connection, serde=serde, migration=migration)
+            # A viewer: it unseals whatever is sealed, enforcing no metadata policy.
+            saver = SealedSqliteSaver(
+                self._view.connection, serde=serde, migration=migration, seal_metadata=False
+            )
         else:
             saver = SqliteSaver(self._view.connection, serde=serde)
         # setup() would switch the journal mode and create tables: the store

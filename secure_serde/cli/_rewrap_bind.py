@@ -13,7 +13,6 @@ before anything is written.
 from __future__ import annotations
 
 import argparse
-import inspect
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -64,11 +63,18 @@ def _reseal_postgres(saver: Any, batch_size: int, dry_run: bool) -> Resealed:
     return _resealed(reseal_postgres_metadata(saver, batch_size=batch_size, dry_run=dry_run))
 
 
+def _reseal_sqlite(saver: Any, batch_size: int, dry_run: bool) -> Resealed:
+    from secure_serde.savers.sqlite import reseal_sqlite_metadata
+
+    return _resealed(reseal_sqlite_metadata(saver, batch_size=batch_size, dry_run=dry_run))
+
+
 # Store kind -> the pass that brings its stored metadata up to the sealing
 # policy, run on the same sealed saver as the binding pass; each takes the
 # saver, the batch size and whether this is a dry run.
 RESEALERS: Final[Mapping[str, Callable[[Any, int, bool], Resealed]]] = {
     "postgres": _reseal_postgres,
+    "sqlite": _reseal_sqlite,
 }
 
 
@@ -100,7 +106,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help=(
             "with --bind: also seal plaintext metadata keys and bind 0.1 sealed metadata to"
-            " its row, as the sealed saver does by default (PostgreSQL)"
+            " its row, as the sealed savers do by default"
         ),
     )
     parser.add_argument(
@@ -138,41 +144,25 @@ def _sealed_saver(
 ) -> Iterator[Any]:
     # Reading what the resealer rewrites: plaintext keys, and 0.1 envelopes.
     migration = Migration(plaintext_metadata=True, unbound=True)
+    policy: dict[str, Any] = {
+        "seal_metadata": args.seal_metadata,
+        "plaintext_metadata": args.plaintext_metadata or None,
+        "indexed_metadata": args.indexed_metadata or None,
+    }
     if kind == "postgres":
         from secure_serde.savers.postgres import PostgresSaver
 
         with PostgresSaver.from_conn_string(
-            location,
-            serde=serde,
-            seal_metadata=args.seal_metadata,
-            plaintext_metadata=args.plaintext_metadata or None,
-            indexed_metadata=args.indexed_metadata or None,
-            migration=migration,
+            location, serde=serde, migration=migration, **policy
         ) as saver:
             yield saver
         return
     from secure_serde.savers.sqlite import SqliteSaver
 
     with SqliteSaver.from_conn_string(
-        location, serde=serde, migration=migration, **_sqlite_policy(SqliteSaver, args)
+        location, serde=serde, migration=migration, **policy
     ) as saver:
         yield saver
-
-
-def _sqlite_policy(saver_cls: type, args: argparse.Namespace) -> dict[str, Any]:
-    """The sealing keywords of the SQLite saver, for the flags given.
-
-    Without ``--seal-metadata`` the pass needs no sealing policy: metadata is
-    left as stored. A saver whose sealing is on by default is told so
-    (``seal_metadata=False``); one whose sealing is off by default needs nothing.
-    """
-    parameters = inspect.signature(saver_cls).parameters
-    if args.seal_metadata:
-        options: dict[str, Any] = {"plaintext_metadata": args.plaintext_metadata}
-        if "indexed_metadata" in parameters:
-            options["indexed_metadata"] = args.indexed_metadata or None
-        return options
-    return {"seal_metadata": False} if "seal_metadata" in parameters else {}
 
 
 def bind_store(

@@ -236,8 +236,12 @@ class FilterPlan:
     and structural keys). ``alternatives`` holds, for each index key, the
     ``{name: token}`` a matching row written under that key stores under
     `INDEX_METADATA_KEY`; a row matches when it holds any one of them whole.
-    Empty when the filter names no indexed key.
+    Empty when the filter names no indexed key. ``nullable``: indexed names
+    filtered on ``None``, which the stock SQLite filter (``IS NULL``) also
+    matches on rows without the key; PostgreSQL containment does not, so
+    only the SQLite translation reads it.
     """
 
     plain: dict[str, Any]
     alternatives: tuple[dict[str, str], ...] = ()
+    nullable: frozenset[str] = frozenset()

@@ -7,7 +7,8 @@ one branch per index key (a row's tokens were all written under one key).
 * PostgreSQL: each branch is ``metadata @> %s``, JSONB containment as the
   stock filter uses, so a GIN index on ``metadata`` serves it.
 * SQLite: each branch is the stock ``json_extract(CAST(metadata AS TEXT),
-  '$.<path>') = ?`` match, one per filtered key.
+  '$.<path>') = ?`` match, one per filtered key (``IS NULL OR = ?`` for a
+  ``None`` filter value, as the stock ``IS ?`` matches a missing key).
 
 No database driver is imported here: the PostgreSQL parameters are plain
 dicts for the caller to wrap (``psycopg.types.json.Jsonb``).
@@ -73,7 +74,11 @@ def sqlite_search_where(
         terms = []
         for name, token in tokens.items():
             check_index_name(name)  # the path is spliced into SQL, as the stock filter does
-            terms.append(_SQLITE_EXTRACT.format(path=f"{INDEX_METADATA_KEY}.{name}"))
+            term = _SQLITE_EXTRACT.format(path=f"{INDEX_METADATA_KEY}.{name}")
+            if name in plan.nullable:
+                # The stock `IS ?` with None also matches rows without the key.
+                term = f"({term.removesuffix(' = ?')} IS NULL OR {term})"
+            terms.append(term)
             values.append(token)
         branches.append("(" + " AND ".join(terms) + ")")
     return with_predicate(where, params, "(" + " OR ".join(branches) + ")", values)

@@ -235,8 +235,14 @@ class MetadataSealer:
         """Keys of a stored row that this sealer would have sealed, found in plaintext."""
         return sorted(k for k in metadata if k not in self.plaintext and k not in _RESERVED)
 
-    def plan_filter(self, filter: Mapping[str, Any] | None) -> FilterPlan:
+    def plan_filter(
+        self, filter: Mapping[str, Any] | None, *, nested_paths: bool = False
+    ) -> FilterPlan:
         """Split a ``list`` filter into plaintext terms and index tokens.
+
+        ``nested_paths``: the database reads a dotted name as a path (the
+        stock SQLite filter's ``json_extract``), so ``"parents.x"`` is a term
+        on the plaintext key ``parents``.
 
         Raises:
             ConfigurationError: the filter names a sealed key with no index,
@@ -244,14 +250,19 @@ class MetadataSealer:
         """
         if not filter:
             return FilterPlan({})
-        if sealed := sorted(k for k in filter if k not in self.plaintext | self.indexed):
+
+        def is_plain(name: str) -> bool:
+            top = name.split(".", 1)[0] if nested_paths else name
+            return name in self.plaintext or top in self.plaintext
+
+        if sealed := sorted(k for k in filter if not is_plain(k) and k not in self.indexed):
             raise ConfigurationError(
                 f"cannot filter on sealed metadata key(s) {sealed}: their values are"
                 " encrypted; list them in indexed_metadata (a blind index) or"
                 " plaintext_metadata to filter on them"
             )
-        plain = {k: v for k, v in filter.items() if k in self.plaintext}
-        wanted = {k: v for k, v in filter.items() if k in self.indexed}
+        plain = {k: v for k, v in filter.items() if is_plain(k)}
+        wanted = {k: v for k, v in filter.items() if k in self.indexed and not is_plain(k)}
         if not wanted:
             return FilterPlan(plain)
         keys = cast(BlindIndexKeys, self.index_keys)
@@ -259,7 +270,8 @@ class MetadataSealer:
         for name, value in wanted.items():
             for key_id, token in keys.tokens(name, value).items():
                 per_key[key_id][name] = token
-        return FilterPlan(plain, tuple(per_key.values()))
+        nullable = frozenset(k for k, v in wanted.items() if v is None)
+        return FilterPlan(plain, tuple(per_key.values()), nullable)
 
     def check_filter(self, filter: Mapping[str, Any] | None) -> None:
         """`plan_filter`, for its refusal only."""

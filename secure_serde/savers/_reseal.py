@@ -17,11 +17,19 @@ under a promoted key. This pass does, row by row:
    rewrote meanwhile is left alone (the next run settles it).
 
 The pass is idempotent and can be killed at any point.
+
+`reseal_postgres_metadata` and `reseal_sqlite_metadata` run it over each
+database; only reading rows and writing them back differ. On SQLite the
+checkpoint blob is the record's seal (its location covers the plaintext
+metadata), so a row whose plaintext metadata changes has its blob moved to
+the new location, bytes for bytes, never deserialized
+(`SqliteRows.open_record`). SQLite's rewrap cell pass does not see the sealed
+entry, so there this pass also re-seals an entry still under an older key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +40,8 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from secure_serde._binding import Location
 from secure_serde._errors import ConfigurationError, DecryptionError
 from secure_serde._langgraph import postgres_cursor
+from secure_serde._serializer import EncryptedSerializer
+from secure_serde.ciphers._headers import current_test
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
 from secure_serde.savers._bound import RECORD_KEY, Binder, metadata_record
 from secure_serde.savers._metadata import (
@@ -42,8 +52,15 @@ from secure_serde.savers._metadata import (
     Row,
     _open_entry,
 )
+from secure_serde.stores import parse_envelope
 
-__all__ = ["ResealReport", "plan_bound_reseal", "plan_reseal", "reseal_postgres_metadata"]
+__all__ = [
+    "ResealReport",
+    "plan_bound_reseal",
+    "plan_reseal",
+    "reseal_postgres_metadata",
+    "reseal_sqlite_metadata",
+]
 
 
 @dataclass
@@ -70,24 +87,37 @@ def _is_current(
     return keys is None or all(str(t).startswith(keys.primary_id + ":") for t in index.values())
 
 
-def plan_reseal(
+def plan_reseal(  # noqa: PLR0913 - the row, its policy and readers, and the entry test
     serde: SerializerProtocol,
     sealer: MetadataSealer,
     opener: MetadataOpener,
     stored: CheckpointMetadata,
     row: Row,
+    entry_current: Callable[[tuple[str, bytes]], bool] | None = None,
 ) -> CheckpointMetadata | None:
     """The metadata to store for ``row`` now, or ``None`` if what is stored is current.
+
+    ``entry_current``, if given, also tells whether the sealed entry's
+    ciphertext is under the primary key (where no rewrap pass re-seals it).
 
     Raises:
         DecryptionError: the row fails a read check (see `MetadataOpener.open`).
     """
     opened = opener.open(serde, stored, row)
-    if _is_current(sealer, stored, opened) and _names_row(serde, stored):
+    if (
+        _is_current(sealer, stored, opened)
+        and _names_row(serde, stored)
+        and (entry_current is None or _entry_current(entry_current, stored))
+    ):
         return None
     config: RunnableConfig = {"configurable": {"thread_id": row[0], "checkpoint_ns": row[1]}}
     _, metadata = sealer.seal(serde, config, opened, row[2])
     return metadata
+
+
+def _entry_current(test: Callable[[tuple[str, bytes]], bool], stored: Mapping[str, Any]) -> bool:
+    parsed = parse_envelope(stored.get(SEALED_METADATA_KEY))
+    return parsed is not None and test(parsed)
 
 
 def _names_row(serde: SerializerProtocol, stored: Mapping[str, Any]) -> bool:
@@ -230,3 +260,105 @@ def reseal_postgres_metadata(
                 else:
                     report.raced += 1
         last = (rows[-1]["thread_id"], rows[-1]["checkpoint_ns"], rows[-1]["checkpoint_id"])
+
+
+# SQLite: the same pass. The metadata column holds JSON bytes, the blob the
+# record's seal; both are compared as bytes (CAST) so a row rewritten
+# meanwhile, whatever its storage class, is left alone.
+_SQLITE_SELECT = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
+    " metadata FROM checkpoints WHERE (thread_id, checkpoint_ns, checkpoint_id) > (?, ?, ?)"
+    " ORDER BY thread_id, checkpoint_ns, checkpoint_id LIMIT ?"
+)
+_SQLITE_UPDATE = (
+    "UPDATE checkpoints SET metadata = ?, type = ?, checkpoint = ? WHERE thread_id = ?"
+    " AND checkpoint_ns = ? AND checkpoint_id = ? AND CAST(metadata AS BLOB) IS ?"
+    " AND type IS ? AND CAST(checkpoint AS BLOB) IS ?"
+)
+
+
+def _as_bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    return str(value).encode("utf-8") if isinstance(value, str) else bytes(value)
+
+
+def _entry_test(serde: EncryptedSerializer) -> Callable[[tuple[str, bytes]], bool]:
+    """Whether a sealed entry is under the primary key, as rewrap decides it for a cell."""
+    is_current, _, _ = current_test(serde.cipher)
+
+    def test(parsed: tuple[str, bytes]) -> bool:
+        _, plus, cipher_name = parsed[0].rpartition("+")
+        return bool(plus) and is_current(cipher_name, parsed[1])
+
+    return test
+
+
+def _plan_sqlite_row(
+    saver: Any,
+    sealer: MetadataSealer,
+    test: Callable[[tuple[str, bytes]], bool],
+    r: Sequence[Any],
+) -> tuple[bytes, str, bytes] | None:
+    """The row's new ``(metadata, type, checkpoint)`` columns, or ``None`` if current."""
+    rows = saver.rows
+    thread_id, checkpoint_ns, checkpoint_id, parent_id, type_tag, blob, raw = r
+    row: Row = (thread_id, checkpoint_ns, checkpoint_id)
+    stored = rows.metadata_of(raw)
+    # The record first, as the saver reads it: the blob authenticates its
+    # row and plaintext metadata, then the metadata checks run.
+    move = rows.open_record(row, parent_id, (type_tag, _as_bytes(blob)), stored)
+    at = rows.binder.at(Location.metadata(*row))
+    new = plan_reseal(at, sealer, rows.opener, stored, row, test)
+    if new is None:
+        return None
+    # Re-encrypted under the primary even where its location stays the same.
+    return rows.metadata_bytes(new), *move(new)
+
+
+def reseal_sqlite_metadata(
+    saver: Any, *, batch_size: int = 500, dry_run: bool = False
+) -> ResealReport:
+    """Run the pass over every checkpoint of a sealed SQLite saver's database.
+
+    ``saver`` is a secure_serde sync `SqliteSaver` with sealing on, whose
+    serde reads the old and the new keys and whose migration admits the
+    rows to bring up to date (``Migration(plaintext_metadata=True)`` for
+    rows written with ``seal_metadata=False``, ``unbound=True`` for rows
+    the stock saver wrote; their blobs stay unbound). Each row's record is
+    authenticated (its checkpoint blob opened at its row) before its
+    metadata is rewritten, and the blob is moved to the location that
+    covers the new metadata.
+    """
+    sealer = _checked_sealer(saver, batch_size)
+    test = _entry_test(saver.rows.binder.serde)
+    report = ResealReport()
+    last: Sequence[str] = ("", "", "")
+    while True:
+        with saver.cursor(transaction=False) as cur:
+            rows = cur.execute(_SQLITE_SELECT, (*last, batch_size)).fetchall()
+        if not rows:
+            return report
+        for r in rows:
+            row: Row = (r[0], r[1], r[2])
+            report.scanned += 1
+            try:
+                planned = _plan_sqlite_row(saver, sealer, test, r)
+            except DecryptionError as exc:
+                report.failed.append((row, type(exc).__name__))
+                continue
+            if planned is None:
+                report.current += 1
+            elif dry_run:
+                report.rewritten += 1
+            else:
+                with saver.cursor() as cur:
+                    cur.execute(
+                        _SQLITE_UPDATE, (*planned, *row, _as_bytes(r[6]), r[4], _as_bytes(r[5]))
+                    )
+                    swapped = cur.rowcount == 1
+                if swapped:
+                    report.rewritten += 1
+                else:
+                    report.raced += 1
+        last = (rows[-1][0], rows[-1][1], rows[-1][2])

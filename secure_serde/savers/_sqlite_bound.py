@@ -10,8 +10,9 @@ beside it, and pending writes in ``writes``. Here:
   plaintext metadata (the record);
 * each write at ``Location.write(thread, ns, checkpoint id, task id, task
   path, idx, channel)``;
-* with ``plaintext_metadata=[...]``, the sealed-metadata envelope at
-  ``Location.metadata(thread, ns, checkpoint id)``, as in PostgreSQL.
+* the sealed-metadata envelope (on by default) at ``Location.metadata(thread,
+  ns, checkpoint id)``, checked on read by `MetadataOpener` (downgrade,
+  row, blind indexes) after the record, as in PostgreSQL.
 
 The SQL is the stock saver's, statement for statement, so a database is
 interchangeable with the stock one at the schema level (the rows are not:
@@ -21,7 +22,7 @@ a stock reader cannot name their locations).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -34,11 +35,19 @@ from langgraph.checkpoint.base import (
     get_checkpoint_metadata,
     writes_sort_key,
 )
+from langgraph.checkpoint.sqlite.utils import search_where
 
 from secure_serde._binding import Location
-from secure_serde._errors import BindingError, ConfigurationError
+from secure_serde._errors import (
+    BindingError,
+    ConfigurationError,
+    DecryptionError,
+    UnboundValueError,
+)
+from secure_serde.ciphers._protocol import LocatingCipher
 from secure_serde.savers._bound import Binder, canonical, metadata_record
-from secure_serde.savers._metadata import MetadataSealer, refuse_reserved_key, unseal_metadata
+from secure_serde.savers._index_sql import sqlite_search_where
+from secure_serde.savers._metadata import MetadataOpener, MetadataSealer, refuse_reserved_key
 
 __all__ = [
     "INSERT_CHECKPOINT_SQL",
@@ -98,19 +107,49 @@ def _metadata_record(stored: bytes | None) -> Any:
 class SqliteRows:
     """Turns puts into rows and rows into tuples, bound; shared by the sync and async savers."""
 
-    __slots__ = ("_binder", "_sealer")
+    __slots__ = ("_binder", "_opener", "_sealer")
 
     def __init__(self, binder: Binder, sealer: MetadataSealer | None) -> None:
         self._binder = binder
         self._sealer = sealer
+        self._opener = MetadataOpener(sealer, binder.migration)
 
     @property
     def binder(self) -> Binder:
         return self._binder
 
-    def check_filter(self, filter: dict[str, Any] | None) -> None:
-        if self._sealer is not None:
-            self._sealer.check_filter(filter)
+    @property
+    def opener(self) -> MetadataOpener:
+        return self._opener
+
+    @staticmethod
+    def metadata_of(stored: bytes | None) -> Any:
+        """A ``metadata`` column as JSON (``{}`` for NULL, as the stock saver reads it)."""
+        return _metadata_record(stored)
+
+    @staticmethod
+    def metadata_bytes(metadata: Any) -> bytes:
+        """The ``metadata`` column for ``metadata``, encoded as the stock ``put`` encodes it."""
+        return json.dumps(metadata, ensure_ascii=False).encode("utf-8", "ignore")
+
+    def search_where(
+        self,
+        config: RunnableConfig | None,
+        filter: dict[str, Any] | None,
+        before: RunnableConfig | None,
+    ) -> tuple[str, list[Any]]:
+        """The stock ``search_where``; with sealing, plaintext terms as it builds them
+        and indexed ones matched on their blind-index tokens.
+
+        Raises:
+            ConfigurationError: the filter names a sealed key with no index.
+        """
+        if self._sealer is None:
+            where, params = search_where(config, filter, before)
+            return where, list(params)
+        # SQLite paths nest: "parents.x" filters inside a plaintext key.
+        plan = self._sealer.plan_filter(filter, nested_paths=True)
+        return sqlite_search_where(config, plan, before)
 
     def checkpoint_row(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
@@ -121,18 +160,14 @@ class SqliteRows:
         thread_id = str(configurable["thread_id"])
         checkpoint_ns = configurable["checkpoint_ns"]
         parent_id = configurable.get("checkpoint_id")
-        # As before sealing-by-default reached SQLite (follow-up work): an entry
-        # only when a key is to be sealed, which the SQLite store does not rewrap.
-        if self._sealer is not None and self._sealer.exposed(
-            get_checkpoint_metadata(config, metadata)
-        ):
+        if self._sealer is not None:
+            # An entry on every row, even with nothing to seal, so a deleted
+            # one is noticed; the record below then covers the index tokens.
             at = Location.metadata(thread_id, checkpoint_ns, checkpoint["id"])
             config, metadata = self._sealer.seal(
                 self._binder.at(at), config, metadata, checkpoint["id"]
             )
-        stored_metadata = json.dumps(
-            get_checkpoint_metadata(config, metadata), ensure_ascii=False
-        ).encode("utf-8", "ignore")
+        stored_metadata = self.metadata_bytes(get_checkpoint_metadata(config, metadata))
         location = Location.checkpoint(
             thread_id,
             checkpoint_ns,
@@ -190,6 +225,57 @@ class SqliteRows:
             )
         return rows
 
+    def open_record(
+        self,
+        row: tuple[str, str, str],
+        parent_id: str | None,
+        data: tuple[str, bytes | None],
+        metadata: Any,
+    ) -> Callable[[Any], tuple[str, bytes]]:
+        """Authenticate a checkpoint blob at its row now; what moves it to new metadata later.
+
+        The returned function gives the ``(type, checkpoint)`` columns for the
+        blob bound where metadata ``new`` binds it: the bytes are decrypted
+        here and encrypted there under the primary key, never deserialized
+        (as rewrap moves a value). A blob with no binding (the stock saver's,
+        read under ``Migration(unbound=True)``) is returned as it is: its
+        record was never authenticated, and this does not start vouching
+        for it.
+
+        Raises:
+            BindingError: the blob does not authenticate at its row (moved,
+                re-parented, or its metadata edited).
+            UnboundValueError: an unbound blob, outside ``Migration(unbound=True)``.
+        """
+        type_tag, blob = data
+        if blob is None:
+            raise BindingError("checkpoint row holds no checkpoint")
+        old_at = Location.checkpoint(*row, parent_id, canonical(metadata_record(metadata)))
+        serde = self._binder.serde
+        route = serde.read_rule.route(type_tag)
+        cipher = route.cipher
+        plaintext = None
+        if isinstance(cipher, LocatingCipher):
+            plaintext = _open_at(cipher, route.cipher_name, route.inner, blob, old_at)
+        if plaintext is None:
+            if not self._binder.migration.unbound:
+                raise UnboundValueError(
+                    "checkpoint blob carries no binding to its row; reseal it under"
+                    " Migration(unbound=True)"
+                )
+            return lambda new: (type_tag, blob)
+        opened = plaintext
+
+        def move(new: Any) -> tuple[str, bytes]:
+            record = metadata_record(json.loads(self.metadata_bytes(new)))
+            new_at = Location.checkpoint(*row, parent_id, canonical(record))
+            name, sealed = cast(LocatingCipher, serde.cipher).encrypt_at(
+                opened, route.inner, new_at.encode()
+            )
+            return f"{route.inner}+{name}", bytes(sealed)
+
+        return move
+
     def load(self, row: Sequence[Any], writes: Iterable[Sequence[Any]]) -> CheckpointTuple:
         """A tuple from a ``SELECT_*`` row and its ``pending_writes_sql`` rows."""
         thread_id, checkpoint_ns, checkpoint_id, parent_id, type_tag, blob, stored_metadata = row
@@ -208,9 +294,12 @@ class SqliteRows:
                 thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, int(idx), channel
             )
             pending.append((task_id, channel, self._binder.load((w_type, w_value), at)))
-        metadata = unseal_metadata(
+        # The record (above) first; then the metadata: downgrade, the entry's
+        # row, the blind indexes, the entry opened at its own location.
+        metadata = self._opener.open(
             self._binder.at(Location.metadata(thread_id, checkpoint_ns, checkpoint_id)),
             cast(CheckpointMetadata, metadata),
+            (thread_id, checkpoint_ns, checkpoint_id),
         )
         ids = {"thread_id": thread_id, "checkpoint_ns": checkpoint_ns}
         return CheckpointTuple(
@@ -220,6 +309,26 @@ class SqliteRows:
             {"configurable": {**ids, "checkpoint_id": parent_id}} if parent_id else None,
             pending,
         )
+
+
+def _open_at(
+    cipher: LocatingCipher, name: str, inner: str, blob: bytes, at: Location
+) -> bytes | None:
+    """The plaintext of a blob bound at ``at``; ``None`` for one bound nowhere."""
+    try:
+        return cipher.decrypt_at(name, blob, inner, at.encode())
+    except UnboundValueError:
+        return None  # a format that carries no binding (v1)
+    except BindingError:
+        pass  # not bound here; maybe written unbound through serde=
+    try:
+        cipher.decrypt_at(name, blob, inner, b"")
+    except DecryptionError:
+        raise BindingError(
+            "checkpoint blob does not authenticate at its row: moved, re-parented,"
+            " or its metadata edited"
+        ) from None
+    return None
 
 
 def require_binder(binder: Binder | None) -> Binder:

@@ -9,9 +9,12 @@ and SQL. What differs is what the rows hold (see ``_sqlite_bound``):
   authenticate (`BindingError`);
 * each pending write is bound to its thread, namespace, checkpoint, task,
   index and channel;
-* with ``plaintext_metadata=[...]``, every metadata key outside that list
-  (and outside `STRUCTURAL_METADATA_KEYS`) is sealed into one encrypted,
-  bound entry, as in the PostgreSQL savers.
+* every metadata key outside `STRUCTURAL_METADATA_KEYS` and
+  ``plaintext_metadata`` is sealed into one encrypted entry bound to its
+  checkpoint (unless ``seal_metadata=False``), as in the PostgreSQL savers;
+  ``indexed_metadata`` keys stay filterable through keyed blind indexes,
+  matched with the stock ``json_extract`` filter
+  (secure_serde/savers/_metadata.py, _index_sql.py).
 
 They need an `EncryptedSerializer` (any cipher from `secure_serde.ciphers`).
 Rows written by the stock saver (or secure_serde 0.1) are unbound, and read
@@ -51,7 +54,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.sqlite import SqliteSaver as _StockSqliteSaver
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver as _StockAsyncSqliteSaver
-from langgraph.checkpoint.sqlite.utils import pending_writes_sql, search_where
+from langgraph.checkpoint.sqlite.utils import pending_writes_sql
 
 from secure_serde._langgraph import sqlite_has_task_path
 from secure_serde._migration import Migration
@@ -61,6 +64,7 @@ from secure_serde.savers._metadata import (
     STRUCTURAL_METADATA_KEYS,
     MetadataSealer,
 )
+from secure_serde.savers._reseal import ResealReport, reseal_sqlite_metadata
 from secure_serde.savers._sqlite_bound import (
     INSERT_CHECKPOINT_SQL,
     SELECT_BY_ID_SQL,
@@ -75,8 +79,13 @@ __all__ = [
     "SEALED_METADATA_KEY",
     "STRUCTURAL_METADATA_KEYS",
     "AsyncSqliteSaver",
+    "ResealReport",
     "SqliteSaver",
+    "reseal_sqlite_metadata",
 ]
+
+# The type of ``index_key=``: one key, or several with the writer first.
+_IndexKey = str | bytes | Iterable[str | bytes] | None
 
 
 class _SealedSqlite:
@@ -87,8 +96,11 @@ class _SealedSqlite:
     _migration: Migration
     _rows: SqliteRows | None = None
 
-    def _sealed(self, sealer: MetadataSealer | None, migration: Migration) -> None:
-        self._sealer = sealer
+    def _sealed(
+        self, sealer: MetadataSealer | None, migration: Migration, index_key: _IndexKey
+    ) -> None:
+        # The blind-index keys come from the serde, set by the stock __init__.
+        self._sealer = None if sealer is None else sealer.with_keys(self.serde, index_key)
         self._migration = migration
         require_binder(binder_for(self.serde, migration))
 
@@ -107,6 +119,18 @@ class _SealedSqlite:
         return rows
 
 
+def _policy(
+    seal_metadata: bool,
+    plaintext_metadata: Iterable[str] | None,
+    indexed_metadata: Iterable[str] | None,
+) -> MetadataSealer | None:
+    return MetadataSealer.from_options(
+        seal_metadata=seal_metadata,
+        plaintext_metadata=plaintext_metadata,
+        indexed_metadata=indexed_metadata,
+    )
+
+
 def _select(config: RunnableConfig) -> tuple[str, tuple[Any, ...]]:
     thread_id = str(config["configurable"]["thread_id"])
     checkpoint_ns = config["configurable"].get("checkpoint_ns", "")
@@ -121,45 +145,66 @@ class SqliteSaver(_SealedSqlite, _StockSqliteSaver):
     Args:
         conn: a ``sqlite3.Connection``, as for the stock saver.
         serde: an `EncryptedSerializer`.
-        plaintext_metadata: ``None`` (the default) keeps metadata as the stock
-            saver does, in plaintext (authenticated). A collection of key
-            names seals every other key (except `STRUCTURAL_METADATA_KEYS`)
-            into one encrypted entry; ``list(filter=...)`` then accepts only
-            plaintext keys.
+        seal_metadata: ``True`` (the default) seals every metadata key
+            except `STRUCTURAL_METADATA_KEYS` and ``plaintext_metadata``
+            into one encrypted entry bound to its checkpoint. ``False``
+            stores metadata as the stock saver does, every key in plaintext
+            (still authenticated by the checkpoint's binding).
+        plaintext_metadata: more keys to keep in plaintext (filterable as
+            the stock saver filters them). ``list(filter=...)`` on a sealed
+            key without an index raises `ConfigurationError`.
+        indexed_metadata: sealed keys that ``list(filter=...)`` can match
+            by equality, through a keyed blind index (docs/postgres.md).
+        index_key: the blind-index key(s), in any form a key is written
+            (the first writes); default: derived from the serde's keyring
+            (HKDF, never the data key). Needed with KMS ciphers.
         migration: `Migration`; ``unbound=True`` reads rows written without
-            a binding (by the stock saver or secure_serde 0.1), logged.
+            a binding (by the stock saver or secure_serde 0.1);
+            ``plaintext_metadata=True`` reads rows whose metadata should be
+            sealed but is in plaintext (written with ``seal_metadata=False``
+            or before sealing was the default). Each such read is logged.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
         self,
         conn: sqlite3.Connection,
         *,
         serde: SerializerProtocol | None = None,
+        seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
-        migration: Migration = Migration.NONE,
+        indexed_metadata: Iterable[str] | None = None,
+        index_key: _IndexKey = None,
+        migration: Migration | None = None,
     ) -> None:
-        sealer = MetadataSealer.from_options(
-            seal_metadata=plaintext_metadata is not None, plaintext_metadata=plaintext_metadata
-        )
+        sealer = _policy(seal_metadata, plaintext_metadata, indexed_metadata)
         super().__init__(conn, serde=serde)
-        self._sealed(sealer, migration)
+        self._sealed(sealer, Migration.resolve(migration), index_key)
 
     @classmethod
     @contextmanager
-    def from_conn_string(
+    def from_conn_string(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
         cls,
         conn_string: str,
         *,
         serde: SerializerProtocol | None = None,
+        seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
-        migration: Migration = Migration.NONE,
+        indexed_metadata: Iterable[str] | None = None,
+        index_key: _IndexKey = None,
+        migration: Migration | None = None,
     ) -> Iterator[SqliteSaver]:
         """A saver on a new connection (opened as the stock one opens it), closed on exit."""
-        MetadataSealer.from_options(
-            seal_metadata=plaintext_metadata is not None, plaintext_metadata=plaintext_metadata
-        )  # fail before connecting
+        _policy(seal_metadata, plaintext_metadata, indexed_metadata)  # fail before connecting
         with closing(sqlite3.connect(conn_string, check_same_thread=False)) as conn:
-            yield cls(conn, serde=serde, plaintext_metadata=plaintext_metadata, migration=migration)
+            yield cls(
+                conn,
+                serde=serde,
+                seal_metadata=seal_metadata,
+                plaintext_metadata=plaintext_metadata,
+                indexed_metadata=indexed_metadata,
+                index_key=index_key,
+                migration=migration,
+            )
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         sql, params = _select(config)
@@ -180,12 +225,11 @@ class SqliteSaver(_SealedSqlite, _StockSqliteSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        self.rows.check_filter(filter)
-        where, params = search_where(config, filter, before)
+        where, params = self.rows.search_where(config, filter, before)
         query = SELECT_LIST_SQL.format(where=where)
         if limit is not None:
             query += " LIMIT ?"
-            params = (*params, limit)
+            params = [*params, limit]
         with self.cursor(transaction=False) as cur, closing(self.conn.cursor()) as wcur:
             for row in cur.execute(query, params):
                 wcur.execute(
@@ -226,36 +270,46 @@ class SqliteSaver(_SealedSqlite, _StockSqliteSaver):
 class AsyncSqliteSaver(_SealedSqlite, _StockAsyncSqliteSaver):
     """langgraph's ``AsyncSqliteSaver``, every value bound to its row (see `SqliteSaver`)."""
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
         self,
         conn: aiosqlite.Connection,
         *,
         serde: SerializerProtocol | None = None,
+        seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
-        migration: Migration = Migration.NONE,
+        indexed_metadata: Iterable[str] | None = None,
+        index_key: _IndexKey = None,
+        migration: Migration | None = None,
     ) -> None:
-        sealer = MetadataSealer.from_options(
-            seal_metadata=plaintext_metadata is not None, plaintext_metadata=plaintext_metadata
-        )
+        sealer = _policy(seal_metadata, plaintext_metadata, indexed_metadata)
         super().__init__(conn, serde=serde)
-        self._sealed(sealer, migration)
+        self._sealed(sealer, Migration.resolve(migration), index_key)
 
     @classmethod
     @asynccontextmanager
-    async def from_conn_string(
+    async def from_conn_string(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
         cls,
         conn_string: str,
         *,
         serde: SerializerProtocol | None = None,
+        seal_metadata: bool = True,
         plaintext_metadata: Iterable[str] | None = None,
-        migration: Migration = Migration.NONE,
+        indexed_metadata: Iterable[str] | None = None,
+        index_key: _IndexKey = None,
+        migration: Migration | None = None,
     ) -> AsyncIterator[AsyncSqliteSaver]:
         """A saver on a new connection (opened as the stock one opens it), closed on exit."""
-        MetadataSealer.from_options(
-            seal_metadata=plaintext_metadata is not None, plaintext_metadata=plaintext_metadata
-        )  # fail before connecting
+        _policy(seal_metadata, plaintext_metadata, indexed_metadata)  # fail before connecting
         async with aiosqlite.connect(conn_string) as conn:
-            yield cls(conn, serde=serde, plaintext_metadata=plaintext_metadata, migration=migration)
+            yield cls(
+                conn,
+                serde=serde,
+                seal_metadata=seal_metadata,
+                plaintext_metadata=plaintext_metadata,
+                indexed_metadata=indexed_metadata,
+                index_key=index_key,
+                migration=migration,
+            )
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         await self.setup()
@@ -279,13 +333,12 @@ class AsyncSqliteSaver(_SealedSqlite, _StockAsyncSqliteSaver):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
-        self.rows.check_filter(filter)
+        where, params = self.rows.search_where(config, filter, before)
         await self.setup()
-        where, params = search_where(config, filter, before)
         query = SELECT_LIST_SQL.format(where=where)
         if limit is not None:
             query += " LIMIT ?"
-            params = (*params, limit)
+            params = [*params, limit]
         async with self.lock, self.conn.execute(query, params) as cur:
             found = await cur.fetchall()
             loaded = []

@@ -26,6 +26,8 @@ SQLite                 checkpoints (type,          thread_id, checkpoint_ns, che
                        checkpoint)
 SQLite                 writes (type, value)        thread_id, checkpoint_ns, checkpoint_id,
                                                    task_id, idx
+SQLite                 checkpoints.metadata        thread_id, checkpoint_ns, checkpoint_id
+                       (sealed-metadata envelope)
 PostgreSQL             checkpoint_blobs (type,     thread_id, checkpoint_ns, channel, version
                        blob)                       (shallow saver: no version)
 PostgreSQL             checkpoint_writes (type,    thread_id, checkpoint_ns, checkpoint_id,
@@ -37,7 +39,7 @@ PostgreSQL             checkpoints.checkpoint      thread_id, checkpoint_ns, che
 =====================  =========================  ==============================================
 
 ``checkpoints.metadata`` cells are the sealed-metadata envelope our sealed
-savers write (``plaintext_metadata=[...]``): the JSON entry
+savers write (by default, in both databases): the JSON entry
 ``SEALED_METADATA_KEY`` = ``{"type": <type tag>, "data": <base64>}``, a
 serialized value like any other, so rewrap re-encrypts it and audit
 authenticates it. Only rows holding one are cells (`TableSpec.envelope_key`).

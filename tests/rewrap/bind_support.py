@@ -8,7 +8,6 @@ its interrupt.
 
 from __future__ import annotations
 
-import inspect
 import operator
 import sqlite3
 from collections.abc import Iterator
@@ -109,11 +108,13 @@ class Db:
             yield stock
 
     def sealed(self, migration: Migration = Migration.NONE, **options: Any) -> Any:
+        # The stock saver's metadata is plaintext: reading it with no migration switch
+        # needs a sealed saver that keeps metadata as stored.
+        options.setdefault("seal_metadata", False)
         if self.kind == "sqlite":
             return _sqlite_sealed(self.location, migration, options)
         from secure_serde.savers.postgres import PostgresSaver
 
-        options.setdefault("seal_metadata", False)
         return PostgresSaver.from_conn_string(
             self.location, serde=serde(), migration=migration, **options
         )
@@ -155,24 +156,9 @@ class Db:
 def _sqlite_sealed(path: str, migration: Migration, options: dict[str, Any]) -> Iterator[Any]:
     from secure_serde.savers.sqlite import SqliteSaver
 
-    with SqliteSaver.from_conn_string(
-        path, serde=serde(), migration=migration, **{**unsealed_sqlite(), **options}
-    ) as saver:
+    with SqliteSaver.from_conn_string(path, serde=serde(), migration=migration, **options) as saver:
         saver.setup()
         yield saver
-
-
-def unsealed_sqlite() -> dict[str, Any]:
-    """The options of a sealed SQLite saver that keeps metadata as stored (plaintext).
-
-    The stock saver's metadata is plaintext; reading it with no migration switch needs a saver
-    that does not expect it sealed. Where sealing is on by default, that takes
-    ``seal_metadata=False``; where it is off by default, nothing.
-    """
-    from secure_serde.savers.sqlite import SqliteSaver
-
-    parameters = inspect.signature(SqliteSaver).parameters
-    return {"seal_metadata": False} if "seal_metadata" in parameters else {}
 
 
 def written_by_stock(db: Db) -> dict[str, list[Any]]:

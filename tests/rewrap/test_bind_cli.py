@@ -44,16 +44,24 @@ def test_rewrap_bind_on_sqlite(tmp_path: Path) -> None:
     assert "bind: bound 0 checkpoint record(s), 0 blob(s), 0 write(s)" in again.stdout
 
 
-def test_rewrap_bind_and_seal_metadata_on_postgres(postgres_url: str, tmp_path: Path) -> None:
-    db = Db("postgres", postgres_url)
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_rewrap_bind_and_seal_metadata(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    db = (
+        sqlite_db(tmp_path)
+        if kind == "sqlite"
+        else Db("postgres", request.getfixturevalue("postgres_url"))
+    )
     reference = written_by_stock(db)
     # The sealed saver's default policy seals metadata: a stock store's is refused.
     with sealed_graph(db, seal_metadata=True) as graph, pytest.raises(DecryptionError):
         graph.get_state(config(THREADS[0]))
 
-    done = run_cli(ENV, tmp_path, "rewrap", postgres_url, "--bind", "--seal-metadata")
+    done = run_cli(ENV, tmp_path, "rewrap", db.location, "--bind", "--seal-metadata")
     assert done.returncode == 0, done.stderr
-    assert "moved " in done.stdout
+    # Only the stock PostgreSQL saver keeps channel values inline.
+    assert ("moved 0 inline" in done.stdout) == (kind == "sqlite")
     assert "metadata: resealed 22, already current 0" in done.stdout
 
     with sealed_graph(db, seal_metadata=True) as graph:
@@ -65,7 +73,7 @@ def test_rewrap_bind_and_seal_metadata_on_postgres(postgres_url: str, tmp_path: 
         t: [s.metadata for s in h] for t, h in reference.items()
     }
     rows = db.rows()
-    again = run_cli(ENV, tmp_path, "rewrap", postgres_url, "--bind", "--seal-metadata")
+    again = run_cli(ENV, tmp_path, "rewrap", db.location, "--bind", "--seal-metadata")
     assert again.returncode == 0, again.stderr
     assert "metadata: resealed 0" in again.stdout
     assert db.rows() == rows

@@ -22,7 +22,6 @@ from secure_serde.savers import bind_postgres, bind_sqlite
 from secure_serde.savers.postgres import PostgresSaver
 from secure_serde.savers.sqlite import SqliteSaver
 from tests import strategies as cs
-from tests.rewrap.bind_support import unsealed_sqlite
 from tests.test_delta_channel import build, describe, encrypted_serde, run_scenario
 
 
@@ -30,7 +29,7 @@ def test_a_stock_delta_channel_store_on_sqlite_binds(tmp_path: Path) -> None:
     with closing(sqlite3.connect(tmp_path / "delta.sqlite", check_same_thread=False)) as conn:
         stock = StockSqliteSaver(conn, serde=encrypted_serde(False))
         reference = run_scenario(build(stock, with_frame=False), stock, "t")
-        sealed = SqliteSaver(conn, serde=encrypted_serde(False), **unsealed_sqlite())
+        sealed = SqliteSaver(conn, serde=encrypted_serde(False), seal_metadata=False)
         report = bind_sqlite(sealed)
         assert report.ok, report.refusals
         assert report.checkpoints_sealed == len(reference["history"])

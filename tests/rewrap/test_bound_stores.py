@@ -35,7 +35,7 @@ from tests.rewrap.rewrap_support import (
 def sealed_sqlite_graph(path: Path, serde: EncryptedSerializer) -> Iterator[Any]:
     conn = sqlite3.connect(path, check_same_thread=False)
     try:
-        saver = SealedSqliteSaver(conn, serde=serde, plaintext_metadata=[])
+        saver = SealedSqliteSaver(conn, serde=serde)
         saver.setup()
         yield build_graph(saver)
     finally:
@@ -73,10 +73,12 @@ def test_sealed_sqlite_store_rotates_and_retires_the_old_key(tmp_path: Path) -> 
     rotation_matrix(open_graph, path, _rewrap_step(path))
     with SqliteStore(path) as store:
         located = [c for c in store.iter_cells() if c.data is not None]
-    # Every checkpoint blob and write of the sealed saver was read at its row.
+    # Every checkpoint blob, write and sealed-metadata entry (on every row, sealed by
+    # default) of the sealed saver was read at its row.
     assert located
     assert all(c.location is not None for c in located)
-    assert {c.location.kind for c in located if c.location} == {"checkpoint", "write"}
+    kinds = {c.location.kind for c in located if c.location}
+    assert kinds == {"checkpoint", "write", "metadata"}
 
 
 def test_sealed_postgres_store_rotates_and_retires_the_old_key(postgres_url: str) -> None:

@@ -18,7 +18,12 @@ from typing import Any
 import pytest
 from langchain_core.runnables import RunnableConfig
 
-from secure_serde import BindingError, ConfigurationError, UnboundValueError
+from secure_serde import (
+    BindingError,
+    ConfigurationError,
+    MetadataDowngradeError,
+    UnboundValueError,
+)
 from secure_serde._migration import Migration
 from secure_serde.savers import SEALED_METADATA_KEY
 from secure_serde.savers.sqlite import AsyncSqliteSaver, SqliteSaver
@@ -199,8 +204,14 @@ def test_an_unbound_row_needs_the_migration_switch(tmp_path: Path) -> None:
         pytest.raises(UnboundValueError),
     ):
         strict.get_tuple(config)
+    # Its metadata is all plaintext, which a sealing saver reads only under the switch too.
+    with (
+        SqliteSaver.from_conn_string(path, serde=serde, migration=Migration(unbound=True)) as half,
+        pytest.raises(MetadataDowngradeError),
+    ):
+        half.get_tuple(config)
     with SqliteSaver.from_conn_string(
-        path, serde=serde, migration=Migration(unbound=True)
+        path, serde=serde, migration=Migration(unbound=True, plaintext_metadata=True)
     ) as migrating:
         found = migrating.get_tuple(config)
         assert found is not None

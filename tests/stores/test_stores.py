@@ -78,8 +78,14 @@ def test_sqlite_pages_cover_every_row_once_in_key_order(sqlite_path: Path, batch
     expected = _direct_sqlite(sqlite_path)
     with open_store(sqlite_path) as store:
         assert isinstance(store, SqliteStore)
-        assert {t.name: t.key_columns for t in store.tables} == SQLITE_KEYS
-        for table in store.tables:
+        # No sealed saver wrote here: the sealed-metadata table is there, without cells.
+        metadata = store.table("checkpoints.metadata")
+        assert metadata.key_columns == SQLITE_KEYS["checkpoints"]
+        assert store.count(metadata) == 0
+        assert list(store.iter_batches(metadata)) == []
+        cell_tables = [t for t in store.tables if t.envelope_key is None]
+        assert {t.name: t.key_columns for t in cell_tables} == SQLITE_KEYS
+        for table in cell_tables:
             batches = list(store.iter_batches(table, batch_size))
             assert all(0 < len(b) <= batch_size for b in batches)
             got = [(*c.ref.key_values, c.type_tag, c.data) for b in batches for c in b]
