@@ -1,4 +1,4 @@
-"""Frozen vectors for the layouts binding added: record seals, blind-index tokens, KMS envelope v2.
+"""Frozen vectors for the newer stored layouts: record seals, index tokens, KMS v2, compression.
 
 Each is pinned twice, as in tests/test_layout_vectors.py: the library reproduces the frozen
 bytes, and the bytes are rebuilt from the documented layout with bare ``cryptography`` calls.
@@ -10,13 +10,15 @@ import base64
 import hashlib
 import json
 import struct
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde import BindingError
+from secure_serde import BindingError, CompressedSerializer
 from secure_serde._binding import Location
 from secure_serde._keys import Key, parse_key
 from secure_serde._migration import Migration
@@ -211,3 +213,46 @@ def test_kms_v2_is_reproduced_and_reads_only_at_its_location(
     elsewhere = Location.blob("another-thread", "", "messages", "1").encode()
     with pytest.raises(BindingError):
         cipher.decrypt_at("kms", blob, vector["context"], elsewhere)
+
+
+# --- compressed inner payloads -----------------------------------------------------------
+
+COMPRESSED = _load("compressed.json")
+
+
+def _decompress(algorithm: str, data: bytes) -> bytes:
+    if algorithm == "zlib":
+        return zlib.decompress(data)
+    try:
+        from compression import zstd  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        from backports import zstd  # type: ignore[no-redef, unused-ignore]
+    result: bytes = zstd.decompress(data)
+    return result
+
+
+@pytest.mark.parametrize("vector", COMPRESSED, ids=_ids)
+def test_compressed_vectors_read_back(vector: dict[str, Any]) -> None:
+    data = bytes.fromhex(vector["data"])
+    assert CompressedSerializer().loads_typed((vector["type_tag"], data)) == vector["value"]
+    assert JsonPlusSerializer().dumps_typed(vector["value"]) == (
+        vector["inner_tag"],
+        bytes.fromhex(vector["inner"]),
+    )
+
+
+@pytest.mark.parametrize("vector", COMPRESSED, ids=_ids)
+def test_compressed_vectors_follow_the_documented_layout(vector: dict[str, Any]) -> None:
+    data = bytes.fromhex(vector["data"])
+    if vector["type_tag"] == vector["inner_tag"]:
+        assert data.hex() == vector["inner"]
+        written = CompressedSerializer(algorithm=vector["algorithm"], min_size=64)
+        assert written.dumps_typed(vector["value"]) == (vector["type_tag"], data)
+        return
+    assert vector["type_tag"] == f"{vector['inner_tag']}+{vector['algorithm']}"
+    assert _decompress(vector["algorithm"], data).hex() == vector["inner"]
+    tag, rewritten = CompressedSerializer(algorithm=vector["algorithm"], min_size=64).dumps_typed(
+        vector["value"]
+    )
+    assert tag == vector["type_tag"]
+    assert _decompress(vector["algorithm"], rewritten).hex() == vector["inner"]
