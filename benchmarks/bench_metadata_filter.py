@@ -145,7 +145,17 @@ def _listed(saver: Any, config: RunnableConfig | None, flt: dict[str, Any]) -> l
     return list(saver.list(config, filter=flt))
 
 
-def measure(stock: Any, sealed: Any, reps: int, label: str) -> None:
+PlanClass = Callable[[Any, Any, dict[str, Any]], str]
+
+
+def measure(
+    stock: Any, sealed: Any, reps: int, label: str, plan_of: PlanClass | None = None
+) -> None:
+    """Each query on both savers, interleaved call by call; prints one Markdown table.
+
+    ``plan_of`` names the plan class of a saver's own query (PostgreSQL's by default).
+    """
+    plan_of = plan_of or plan_class
     queries: list[tuple[str, Query]] = [
         ("by user", lambda i: (None, {"user_id": f"user-{i % USERS:03d}"})),
         (
@@ -168,7 +178,7 @@ def measure(stock: Any, sealed: Any, reps: int, label: str) -> None:
     print("|---|---:|---|---|---:|---:|---:|")
     for name, args in queries:
         config, flt = args(0)
-        plans = plan_class(stock, config, flt), plan_class(sealed, config, flt)
+        plans = plan_of(stock, config, flt), plan_of(sealed, config, flt)
         times: dict[str, list[float]] = {"stock": [], "sealed": []}
         rows = 0
         gc.disable()

@@ -26,15 +26,11 @@ interleaved call by call, and the ratio of the medians.
 from __future__ import annotations
 
 import argparse
-import gc
 import sqlite3
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from contextlib import closing
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +38,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from bench_metadata_filter import KEY, OPTIONS, USERS, fill, ids, timed  # noqa: E402
+from bench_metadata_filter import KEY, OPTIONS, fill, measure  # noqa: E402
 from langgraph.checkpoint.sqlite import SqliteSaver as StockSaver  # noqa: E402
 from langgraph.checkpoint.sqlite.utils import search_where  # noqa: E402
 
@@ -70,63 +66,6 @@ def plan_class(saver: Any, config: Any, flt: dict[str, Any]) -> str:
     return "; ".join(found) or "; ".join(str(r[3]) for r in rows)
 
 
-def _listed(saver: Any, config: Any, flt: dict[str, Any]) -> list[Any]:
-    return list(saver.list(config, filter=flt))
-
-
-def measure(stock: Any, sealed: Any, reps: int, label: str) -> None:
-    queries: list[tuple[str, Callable[[int], tuple[Any, dict[str, Any]]]]] = [
-        ("by user", lambda i: (None, {"user_id": f"user-{i % USERS:03d}"})),
-        (
-            "by user in thread",
-            lambda i: (
-                {"configurable": {"thread_id": f"thread-{i % 50:05d}"}},
-                {"user_id": f"user-{(i % 50) * 10 % USERS:03d}"},
-            ),
-        ),
-        (
-            "by tenant and user",
-            lambda i: (
-                None,
-                {"tenant": f"tenant-{i % USERS // 10}", "user_id": f"user-{i % USERS:03d}"},
-            ),
-        ),
-    ]
-    print(f"\n### {label}\n")
-    print("| query | rows | stock plan | sealed plan | stock ms | sealed ms | ratio |")
-    print("|---|---:|---|---|---:|---:|---:|")
-    for name, args in queries:
-        config, flt = args(0)
-        plans = plan_class(stock, config, flt), plan_class(sealed, config, flt)
-        times: dict[str, list[float]] = {"stock": [], "sealed": []}
-        rows = 0
-        gc.disable()
-        try:
-            for i in range(reps):
-                config, flt = args(i)
-                order = [("stock", stock), ("sealed", sealed)]
-                if i % 2:
-                    order.reverse()
-                got = {}
-                for who, saver in order:
-                    elapsed, result = timed(partial(_listed, saver, config, flt))
-                    times[who].append(elapsed)
-                    got[who] = ids(result)
-                if got["stock"] != got["sealed"]:
-                    raise SystemExit(
-                        f"{name}: the savers returned different checkpoints"
-                        f" ({len(got['stock'])} and {len(got['sealed'])})"
-                    )
-                rows = len(got["stock"])
-        finally:
-            gc.enable()
-        a, b = statistics.median(times["stock"]), statistics.median(times["sealed"])
-        print(
-            f"| {name} | {rows} | {plans[0]} | {plans[1]} | {a * 1e3:.2f} | {b * 1e3:.2f}"
-            f" | {b / a:.2f}x |"
-        )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="1,000 checkpoints, few reps")
@@ -149,11 +88,17 @@ def main() -> None:
             )
             for conn in (stock_conn, sealed_conn):
                 conn.execute("ANALYZE")
-            measure(stock, sealed, reps, "stock schema (no index on metadata)")
+            measure(stock, sealed, reps, "stock schema (no index on metadata)", plan_class)
             for conn, who in ((stock_conn, "stock"), (sealed_conn, "sealed")):
                 conn.execute(f"CREATE INDEX checkpoints_user_id ON checkpoints ({_INDEXES[who]})")
                 conn.execute("ANALYZE")
-            measure(stock, sealed, reps, "with an expression index on each saver's user_id term")
+            measure(
+                stock,
+                sealed,
+                reps,
+                "with an expression index on each saver's user_id term",
+                plan_class,
+            )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ import hashlib
 import json
 import struct
 import zlib
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,15 +26,7 @@ from secure_serde.ciphers import EnvKeyCipher, KmsEnvelopeCipher
 from secure_serde.savers._blind_index import BlindIndexKeys, canonical_value
 from secure_serde.savers._bound import Binder, canonical
 from tests.test_format_v2 import _hkdf, _hmac, _location
-
-VECTORS = Path(__file__).parent / "vectors"
-
-
-def _load(name: str) -> list[dict[str, Any]]:
-    vectors: list[dict[str, Any]] = json.loads((VECTORS / name).read_text())["vectors"]
-    assert vectors
-    return vectors
-
+from tests.test_layout_vectors import _load
 
 SEALS = _load("record_seal.json")
 TOKENS = _load("blind_index.json")
