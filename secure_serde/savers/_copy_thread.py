@@ -82,7 +82,9 @@ class ThreadCopier:
 
     def __post_init__(self) -> None:
         # The saver's own migration: a copy reads what a read of the source would.
-        object.__setattr__(self, "rebinder", ValueRebinder(self.binder.serde, self.binder.migration))
+        object.__setattr__(
+            self, "rebinder", ValueRebinder(self.binder.serde, self.binder.migration)
+        )
 
     def metadata(self, stored: Any, checkpoint_ns: str, checkpoint_id: str) -> Any:
         """The metadata JSON for the target row: as stored, its sealed entry re-sealed there.

@@ -127,7 +127,9 @@ def plan_postgres(
             )
         )
     blob_rows = [(*key, *value) for key, value in moved.items()]
-    blob_rows += [(*k[:2], i.channel, i.version, i.type_tag, i.data) for k, (_, i) in pending.items()]
+    blob_rows += [
+        (*k[:2], i.channel, i.version, i.type_tag, i.data) for k, (_, i) in pending.items()
+    ]
     return _Planned(
         (
             (_PG_INSERT_BLOB, blob_rows),
