@@ -121,6 +121,11 @@ def view(snapshots: Sequence[Any]) -> list[Any]:
     ]
 
 
+def result(out: dict[str, Any]) -> dict[str, Any]:
+    """An invoke's result; an interrupt by its value (its id names the new checkpoint's task)."""
+    return {k: [i.value for i in v] if k == "__interrupt__" else v for k, v in out.items()}
+
+
 def subgraph_state(graph: Any, thread_id: str) -> Any:
     state = graph.get_state(cfg(thread_id), subgraphs=True)
     (task,) = [t for t in state.tasks if t.state is not None]
@@ -272,18 +277,19 @@ def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[st
 # --- the scenario ---------------------------------------------------------------------------
 
 
-def _run_to_interrupt(graph: Any, thread_id: str) -> None:
-    graph.invoke(START_INPUT, cfg(thread_id))
+def _run_to_interrupt(graph: Any, thread_id: str, **configurable: Any) -> None:
+    graph.invoke(START_INPUT, cfg(thread_id, **configurable))
     state = graph.get_state(cfg(thread_id))
     assert state.next == ("review",)
     assert state.values["log"] == [f"tick{n}" for n in range(1, LOOPS + 1)]
 
 
 def test_copy_is_the_same_thread_under_a_new_id(backend: tuple[str, Any, Any]) -> None:
-    name, db, (sync_saver, _) = backend
-    with sync_saver() as saver:
+    _, db, (sync_saver, _) = backend
+    with sync_saver(indexed_metadata=["tenant"]) as saver:
         graph = build_graph(saver)
-        _run_to_interrupt(graph, "source")
+        # Both land in every checkpoint's metadata, sealed; "tenant" with a blind index.
+        _run_to_interrupt(graph, "source", tenant="acme", api_key="sk-not-in-plaintext")
         source_rows = db.rows("source")
         history = view(list(graph.get_state_history(cfg("source"))))
         assert len(history) >= LOOPS + 2
@@ -306,15 +312,21 @@ def test_copy_is_the_same_thread_under_a_new_id(backend: tuple[str, Any, Any]) -
         # Re-encrypted, not copied: no stored ciphertext of the fork equals the source's.
         source_bytes = {bytes(c) for r in source_rows for c in r if isinstance(c, bytes)}
         fork_bytes = {bytes(c) for r in db.rows("fork") for c in r if isinstance(c, bytes)}
-        assert fork_bytes and not (fork_bytes & source_bytes)
+        assert fork_bytes
+        assert not (fork_bytes & source_bytes)
+        # Sealed metadata re-sealed for the fork; its blind-index tokens still match.
+        found = saver.list(cfg("fork"), filter={"tenant": "acme"})
+        expected = ["sk-not-in-plaintext"] * len(history)
+        assert [t.metadata["api_key"] for t in found] == expected
 
         # A replay from an old checkpoint, and the resume, go the same way on both threads.
         old = list(graph.get_state_history(cfg("source")))[-3].config["configurable"]
         replayed = [
-            graph.invoke(None, cfg(t, checkpoint_id=old["checkpoint_id"]))
+            result(graph.invoke(None, cfg(t, checkpoint_id=old["checkpoint_id"])))
             for t in ("source", "fork")
         ]
         assert replayed[0] == replayed[1]
+        assert replayed[0]["__interrupt__"] == [f"approve step {LOOPS}?"]
         resumed = [graph.invoke(Command(resume="yes"), cfg(t)) for t in ("source", "fork")]
         assert resumed[0] == resumed[1]
         assert resumed[1]["notes"] == ["answer:yes"]
