@@ -5,6 +5,9 @@ rewrap's cell pass keeps as it finds it. For each value this module answers
 one question: is it already bound here (leave it), unbound (seal it again
 *at this location*), or neither (refuse it)?
 
+``move`` answers the same for a value copied to another row (``copy_thread``):
+authenticated where it is, sealed where it goes.
+
 The new bytes are what the sealed saver's ``dumps_typed_at`` writes for the
 same value: the inner serializer's bytes, which the value already holds, and
 the primary cipher's ``encrypt_at`` with the inner type tag and the encoded

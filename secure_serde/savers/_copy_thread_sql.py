@@ -22,7 +22,7 @@ Statements are literals with placeholders; no SQL is assembled from values.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -34,7 +34,7 @@ from secure_serde.savers._bind_record import BlobInsert, BlobKey
 from secure_serde.savers._copy_thread import ThreadCopier
 from secure_serde.savers._sqlite_bound import SqliteRows
 
-__all__ = ["acopy_postgres", "acopy_sqlite", "copy_postgres", "copy_sqlite"]
+__all__ = ["acopy_postgres", "acopy_sqlite", "copy_on_loop", "copy_postgres", "copy_sqlite"]
 
 # --- PostgreSQL ------------------------------------------------------------------------------
 
@@ -290,3 +290,20 @@ async def acopy_sqlite(saver: Any, copier: ThreadCopier) -> None:
             await conn.rollback()
             raise
         await conn.commit()
+
+
+def copy_on_loop(loop: asyncio.AbstractEventLoop, copy: Coroutine[Any, Any, None]) -> None:
+    """An async saver's ``copy_thread``: ``acopy_thread`` run on its loop, as the stock
+    async savers run their other sync methods (from another thread only: blocking the
+    loop's own thread on it would deadlock)."""
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        copy.close()
+        raise asyncio.InvalidStateError(
+            "copy_thread on an async saver blocks: call it from another thread, or await"
+            " acopy_thread on the saver's event loop"
+        )
+    asyncio.run_coroutine_threadsafe(copy, loop).result()

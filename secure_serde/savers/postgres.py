@@ -60,7 +60,7 @@ from secure_serde._langgraph import async_postgres_cursor, postgres_cursor, post
 from secure_serde._migration import Migration
 from secure_serde.ciphers._v1cipher import V1Cipher
 from secure_serde.savers._connect import Dsn, aconnect, connect
-from secure_serde.savers._copy_thread_sql import acopy_postgres, copy_postgres
+from secure_serde.savers._copy_thread_sql import acopy_postgres, copy_on_loop, copy_postgres
 from secure_serde.savers._metadata import (
     SEALED_METADATA_KEY,
     STRUCTURAL_METADATA_KEYS,
@@ -382,6 +382,10 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """`PostgresSaver.copy_thread`, async; the cipher work runs off the event loop."""
         await acopy_postgres(self, self._copier(source_thread_id, target_thread_id))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """`acopy_thread`, from a thread other than the saver's event loop."""
+        copy_on_loop(self.loop, self.acopy_thread(source_thread_id, target_thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

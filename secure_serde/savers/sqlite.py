@@ -60,7 +60,7 @@ from secure_serde._langgraph import sqlite_has_task_path
 from secure_serde._migration import Migration
 from secure_serde.savers._bound import binder_for
 from secure_serde.savers._copy_thread import ThreadCopier, require_copy_binder
-from secure_serde.savers._copy_thread_sql import acopy_sqlite, copy_sqlite
+from secure_serde.savers._copy_thread_sql import acopy_sqlite, copy_on_loop, copy_sqlite
 from secure_serde.savers._metadata import (
     SEALED_METADATA_KEY,
     STRUCTURAL_METADATA_KEYS,
@@ -402,6 +402,10 @@ class AsyncSqliteSaver(_SealedSqlite, _StockAsyncSqliteSaver):
     async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """`SqliteSaver.copy_thread`, async; the cipher work runs off the event loop."""
         await acopy_sqlite(self, self._copier(source_thread_id, target_thread_id))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """`acopy_thread`, from a thread other than the saver's event loop."""
+        copy_on_loop(self.loop, self.acopy_thread(source_thread_id, target_thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

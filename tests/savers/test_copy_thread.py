@@ -14,6 +14,7 @@ Both databases (a real SQLite file, the real PostgreSQL fixture), sync and async
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -417,6 +418,14 @@ async def test_async_copy(backend: tuple[str, Any, Any]) -> None:
         db.raw_copy("source", "raw")
         with pytest.raises(BindingError):
             await saver.aget_tuple(cfg("raw"))
+
+        # The sync method runs the copy on the saver's loop, from another thread only.
+        await asyncio.to_thread(saver.copy_thread, "source", "fork-sync")
+        assert view([s async for s in graph.aget_state_history(cfg("fork-sync"))]) == view(
+            [s async for s in graph.aget_state_history(cfg("source"))]
+        )
+        with pytest.raises(asyncio.InvalidStateError):
+            saver.copy_thread("source", "fork-blocked")
 
         db.tamper("source")
         with pytest.raises(DecryptionError):
