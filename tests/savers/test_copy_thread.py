@@ -15,6 +15,7 @@ Both databases (a real SQLite file, the real PostgreSQL fixture), sync and async
 from __future__ import annotations
 
 import asyncio
+import json
 import operator
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -30,6 +31,7 @@ from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver as StockSqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
+from psycopg.types.json import Jsonb
 from typing_extensions import TypedDict
 
 from secure_serde import (
@@ -41,7 +43,7 @@ from secure_serde import (
     UnboundValueError,
 )
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers.postgres import SEALED_METADATA_KEY, AsyncPostgresSaver, PostgresSaver
 from secure_serde.savers.sqlite import AsyncSqliteSaver, SqliteSaver
 from tests.fixtures_services import saver_connection
 
@@ -74,19 +76,27 @@ def _ask(state: Inner) -> dict[str, Any]:
     return {"notes": [f"answer:{answer}"]}
 
 
-def _tick(state: State) -> dict[str, Any]:
+def _tick(state: Any) -> dict[str, Any]:  # Any: a typed hint would add its channels
     step = state.get("step", 0) + 1
     return {"log": [f"tick{step}"], "step": step}
 
 
-def _after_tick(state: State) -> str:
+def _after_tick(state: Any) -> str:
     return "tick" if state["step"] < LOOPS else "review"
 
 
-def build_graph(checkpointer: Any) -> Any:
+class PlainState(TypedDict, total=False):
+    """`State` without the DeltaChannel (keep_latest refuses to prune delta threads)."""
+
+    log: Annotated[list[str], operator.add]
+    step: int
+    notes: Annotated[list[str], operator.add]
+
+
+def build_graph(checkpointer: Any, state: type[Any] = State) -> Any:
     inner = StateGraph(Inner).add_node("ask", _ask)
     inner.add_edge(START, "ask").add_edge("ask", END)
-    outer = StateGraph(State).add_node("tick", _tick).add_node("review", inner.compile())
+    outer = StateGraph(state).add_node("tick", _tick).add_node("review", inner.compile())
     outer.add_edge(START, "tick").add_conditional_edges("tick", _after_tick, ["tick", "review"])
     outer.add_edge("review", END)
     return outer.compile(checkpointer=checkpointer)
@@ -170,14 +180,27 @@ class Sqlite:
                 (target, source),
             )
 
-    def tamper(self, thread_id: str) -> None:
-        """Flip one bit of the oldest checkpoint blob of the thread."""
+    def tamper(self, thread_id: str, kind: str) -> None:
+        """Flip one bit of the thread's oldest value of ``kind`` (checkpoint, write, metadata)."""
         with closing(sqlite3.connect(self.path)) as conn, conn:
-            rowid, blob = conn.execute(
-                "SELECT rowid, checkpoint FROM checkpoints WHERE thread_id = ?"
+            if kind == "write":
+                rowid, blob = conn.execute(
+                    "SELECT rowid, value FROM writes WHERE thread_id = ? ORDER BY checkpoint_id",
+                    (thread_id,),
+                ).fetchone()
+                flipped = bytes([*blob[:-1], blob[-1] ^ 1])
+                conn.execute("UPDATE writes SET value = ? WHERE rowid = ?", (flipped, rowid))
+                return
+            rowid, blob, metadata = conn.execute(
+                "SELECT rowid, checkpoint, metadata FROM checkpoints WHERE thread_id = ?"
                 " ORDER BY checkpoint_id LIMIT 1",
                 (thread_id,),
             ).fetchone()
+            if kind == "metadata":
+                # An edit of the plaintext metadata: the checkpoint blob's binding covers it.
+                edited = json.dumps({**json.loads(metadata), "step": 99}).encode()
+                conn.execute("UPDATE checkpoints SET metadata = ? WHERE rowid = ?", (edited, rowid))
+                return
             flipped = bytes([*blob[:-1], blob[-1] ^ 1])
             conn.execute("UPDATE checkpoints SET checkpoint = ? WHERE rowid = ?", (flipped, rowid))
 
@@ -221,20 +244,48 @@ class Postgres:
                 (target, source),
             )
 
-    def tamper(self, thread_id: str) -> None:
-        """Flip one bit of one pending write of the thread."""
+    def tamper(self, thread_id: str, kind: str) -> None:
+        """Spoil the thread's oldest value of ``kind`` (blob, write, record, metadata entry)."""
         with psycopg.connect(self.url) as conn:
+            if kind == "checkpoint":
+                # Re-point a channel at another version: the record seal refuses it.
+                conn.execute(
+                    "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint,"
+                    " '{channel_versions,step}', '\"00000000000000000000000000000099.0.1\"')"
+                    " WHERE thread_id = %s AND checkpoint_id = (SELECT max(checkpoint_id)"
+                    " FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = '')"
+                    " AND checkpoint_ns = ''",
+                    (thread_id, thread_id),
+                )
+                return
+            if kind == "metadata":
+                # Swap in the sealed entry of another checkpoint of the same thread.
+                rows = conn.execute(
+                    "SELECT checkpoint_id, metadata FROM checkpoints WHERE thread_id = %s"
+                    " AND checkpoint_ns = '' ORDER BY checkpoint_id LIMIT 2",
+                    (thread_id,),
+                ).fetchall()
+                entry = rows[1][1][SEALED_METADATA_KEY]
+                conn.execute(
+                    "UPDATE checkpoints SET metadata = jsonb_set(metadata, %s, %s)"
+                    " WHERE thread_id = %s AND checkpoint_ns = '' AND checkpoint_id = %s",
+                    ([SEALED_METADATA_KEY], Jsonb(entry), thread_id, rows[0][0]),
+                )
+                return
+            table = "checkpoint_writes" if kind == "write" else "checkpoint_blobs"
+            key = "checkpoint_id, task_id, idx" if kind == "write" else "channel, version"
             row = conn.execute(
-                "SELECT checkpoint_ns, checkpoint_id, task_id, idx, blob FROM checkpoint_writes"
-                " WHERE thread_id = %s ORDER BY checkpoint_id LIMIT 1",
+                f"SELECT checkpoint_ns, {key}, blob FROM {table}"  # noqa: S608 - literals
+                " WHERE thread_id = %s AND blob IS NOT NULL ORDER BY 1, 2 LIMIT 1",
                 (thread_id,),
             ).fetchone()
             assert row is not None
-            blob = bytes(row[4])
+            blob = bytes(row[-1])
+            where = " AND ".join(f"{c.strip()} = %s" for c in key.split(","))
             conn.execute(
-                "UPDATE checkpoint_writes SET blob = %s WHERE thread_id = %s AND checkpoint_ns = %s"
-                " AND checkpoint_id = %s AND task_id = %s AND idx = %s",
-                (bytes([*blob[:-1], blob[-1] ^ 1]), thread_id, *row[:4]),
+                f"UPDATE {table} SET blob = %s WHERE thread_id = %s"  # noqa: S608 - literals
+                f" AND checkpoint_ns = %s AND {where}",
+                (bytes([*blob[:-1], blob[-1] ^ 1]), thread_id, *row[:-1]),
             )
 
 
@@ -340,16 +391,24 @@ def test_copy_is_the_same_thread_under_a_new_id(backend: tuple[str, Any, Any]) -
             graph.get_state(cfg("raw"))
 
 
+KINDS = {
+    "sqlite": ("checkpoint", "write", "metadata"),
+    "postgres": ("checkpoint", "blob", "write", "metadata"),
+}
+
+
 def test_a_tampered_source_aborts_and_writes_nothing(backend: tuple[str, Any, Any]) -> None:
-    _, db, (sync_saver, _) = backend
+    name, db, (sync_saver, _) = backend
     with sync_saver() as saver:
         graph = build_graph(saver)
-        _run_to_interrupt(graph, "source")
-        db.tamper("source")
-        with pytest.raises(DecryptionError):
-            saver.copy_thread("source", "fork")
-        assert db.rows("fork") == []
-        assert list(saver.list(cfg("fork"))) == []
+        for kind in KINDS[name]:
+            _run_to_interrupt(graph, f"source-{kind}")
+            saver.copy_thread(f"source-{kind}", f"before-{kind}")  # copies while intact
+            db.tamper(f"source-{kind}", kind)
+            with pytest.raises(DecryptionError):
+                saver.copy_thread(f"source-{kind}", f"fork-{kind}")
+            assert db.rows(f"fork-{kind}") == [], kind
+            assert list(saver.list(cfg(f"fork-{kind}"))) == []
 
 
 def test_refusals(backend: tuple[str, Any, Any]) -> None:
@@ -427,7 +486,24 @@ async def test_async_copy(backend: tuple[str, Any, Any]) -> None:
         with pytest.raises(asyncio.InvalidStateError):
             saver.copy_thread("source", "fork-blocked")
 
-        db.tamper("source")
+        db.tamper("source", "write")
         with pytest.raises(DecryptionError):
             await saver.acopy_thread("source", "fork2")
         assert db.rows("fork2") == []
+
+
+def test_a_pruned_thread_copies(postgres_url: str) -> None:
+    """keep_latest nulls the kept checkpoint's parent link: the copy keeps it nulled, and reads."""
+    with saver_connection(postgres_url) as conn:
+        saver = PostgresSaver(conn, serde=serde())
+        saver.setup()
+        graph = build_graph(saver, PlainState)
+        _run_to_interrupt(graph, "source")
+        before = len(list(saver.list(cfg("source"))))
+        saver.prune(["source"], strategy="keep_latest")
+        assert len(list(saver.list(cfg("source")))) < before
+        expected = view(list(graph.get_state_history(cfg("source"))))
+        saver.copy_thread("source", "fork")
+        assert view(list(graph.get_state_history(cfg("fork")))) == expected
+        resumed = [graph.invoke(Command(resume="yes"), cfg(t)) for t in ("source", "fork")]
+        assert resumed[0] == resumed[1]
