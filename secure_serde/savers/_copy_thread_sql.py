@@ -272,7 +272,8 @@ async def acopy_sqlite(saver: Any, copier: ThreadCopier) -> None:
     select_writes, insert_write = _SQ_WRITES[sqlite_has_task_path(saver)]
     conn = saver.conn
     async with saver.lock:
-        await conn.execute(_SQ_BEGIN)
+        async with conn.execute(_SQ_BEGIN):
+            pass
         try:
             async with conn.execute(_SQ_TARGET_USED, (target, target)) as cur:
                 found = await cur.fetchone()
@@ -285,7 +286,8 @@ async def acopy_sqlite(saver: Any, copier: ThreadCopier) -> None:
                 plan_sqlite, copier, list(checkpoints), list(writes), insert_write
             )
             for sql, rows in planned.inserts:
-                await conn.executemany(sql, rows)
+                cur = await conn.executemany(sql, rows)
+                await cur.close()
         except BaseException:
             await conn.rollback()
             raise
