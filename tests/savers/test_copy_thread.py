@@ -19,7 +19,7 @@ import json
 import operator
 import sqlite3
 from collections.abc import AsyncIterator, Iterator, Sequence
-from contextlib import asynccontextmanager, closing, contextmanager
+from contextlib import ExitStack, asynccontextmanager, closing, contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Final
 
@@ -46,6 +46,7 @@ from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers.postgres import SEALED_METADATA_KEY, AsyncPostgresSaver, PostgresSaver
 from secure_serde.savers.sqlite import AsyncSqliteSaver, SqliteSaver
 from tests.fixtures_services import saver_connection
+from tests.savers.binding_support import NAMESPACES, THREADS, marking_serde, populate
 
 KEY = b"copy-thread-key-0123456789abcdef"
 LOOPS = 5
@@ -507,3 +508,34 @@ def test_a_pruned_thread_copies(postgres_url: str) -> None:
         assert view(list(graph.get_state_history(cfg("fork")))) == expected
         resumed = [graph.invoke(Command(resume="yes"), cfg(t)) for t in ("source", "fork")]
         assert resumed[0] == resumed[1]
+
+
+def test_values_are_moved_never_deserialized(tmp_path: Path, postgres_url: str) -> None:
+    """Only the sealed metadata entries (they name their row) are decoded; every value is
+    re-encrypted from its bytes, and reads back on the target as it was written."""
+    for saver_kind in ("sqlite", "postgres"):
+        encrypted, inner = marking_serde()
+        with ExitStack() as stack:
+            if saver_kind == "sqlite":
+                conn = stack.enter_context(closing(sqlite3.connect(tmp_path / "marks.sqlite")))
+                saver: Any = SqliteSaver(conn, serde=encrypted)
+            else:
+                saver = PostgresSaver(
+                    stack.enter_context(saver_connection(postgres_url)), serde=encrypted
+                )
+                saver.setup()
+            populate(saver)
+            inner.loaded.clear()
+            saver.copy_thread(THREADS[0], "copied")
+            decoded = " ".join(inner.loaded)
+            assert "marker<metadata|" in decoded, saver_kind  # the entries, re-sealed
+            for kind in ("blob", "write", "checkpoint"):
+                assert f"marker<{kind}|" not in decoded, (saver_kind, kind)
+            for ns in NAMESPACES:
+                got = saver.get_tuple(cfg("copied", checkpoint_ns=ns))
+                want = saver.get_tuple(cfg(THREADS[0], checkpoint_ns=ns))
+                assert got is not None
+                assert want is not None
+                assert got.checkpoint == want.checkpoint
+                assert got.pending_writes == want.pending_writes
+                assert got.metadata == want.metadata
