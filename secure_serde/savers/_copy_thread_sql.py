@@ -26,6 +26,7 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from psycopg import pq
 from psycopg.types.json import Jsonb
 
 from secure_serde._errors import BindingError, ConfigurationError
@@ -88,6 +89,18 @@ def _refuse_used(used: bool) -> None:
         )
 
 
+def _can_snapshot(cur: Any) -> bool:
+    """Whether this transaction can be made ``REPEATABLE READ`` (one snapshot for the reads).
+
+    Not in psycopg's pipeline mode (a saver opened with ``pipeline=True``),
+    where the server refuses the ``SET`` after the pipelined ``BEGIN``. There
+    the reads still see every row a copied checkpoint needs: checkpoints are
+    read first, and a checkpoint is committed after its blobs; writes of a
+    checkpoint read later are left out (`plan_postgres`).
+    """
+    return bool(cur.connection.info.pipeline_status == pq.PipelineStatus.OFF)
+
+
 def plan_postgres(
     copier: ThreadCopier,
     checkpoints: Sequence[Mapping[str, Any]],
@@ -102,8 +115,11 @@ def plan_postgres(
         moved[(target, ns, channel, version)] = copier.blob(
             ns, channel, version, b["type"], _bytes(b["blob"])
         )
+    copied = {(c["checkpoint_ns"], c["checkpoint_id"]) for c in checkpoints}
     write_rows: list[tuple[Any, ...]] = []
     for w in writes:
+        if (w["checkpoint_ns"], w["checkpoint_id"]) not in copied:
+            continue  # its checkpoint was put after the checkpoints were read
         ids = (w["checkpoint_ns"], w["checkpoint_id"], w["task_id"], w["task_path"], w["idx"])
         value = (w["type"], bytes(w["blob"]))
         write_rows.append((target, *ids, w["channel"], *copier.write(*ids, w["channel"], value)))
@@ -143,7 +159,8 @@ def copy_postgres(saver: Any, copier: ThreadCopier) -> None:
     """Copy on a sync sealed PostgreSQL saver (its lock and connection)."""
     source, target = copier.source, copier.target
     with postgres_cursor(saver) as cur, cur.connection.transaction():
-        cur.execute(_PG_SNAPSHOT)
+        if _can_snapshot(cur):
+            cur.execute(_PG_SNAPSHOT)
         cur.execute(_PG_TARGET_USED, (target, target, target))
         found = cur.fetchone()
         _refuse_used(bool(found and found["used"]))
@@ -161,7 +178,8 @@ async def acopy_postgres(saver: Any, copier: ThreadCopier) -> None:
     """Copy on an async sealed PostgreSQL saver; the cipher work runs off the event loop."""
     source, target = copier.source, copier.target
     async with async_postgres_cursor(saver) as cur, cur.connection.transaction():
-        await cur.execute(_PG_SNAPSHOT)
+        if _can_snapshot(cur):
+            await cur.execute(_PG_SNAPSHOT)
         await cur.execute(_PG_TARGET_USED, (target, target, target))
         found = await cur.fetchone()
         _refuse_used(bool(found and found["used"]))

@@ -539,3 +539,20 @@ def test_values_are_moved_never_deserialized(tmp_path: Path, postgres_url: str) 
                 assert got.checkpoint == want.checkpoint
                 assert got.pending_writes == want.pending_writes
                 assert got.metadata == want.metadata
+
+
+def test_pipeline_mode(postgres_url: str) -> None:
+    """A saver opened with ``pipeline=True`` copies too, and still writes nothing on a refusal."""
+    with PostgresSaver.from_conn_string(postgres_url, serde=serde()) as saver:
+        saver.setup()  # the stock setup cannot run in a pipeline
+    db = Postgres(postgres_url)
+    with PostgresSaver.from_conn_string(postgres_url, serde=serde(), pipeline=True) as saver:
+        graph = build_graph(saver)
+        _run_to_interrupt(graph, "source")
+        saver.copy_thread("source", "fork")
+        history = view(list(graph.get_state_history(cfg("source"))))
+        assert view(list(graph.get_state_history(cfg("fork")))) == history
+        db.tamper("source", "blob")
+        with pytest.raises(DecryptionError):
+            saver.copy_thread("source", "fork2")
+        assert db.rows("fork2") == []
