@@ -6,8 +6,8 @@ checkpoint of the parent chain, every blob and pending write), has
 in the same transaction: a source row that fails authentication raises
 before anything is written, and the transaction rolls back whatever else
 fails. On PostgreSQL the transaction is ``REPEATABLE READ``, so the three
-tables are read from one snapshot; on SQLite ``BEGIN IMMEDIATE`` holds the
-write lock from the first read.
+tables are read from one snapshot (outside pipeline mode, see `_can_snapshot`);
+on SQLite ``BEGIN IMMEDIATE`` holds the write lock from the first read.
 
 A target thread that has rows already is refused (`ConfigurationError`):
 langgraph's spec says nothing of it, and splicing two histories under one
