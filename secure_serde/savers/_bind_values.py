@@ -5,6 +5,9 @@ rewrap's cell pass keeps as it finds it. For each value this module answers
 one question: is it already bound here (leave it), unbound (seal it again
 *at this location*), or neither (refuse it)?
 
+``move`` answers the same for a value copied to another row (``copy_thread``):
+authenticated where it is, sealed where it goes.
+
 The new bytes are what the sealed saver's ``dumps_typed_at`` writes for the
 same value: the inner serializer's bytes, which the value already holds, and
 the primary cipher's ``encrypt_at`` with the inner type tag and the encoded
@@ -91,13 +94,33 @@ class ValueRebinder:
                 The row is then left as it is.
         """
         route = self.rule.route(type_tag)
-        encoded = location.encode()
-        plaintext, bound = self._open(route, data, location, encoded)
+        plaintext, bound = self._open(route, data, location, location.encode())
         if bound:
             return ALREADY_BOUND
+        self._admit_unbound(route, plaintext, type_tag, location)
+        return self._seal(route, plaintext, location)
+
+    def move(self, type_tag: str, data: bytes, source: Location, target: Location) -> Rebound:
+        """The value stored at ``source``, sealed at ``target`` (``copy_thread``).
+
+        The same inner bytes under the same inner type tag: authenticated at
+        the row it was read from, never deserialized, and bound to the row
+        it is copied to. An unbound value is admitted as `rebind` admits it.
+
+        Raises:
+            DecryptionError: as `rebind`, for the value at ``source``.
+        """
+        route = self.rule.route(type_tag)
+        plaintext, bound = self._open(route, data, source, source.encode())
+        if not bound:
+            self._admit_unbound(route, plaintext, type_tag, source)
+        return self._seal(route, plaintext, target)
+
+    def _admit_unbound(self, route: Route, plaintext: bytes, type_tag: str, at: Location) -> None:
+        """Refuse an unbound value unless migration reads it, and the strict decoder accepts it."""
         if not self.migration.unbound:
             raise UnboundValueError(
-                f"a {type_tag!r} value has no binding to its {location.kind} row, and"
+                f"a {type_tag!r} value has no binding to its {at.kind} row, and"
                 " Migration.unbound is off"
             )
         if route.decode is Decode.STRICT:
@@ -109,8 +132,11 @@ class ValueRebinder:
                     f"the strict decoder refused a {route.inner!r} value whose type tag"
                     " nothing authenticates (planted or relabelled?); not sealed"
                 ) from None
+
+    def _seal(self, route: Route, plaintext: bytes, at: Location) -> Rebound:
+        # Under the primary cipher, as the sealed saver's dumps_typed_at writes it.
         cipher = cast(LocatingCipher, self.serde.cipher)
-        name, sealed = cipher.encrypt_at(plaintext, route.inner, encoded)
+        name, sealed = cipher.encrypt_at(plaintext, route.inner, at.encode())
         return Rebound(f"{route.inner}+{name}", bytes(sealed))
 
     @staticmethod

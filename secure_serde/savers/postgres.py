@@ -60,6 +60,7 @@ from secure_serde._langgraph import async_postgres_cursor, postgres_cursor, post
 from secure_serde._migration import Migration
 from secure_serde.ciphers._v1cipher import V1Cipher
 from secure_serde.savers._connect import Dsn, aconnect, connect
+from secure_serde.savers._copy_thread_sql import acopy_postgres, copy_on_loop, copy_postgres
 from secure_serde.savers._metadata import (
     SEALED_METADATA_KEY,
     STRUCTURAL_METADATA_KEYS,
@@ -206,6 +207,21 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         next_config = super().put(*args)
         self._stored_primitives.record(*stored)
         return next_config
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, blob and pending write of a thread to a new thread.
+
+        Each value is authenticated at its source row and re-encrypted for
+        the target thread (the same inner bytes, never deserialized), each
+        record sealed again, in one transaction: a source row that fails
+        authentication raises its `DecryptionError` subclass and nothing is
+        written. A source with no rows copies nothing.
+
+        Raises:
+            ConfigurationError: the target thread has rows already, or is the source.
+            DecryptionError: a subclass, for a source row a read would refuse.
+        """
+        copy_postgres(self, self._copier(source_thread_id, target_thread_id))
 
     @postgres_hook
     def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
@@ -362,6 +378,14 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         next_config = await super().aput(*args)
         self._stored_primitives.record(*stored)
         return next_config
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """`PostgresSaver.copy_thread`, async; the cipher work runs off the event loop."""
+        await acopy_postgres(self, self._copier(source_thread_id, target_thread_id))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """`acopy_thread`, from a thread other than the saver's event loop."""
+        copy_on_loop(self.loop, self.acopy_thread(source_thread_id, target_thread_id))
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -741,6 +741,11 @@ def test_pin_stock_hooks_we_override() -> None:
         "_check_row",
         "_unseal",
         "metadata_sealer",
+        # Public API the stock savers lack: forks re-encrypted for the target thread (its own
+        # SQL in _copy_thread_sql, no stock statement changed).
+        "copy_thread",
+        "acopy_thread",
+        "_copier",
     }
 
 
