@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 from decimal import Decimal
+from functools import lru_cache
 from typing import Any, Final
 
 from secure_serde._errors import EncryptionError
@@ -40,40 +41,89 @@ def metadata_record(metadata: Any) -> Any:
 
 
 def canonical(value: Any) -> bytes:
-    """An injective byte encoding of a JSON value, stable across JSON round trips."""
+    """An injective byte encoding of a JSON value, stable across JSON round trips.
+
+    Layout, one tagged item per value: ``N`` / ``T`` / ``F`` for null, true
+    and false; ``S`` u32be(len) UTF-8 for a string; ``D`` u32be(len) ASCII of
+    the normalised decimal for a number; ``L`` u32be(count) then each item
+    for an array; ``O`` u32be(count) then, by the keys' UTF-8 bytes, each key
+    as a string and its value, for an object. Pinned by
+    tests/vectors/record_seal.json.
+    """
     parts: list[bytes] = []
     _encode(value, parts)
     return b"".join(parts)
 
 
-def _text(value: str, parts: list[bytes]) -> None:
+# Every checkpoint write and read encodes its record, and the same short
+# strings (keys, channel names, versions) and small numbers recur in every
+# one: their encodings are cached. Long strings are not, so the caches stay
+# small and hold nothing but the ids and structure of recent records.
+_PACK_LEN: Final = struct.Struct(">I").pack
+_CACHED_TEXT: Final = 64
+
+
+@lru_cache(maxsize=4096)
+def _short_text(value: str) -> bytes:
     raw = value.encode("utf-8", "surrogatepass")
-    parts.append(b"S" + struct.pack(">I", len(raw)) + raw)
+    return b"S" + _PACK_LEN(len(raw)) + raw
+
+
+def _text(value: str) -> bytes:
+    if len(value) <= _CACHED_TEXT:
+        return _short_text(value)
+    raw = value.encode("utf-8", "surrogatepass")
+    return b"S" + _PACK_LEN(len(raw)) + raw
+
+
+@lru_cache(maxsize=1024, typed=True)
+def _number(value: int | float) -> bytes:
+    number = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+    # jsonb has no negative zero; 1.0 and 1 are one jsonb number.
+    text = "0" if number.is_zero() else str(number.normalize())
+    raw = text.encode("ascii")
+    return b"D" + _PACK_LEN(len(raw)) + raw
+
+
+def _utf8_order(key: object) -> bytes:
+    return str(key).encode("utf-8", "surrogatepass")
 
 
 def _encode(value: Any, parts: list[bytes]) -> None:
-    if value is None:
-        parts.append(b"N")
-    elif value is True:
-        parts.append(b"T")
-    elif value is False:
-        parts.append(b"F")
-    elif isinstance(value, str):
-        _text(value, parts)
-    elif isinstance(value, (int, float)):
-        number = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
-        # jsonb has no negative zero; 1.0 and 1 are one jsonb number.
-        text = "0" if number.is_zero() else str(number.normalize())
-        raw = text.encode("ascii")
-        parts.append(b"D" + struct.pack(">I", len(raw)) + raw)
+    # The JSON types a database hands back are tested first, by identity or
+    # concrete class: the abstract-class check below is slow, and this runs
+    # for every item of every record.
+    kind = type(value)
+    if kind is str:
+        parts.append(_text(value))
+    elif kind is dict:
+        _object(value, parts)
     elif isinstance(value, (list, tuple)):
-        parts.append(b"L" + struct.pack(">I", len(value)))
+        parts.append(b"L" + _PACK_LEN(len(value)))
         for item in value:
             _encode(item, parts)
+    elif value is None or value is True or value is False:
+        parts.append(b"N" if value is None else b"T" if value else b"F")
+    elif isinstance(value, str):
+        # A str subclass (a StrEnum) encodes as the text it holds, not its str().
+        parts.append(_text(str.__str__(value)))
+    elif isinstance(value, (int, float)):
+        parts.append(_number(value))
     elif isinstance(value, Mapping):
-        parts.append(b"O" + struct.pack(">I", len(value)))
-        for key in sorted(value, key=lambda k: str(k).encode("utf-8", "surrogatepass")):
-            _text(str(key), parts)
-            _encode(value[key], parts)
+        _object(value, parts)
     else:
         raise EncryptionError(f"a checkpoint record holds a {type(value).__name__}, not JSON")
+
+
+def _object(value: Mapping[Any, Any], parts: list[bytes]) -> None:
+    parts.append(b"O" + _PACK_LEN(len(value)))
+    # For str keys, code point order is UTF-8 byte order (surrogatepass keeps
+    # lone surrogates in place too), so the plain sort gives the same order.
+    if all(type(k) is str for k in value):
+        for key in sorted(value):
+            parts.append(_text(key))
+            _encode(value[key], parts)
+        return
+    for key in sorted(value, key=_utf8_order):
+        parts.append(_text(str(key)))
+        _encode(value[key], parts)
