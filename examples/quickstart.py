@@ -9,7 +9,8 @@ No services and no LLM are needed: the "assistant" below is a deterministic
 function. The demo shows
 
 1. memory across turns on one thread, with every checkpoint encrypted;
-2. that the SQLite file holds only ciphertext for the conversation;
+2. that the SQLite file holds only ciphertext for the conversation, and for what LangGraph
+   copies from the config into each checkpoint's metadata (an email here);
 3. time travel: the thread's history, and a fork from an earlier checkpoint;
 4. run it again: the second run resumes the same encrypted thread from the file.
 
@@ -34,7 +35,6 @@ from typing import Annotated, Any, TypedDict
 try:
     from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
     from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.sqlite import SqliteSaver
     from langgraph.graph import END, START, StateGraph
     from langgraph.graph.message import add_messages
     from langgraph.graph.state import CompiledStateGraph
@@ -46,7 +46,17 @@ except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier messag
     )
 
 import secure_serde
-from secure_serde import ConfigurationError, DecryptionError, EncryptedSerializer
+from secure_serde import ConfigurationError, DecryptionError, EncryptedSerializer, UnboundValueError
+
+try:
+    # The sealed saver: langgraph's SqliteSaver, with every value bound to the row it was
+    # written in and metadata sealed by default (README, "Production recipe").
+    from secure_serde.savers.sqlite import SqliteSaver
+except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier message
+    sys.exit(
+        f"The quickstart needs langgraph's SQLite saver ({missing}).\n"
+        "Install it with: .venv/bin/pip install -e '.[sqlite]'"
+    )
 
 KEY_ENV_VAR = "LANGGRAPH_AES_KEY"
 # SECURE_SERDE_DEMO_DIR moves the demo's files (the test suite runs it in a temporary folder).
@@ -58,6 +68,9 @@ DB_FILE = DEMO_DIR / "quickstart.sqlite"
 THREAD_ID = "quickstart-thread-1"
 # A word that appears only inside the conversation, never in ids or metadata.
 CODENAME = "BLUEHERON"
+# Passed in the config, as apps pass user ids and API keys: LangGraph copies it into the
+# metadata of every checkpoint, where the sealed saver encrypts it.
+USER_EMAIL = "ada@example.com"
 FORK_WORD = "REDKITE"
 # Whether LANGGRAPH_AES_KEY came from the environment (not from the demo key file).
 KEY_FROM_ENV = bool(os.environ.get(KEY_ENV_VAR))
@@ -207,12 +220,13 @@ def inspect_raw_file() -> None:
 
     contents = b"".join(path.read_bytes() for path in raw_files())
     names = ", ".join(path.name for path in raw_files())
-    for word in (CODENAME, FORK_WORD):
+    for word in (CODENAME, FORK_WORD, USER_EMAIL):
         found = word.encode() in contents
         verdict = "FOUND (not expected!)" if found else "not found"
         print(f"searching all of {names} for {word!r}: {verdict}")
         check(not found, f"{word!r} is readable in the raw database")
-    # Honest counterpart: ids and metadata are not encrypted (see SECURITY.md).
+    # Honest counterpart: ids and LangGraph's own metadata keys (source, step, parents) are
+    # not encrypted (see SECURITY.md, "What stays plaintext at rest").
     in_clear = THREAD_ID.encode() in contents
     print(f"the thread id {THREAD_ID!r} is stored in clear: {in_clear} (ids are not secret)")
 
@@ -360,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     if serde is None:
         return 2
 
-    config: RunnableConfig = {"configurable": {"thread_id": THREAD_ID}}
+    config: RunnableConfig = {"configurable": {"thread_id": THREAD_ID, "user_email": USER_EMAIL}}
     DEMO_DIR.mkdir(mode=0o700, exist_ok=True)
     if args.fresh:
         for path in raw_files():
@@ -373,6 +387,15 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"New database: {display(DB_FILE)}")
             first_run(serde, config)
+    except UnboundValueError:
+        print(
+            f"{display(DB_FILE)} was written by an older version of this demo, whose rows are"
+            " not bound to where they live. Bind them in place with `secure-serde rewrap"
+            f" {display(DB_FILE)} --bind --seal-metadata` (same key), or pass --fresh to"
+            " delete the demo database and start over.",
+            file=sys.stderr,
+        )
+        return 2
     except DecryptionError as exc:
         print(f"Cannot read {display(DB_FILE)}: {exc}", file=sys.stderr)
         print(

@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
+from tests.graphs_support import linear_graph
+
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.py"
+
+
+class _Turn(TypedDict):
+    n: int
+
+
+def _turn(state: _Turn) -> _Turn:
+    return {"n": state["n"] + 1}
 
 
 def _run(demo_dir: Path, *args: str, key: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -81,6 +93,34 @@ def test_the_printed_audit_command_reads_the_demo_store(demo: Path) -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert key not in done.stdout + done.stderr
+    # The demo runs on the sealed saver: every record sealed, every write bound, the
+    # email LangGraph copied from the config sealed in each checkpoint's metadata.
+    assert re.search(r"checkpoint records: [1-9]\d* sealed, 0 not", done.stdout), done.stdout
+    assert re.search(r"pending writes: [1-9]\d* bound, 0 unbound", done.stdout), done.stdout
+    assert re.search(r"sealed metadata: (\d+) of \1 checkpoints", done.stdout), done.stdout
+    assert b"ada@example.com" not in (demo / "quickstart.sqlite").read_bytes()
+
+
+def test_a_store_of_the_unbound_demo_is_refused_with_the_way_forward(tmp_path: Path) -> None:
+    """A demo folder written before the demo used the sealed saver: kept, and the fix named."""
+    from langgraph.checkpoint.sqlite import SqliteSaver as StockSaver
+
+    from secure_serde import EncryptedSerializer
+    from secure_serde.ciphers import EnvKeyCipher
+
+    key = "base64:" + "B" * 43 + "="
+    db = tmp_path / "quickstart.sqlite"
+    with StockSaver.from_conn_string(str(db)) as stock:
+        stock.serde = EncryptedSerializer(EnvKeyCipher(key))
+        graph = linear_graph(_Turn, ("turn", _turn), checkpointer=stock)
+        graph.invoke({"n": 1}, {"configurable": {"thread_id": "quickstart-thread-1"}})
+    before = db.read_bytes()
+    done = _run(tmp_path, key=key)
+    assert done.returncode == 2
+    assert "older version of this demo" in done.stderr
+    assert "--bind --seal-metadata" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert db.read_bytes() == before
 
 
 def test_fresh_deletes_only_when_asked(tmp_path: Path) -> None:

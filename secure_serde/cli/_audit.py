@@ -48,7 +48,13 @@ from secure_serde.cli._audit_scan import (
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import for_terminal
 from secure_serde.config import require_ciphers
-from secure_serde.stores import DEFAULT_BATCH_SIZE, SEALED_METADATA_KEY, RowRef, open_store
+from secure_serde.stores import (
+    DEFAULT_BATCH_SIZE,
+    INDEX_METADATA_KEY,
+    SEALED_METADATA_KEY,
+    RowRef,
+    open_store,
+)
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "register", "report_json"]
 
@@ -414,7 +420,11 @@ def _print_metadata(report: AuditReport, out: TextIO) -> None:
             file=out,
         )
     for key, count in sorted(meta.counts.items()):
-        if key in LANGGRAPH_METADATA_KEYS:
+        if key == SEALED_METADATA_KEY:
+            note = "secure_serde: the sealed entry"
+        elif key == INDEX_METADATA_KEY:
+            note = "secure_serde: blind-index tokens"
+        elif key in LANGGRAPH_METADATA_KEYS:
             note = "LangGraph"
         elif key in report.allowed_metadata_keys:
             note = "allowed"
