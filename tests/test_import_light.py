@@ -199,3 +199,31 @@ def test_rewrap_on_sqlite_loads_no_postgres_driver(tmp_path: Path) -> None:
     assert "secure_serde._rewrap._api" in loaded
     assert "secure_serde.stores._sqlite" in loaded
     assert top_level(loaded) & set(HEAVY) == set()
+
+
+def test_sealed_sqlite_savers_need_no_postgres_driver(tmp_path: Path) -> None:
+    """The README's demo installs only the sqlite extra: no psycopg may be imported on its path.
+
+    A PostgreSQL driver imported at module level anywhere under the sealed SQLite savers
+    (copy_thread shares a module with PostgreSQL) would fail the demo on a fresh machine.
+    """
+    path = tmp_path / "sealed.sqlite"
+    loaded = loaded_after(
+        f"""
+        import sys
+        sys.modules["psycopg"] = None  # as if not installed: importing it raises
+        from langgraph.checkpoint.base import empty_checkpoint
+        from secure_serde import EncryptedSerializer
+        from secure_serde.ciphers import EnvKeyCipher
+        from secure_serde.savers.sqlite import SqliteSaver
+        serde = EncryptedSerializer(EnvKeyCipher(b"k" * 32))
+        with SqliteSaver.from_conn_string({str(path)!r}, serde=serde) as saver:
+            config = {{"configurable": {{"thread_id": "t", "checkpoint_ns": ""}}}}
+            saver.put(config, empty_checkpoint(), {{"source": "input", "step": -1}}, {{}})
+            saver.copy_thread("t", "t2")
+            assert saver.get_tuple({{"configurable": {{"thread_id": "t2"}}}}) is not None
+        del sys.modules["psycopg"]  # the placeholder, not a loaded module
+        """
+    )
+    assert "secure_serde.savers.sqlite" in loaded
+    assert top_level(loaded) & set(HEAVY) == set()

@@ -26,9 +26,6 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from psycopg import pq
-from psycopg.types.json import Jsonb
-
 from secure_serde._errors import BindingError, ConfigurationError
 from secure_serde._langgraph import async_postgres_cursor, postgres_cursor, sqlite_has_task_path
 from secure_serde.savers._bind_record import BlobInsert, BlobKey
@@ -98,6 +95,10 @@ def _can_snapshot(cur: Any) -> bool:
     read first, and a checkpoint is committed after its blobs; writes of a
     checkpoint read later are left out (`plan_postgres`).
     """
+    # Imported here, as below: the SQLite savers import this module, and an
+    # application on SQLite need not have the PostgreSQL driver installed.
+    from psycopg import pq
+
     return bool(cur.connection.info.pipeline_status == pq.PipelineStatus.OFF)
 
 
@@ -108,6 +109,8 @@ def plan_postgres(
     writes: Sequence[Mapping[str, Any]],
 ) -> _Planned:
     """Every source row re-encrypted for the target (all the cipher work; no I/O but KMS)."""
+    from psycopg.types.json import Jsonb
+
     target = copier.target
     moved: dict[BlobKey, tuple[str, bytes | None]] = {}
     for b in blobs:
