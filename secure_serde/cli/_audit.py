@@ -268,6 +268,8 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             "keys": report.metadata.counts,
             "sealed": report.metadata.counts.get(SEALED_METADATA_KEY, 0),
             "indexed": report.metadata.indexed,
+            # Key names inside the sealed entries (with keys; null with --no-decrypt).
+            "sealed_keys": dict(report.sealed_keys) if report.decrypted else None,
             "truncated": report.metadata.truncated,
             "flagged": flagged,
             "allowed": sorted(report.allowed_metadata_keys),
@@ -435,11 +437,24 @@ def _print_metadata(report: AuditReport, out: TextIO) -> None:
         print(f"  {for_terminal(key)}: {count:,} ({note})", file=out)
     if meta.truncated:
         print(f"  ... more keys, not listed (the first {len(meta.counts):,} by name are)", file=out)
+    _print_sealed_metadata(report, out)
+
+
+def _print_sealed_metadata(report: AuditReport, out: TextIO) -> None:
+    """How many checkpoints carry a sealed entry, and (with keys) the key names inside."""
+    meta = report.metadata
     sealed = meta.counts.get(SEALED_METADATA_KEY, 0)
+    opened = report.decrypted
     print(
         f"sealed metadata: {sealed:,} of {meta.checkpoints:,} checkpoints carry a sealed entry"
-        " (its key names are encrypted)",
+        + (" (keys read from the entries)" if opened else " (its key names are encrypted)"),
         file=out,
     )
-    for key, count in sorted(meta.indexed.items()):
-        print(f"  {key}: sealed, blind-indexed in {count:,} checkpoint(s)", file=out)
+    names = sorted(set(meta.indexed) | (set(report.sealed_keys) if opened else set()))
+    for key in names:
+        parts = []
+        if opened:
+            parts.append(f"sealed in {report.sealed_keys.get(key, 0):,}")
+        if key in meta.indexed:
+            parts.append(f"blind-indexed in {meta.indexed[key]:,}")
+        print(f"  {for_terminal(key)}: {', '.join(parts)} checkpoint(s)", file=out)

@@ -26,7 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, cast
 
-from secure_serde import BindingError, DecryptionError, Migration, UnboundValueError, _format
+from secure_serde import (
+    BindingError,
+    DecryptionError,
+    EncryptedSerializer,
+    Migration,
+    UnboundValueError,
+    _format,
+)
 from secure_serde._compress import UNCOMPRESSED, compression_of
 from secure_serde._readrule import is_refusal
 from secure_serde._rewrap import CURRENT, MAX_LISTED_FAILURES, Planner, RowFailure, Unreadable
@@ -36,6 +43,7 @@ from secure_serde.savers import STRUCTURAL_METADATA_KEYS
 from secure_serde.stores import (
     INDEX_METADATA_KEY,
     METADATA_TABLE,
+    ROW_KEY,
     SEALED_METADATA_KEY,
     Cell,
     HistoryView,
@@ -70,6 +78,8 @@ _NO_TYPE_TAG: Final = "NoTypeTag"
 # Audit reads every kind of row to report on it: plaintext ones are strictly
 # checked, legacy pickles only authenticated (never loaded).
 _AUDIT_MIGRATION: Final = Migration(plaintext=True, legacy_pickle=True)
+# Sealed-metadata entries secure_serde 0.1 wrote carry no binding to their row.
+_UNBOUND_ENTRIES: Final = Migration(unbound=True)
 # Type tags and cipher names are whatever the rows say: past this many distinct
 # ones, the rest share one bucket, so a store of planted rows cannot grow memory.
 MAX_DISTINCT: Final = 256
@@ -157,6 +167,8 @@ class AuditReport:
     binding: dict[str, BindingCounts] = field(default_factory=dict)
     # PostgreSQL only: checkpoints whose record carries a seal, and not.
     records: RecordSeals | None = None
+    # With keys: the names inside the sealed-metadata entries, and in how many.
+    sealed_keys: Counter[str] = field(default_factory=Counter)
 
     @property
     def plaintext_count(self) -> int:
@@ -260,6 +272,15 @@ class _Auditor:
         self._report = report
         self._ciphers = ciphers
         self._planner = planner
+        # Opens sealed-metadata entries to name their keys. Unbound (0.1) entries
+        # are read too; nothing else is widened, and no pickle is ever loaded.
+        self._serde = (
+            None
+            if ciphers is None
+            else EncryptedSerializer(
+                ciphers.primary, decrypt_only=ciphers.decrypt_only, migration=Migration.NONE
+            )
+        )
         self._by_header: dict[bytes, CipherGroup] = {}
         self._locating: dict[type, bool] = {}
 
@@ -312,6 +333,8 @@ class _Auditor:
             return
         self._count_binding(cell, self._bound(cell) if header.can_bind else False)
         group.readable += 1
+        if cell.ref.table == METADATA_TABLE:
+            self._count_sealed_keys(cell)
         if outcome is CURRENT:
             group.current += 1
 
@@ -358,6 +381,27 @@ class _Auditor:
         except DecryptionError:
             return None
         return True
+
+    def _count_sealed_keys(self, cell: Cell) -> None:
+        """Count the key names of a readable sealed-metadata entry (never their values)."""
+        serde, type_tag, data = self._serde, cell.type_tag, cell.data
+        if serde is None or type_tag is None or data is None:
+            return
+        try:
+            if cell.location is None:
+                sealed = serde.loads_typed((type_tag, data))
+            else:
+                sealed = serde.loads_typed_at(
+                    (type_tag, data), cell.location, migration=_UNBOUND_ENTRIES
+                )
+        except DecryptionError:
+            return  # reported with the row's other refusals
+        if not isinstance(sealed, dict):
+            return
+        counts = self._report.sealed_keys
+        for key in sealed:
+            if key != ROW_KEY and (key in counts or len(counts) < MAX_DISTINCT):
+                counts[str(key)] += 1
 
     def _refuse(self, cell: Cell, outcome: Unreadable) -> None:
         self._report.add_refused(

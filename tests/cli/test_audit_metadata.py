@@ -36,5 +36,21 @@ def test_audit_reports_sealed_and_indexed_metadata(
     assert code == 1
     _, out, _ = audit(capsys, postgres_url)
     assert f"sealed metadata: {checkpoints:,} of {checkpoints:,} checkpoints" in out
-    assert f"api_key: sealed, blind-indexed in {checkpoints:,} checkpoint(s)" in out
+    # With keys, audit opens the sealed entries and names the keys inside (never a value).
+    sealed_keys = meta["sealed_keys"]
+    assert sealed_keys["api_key"] == checkpoints
+    # Everything not structural and not left plaintext (langgraph adds run_id, for one).
+    assert "tenant" not in sealed_keys
+    assert not set(sealed_keys) & {"source", "step", "parents", "__secure_serde_row__"}
+    assert (
+        f"api_key: sealed in {checkpoints:,}, blind-indexed in {checkpoints:,} checkpoint(s)"
+        in (out)
+    )
     assert canary.API_KEY not in out
+    # Without them, only the blind-indexed names are known: the rest stay encrypted.
+    _, blind = audit_json(capsys, postgres_url, "--no-decrypt")
+    assert blind["metadata"]["sealed_keys"] is None
+    assert blind["metadata"]["indexed"] == {"api_key": checkpoints}
+    _, out, _ = audit(capsys, postgres_url, "--no-decrypt")
+    assert "(its key names are encrypted)" in out
+    assert f"api_key: blind-indexed in {checkpoints:,} checkpoint(s)" in out
