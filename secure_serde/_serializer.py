@@ -39,7 +39,7 @@ from secure_serde._scrub import scrubbed
 from secure_serde._strict import StrictDecoder
 from secure_serde._trust import load_authenticated
 from secure_serde.ciphers._env import EnvKeyCipher
-from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher
+from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
 
 __all__ = ["EncryptedSerializer"]
 
@@ -57,18 +57,6 @@ _UNBOUND_LOG: Final = RateLimitedWarning(
     "secure_serde read %d value(s) with no binding to their row (latest type %r) because"
     " Migration(unbound=True); rewrap the store and turn it off"
 )
-
-
-# isinstance() against a runtime-checkable protocol inspects every member on
-# each call (most of a millisecond): answer it once per cipher class.
-_LOCATING_TYPES: dict[type, bool] = {}
-
-
-def _locating(cipher: object) -> bool:
-    known = _LOCATING_TYPES.get(type(cipher))
-    if known is None:
-        known = _LOCATING_TYPES[type(cipher)] = isinstance(cipher, LocatingCipher)
-    return known
 
 
 class EncryptedSerializer:
@@ -267,12 +255,12 @@ class EncryptedSerializer:
     @property
     def binds_locations(self) -> bool:
         """True when the encrypting cipher can bind values to their row (format v2)."""
-        return _locating(self._cipher)
+        return is_locating(self._cipher)
 
     def dumps_typed_at(self, obj: Any, location: Location) -> tuple[str, bytes]:
         """`dumps_typed`, with the value bound to ``location``: it reads back only there."""
         cipher = self._cipher
-        if not _locating(cipher):
+        if not is_locating(cipher):
             raise ConfigurationError(
                 f"{type(cipher).__name__} cannot bind values to their row; use a cipher"
                 " from secure_serde.ciphers"
@@ -308,7 +296,7 @@ class EncryptedSerializer:
         if route is None:
             route = self._route(type_tag)  # the read rule's typed refusals
         cipher = route.cipher
-        if cipher is not None and _locating(cipher):
+        if cipher is not None and is_locating(cipher):
             plaintext = self._decrypt_at(
                 cast(LocatingCipher, cipher),
                 route.cipher_name,

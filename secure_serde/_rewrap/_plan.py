@@ -40,7 +40,7 @@ from secure_serde._primitives import Buffer
 from secure_serde._readrule import Decode, ReadRule, Route
 from secure_serde._strict import StrictDecoder
 from secure_serde.ciphers._headers import current_test
-from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher
+from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
 from secure_serde.stores import Cell, Swap
 
 __all__ = ["CURRENT", "EMPTY", "Planner", "Skip", "Unreadable"]
@@ -82,18 +82,6 @@ class Planned:
 
     swap: Swap | None
     source: str
-
-
-# isinstance() against a runtime-checkable protocol inspects every member:
-# answer it once per cipher class.
-_LOCATING_TYPES: dict[type, bool] = {}
-
-
-def _locating(cipher: object) -> bool:
-    known = _LOCATING_TYPES.get(type(cipher))
-    if known is None:
-        known = _LOCATING_TYPES[type(cipher)] = isinstance(cipher, LocatingCipher)
-    return known
 
 
 def _source(cipher_name: str, data: Buffer) -> str:
@@ -221,7 +209,7 @@ class Planner:
     def _planned(
         self, cell: Cell, inner: str, plaintext: Buffer, source: str, at: Location | None
     ) -> Planned | Unreadable:
-        if at is not None and not _locating(self._cipher):
+        if at is not None and not is_locating(self._cipher):
             # Sealing it unbound would strip the binding its saver checks.
             return Unreadable.of(
                 BindingError,
@@ -248,7 +236,7 @@ def _open(
             location nor unbound (tampered, or moved from another row).
     """
     name, inner = route.cipher_name, route.inner
-    if location is None or not _locating(cipher):
+    if location is None or not is_locating(cipher):
         return cipher.decrypt_bound(name, data, inner), None
     locating = cast(LocatingCipher, cipher)
     try:

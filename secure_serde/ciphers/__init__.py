@@ -8,7 +8,7 @@ if TYPE_CHECKING:
     from secure_serde.ciphers._keyring import Keyring
     from secure_serde.ciphers._kms import KmsCacheInfo, KmsEnvelopeCipher
     from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
-    from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher
+    from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
     from secure_serde.ciphers._rotation import KEYRING_FILE_VAR, KeyRotationCipher
 else:
     from secure_serde._lazy import lazy_attributes
@@ -27,6 +27,7 @@ else:
             "LegacyAesReader": "secure_serde.ciphers._legacy",
             "LocatingCipher": "secure_serde.ciphers._protocol",
             "StoredHeader": "secure_serde.ciphers._headers",
+            "is_locating": "secure_serde.ciphers._protocol",
             "read_header": "secure_serde.ciphers._headers",
         },
     )
@@ -43,5 +44,6 @@ __all__ = [
     "LegacyAesReader",
     "LocatingCipher",
     "StoredHeader",
+    "is_locating",
     "read_header",
 ]

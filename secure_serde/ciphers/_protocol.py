@@ -6,7 +6,7 @@ from typing import Protocol, runtime_checkable
 
 from secure_serde._primitives import Buffer
 
-__all__ = ["BoundCipher", "LocatingCipher"]
+__all__ = ["BoundCipher", "LocatingCipher", "is_locating"]
 
 
 @runtime_checkable
@@ -53,3 +53,17 @@ class LocatingCipher(BoundCipher, Protocol):
     def decrypt_at(
         self, ciphername: str, ciphertext: Buffer, context: str, location: bytes
     ) -> bytes: ...
+
+
+# isinstance() against a runtime-checkable protocol inspects every member on
+# each call, and the serializer asks on every bound read and write: the answer
+# is kept per cipher class.
+_LOCATING_TYPES: dict[type, bool] = {}
+
+
+def is_locating(cipher: object) -> bool:
+    """Whether ``cipher`` is a `LocatingCipher` (it can bind values to their rows)."""
+    known = _LOCATING_TYPES.get(type(cipher))
+    if known is None:
+        known = _LOCATING_TYPES[type(cipher)] = isinstance(cipher, LocatingCipher)
+    return known

@@ -37,7 +37,13 @@ from secure_serde import (
 from secure_serde._compress import UNCOMPRESSED, compression_of
 from secure_serde._readrule import is_refusal
 from secure_serde._rewrap import CURRENT, MAX_LISTED_FAILURES, Planner, RowFailure, Unreadable
-from secure_serde.ciphers import LEGACY_CIPHER_NAME, LocatingCipher, StoredHeader, read_header
+from secure_serde.ciphers import (
+    LEGACY_CIPHER_NAME,
+    LocatingCipher,
+    StoredHeader,
+    is_locating,
+    read_header,
+)
 from secure_serde.config import ConfiguredCiphers
 from secure_serde.savers import STRUCTURAL_METADATA_KEYS
 from secure_serde.stores import (
@@ -282,7 +288,6 @@ class _Auditor:
             )
         )
         self._by_header: dict[bytes, CipherGroup] = {}
-        self._locating: dict[type, bool] = {}
 
     def add(self, cell: Cell) -> None:  # noqa: C901 - one branch per kind of stored cell
         report = self._report
@@ -365,12 +370,7 @@ class _Auditor:
         cipher = route.cipher
         if cipher is None:
             return False
-        locating = self._locating.get(type(cipher))
-        if locating is None:
-            # isinstance() against a runtime-checkable protocol inspects every
-            # member on each call: answer it once per cipher class.
-            locating = self._locating[type(cipher)] = isinstance(cipher, LocatingCipher)
-        if not locating:
+        if not is_locating(cipher):
             return False
         try:
             cast(LocatingCipher, cipher).decrypt_at(

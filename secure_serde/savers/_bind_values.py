@@ -33,7 +33,7 @@ from secure_serde._errors import (
 from secure_serde._migration import Migration
 from secure_serde._readrule import Decode, ReadRule, Route
 from secure_serde._serializer import EncryptedSerializer
-from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher
+from secure_serde.ciphers._protocol import LocatingCipher, is_locating
 
 __all__ = ["ALREADY_BOUND", "AlreadyBound", "Rebound", "ValueRebinder"]
 
@@ -52,18 +52,6 @@ class Rebound:
 
     type_tag: str
     data: bytes
-
-
-# isinstance() against a runtime-checkable protocol inspects every member:
-# answer it once per cipher class.
-_LOCATING_TYPES: dict[type, bool] = {}
-
-
-def _locating(cipher: BoundCipher) -> bool:
-    known = _LOCATING_TYPES.get(type(cipher))
-    if known is None:
-        known = _LOCATING_TYPES[type(cipher)] = isinstance(cipher, LocatingCipher)
-    return known
 
 
 @dataclass(frozen=True)
@@ -146,7 +134,7 @@ class ValueRebinder:
         if cipher is None:
             return data, False
         name, inner = route.cipher_name, route.inner
-        if not _locating(cipher):
+        if not is_locating(cipher):
             return bytes(cipher.decrypt_bound(name, data, inner)), False
         locating = cast(LocatingCipher, cipher)
         try:
