@@ -20,6 +20,7 @@ __all__ = [
     "DecryptionError",
     "EncryptionError",
     "ForbiddenGlobalError",
+    "HistoryError",
     "KmsDecryptionError",
     "KmsEncryptionError",
     "KmsError",
@@ -31,6 +32,7 @@ __all__ = [
     "RetiredKeyError",
     "SecretPicklingError",
     "SecureSerdeError",
+    "StoreIdentityError",
     "StrictDecodeError",
     "UnboundValueError",
     "UnknownCipherError",
@@ -94,6 +96,25 @@ class UnboundValueError(BindingError):
 
     Written by a stock saver or an older secure_serde; readable only under
     ``Migration(unbound=True)``, and `rewrap` binds such rows in place.
+    """
+
+
+class HistoryError(BindingError):
+    """A checkpoint's history does not reach a record sealed as its root.
+
+    A parent pointer was cut, an ancestor was deleted, or a record claims a
+    parent that is not there. A shorter history would rebuild wrong state
+    (a DeltaChannel replays every write back to its seed), so none is read.
+    """
+
+
+class StoreIdentityError(BindingError):
+    """A checkpoint store's identity is missing, forged, or not this store's.
+
+    Every sealed value is bound to the identity of the store it was written
+    in. Rows copied from another store (even one under the same key) do not
+    authenticate here, and a store that holds sealed rows without its
+    identity record is refused rather than given a new one.
     """
 
 
