@@ -272,3 +272,19 @@ class KmsDecryptionError(KmsError, DecryptionError):
 
 class SecretPicklingError(SecureSerdeError, TypeError):
     """An object holding key material refused to be pickled or copied."""
+
+
+class KeyringFileError(ConfigurationError):
+    """A keyring file cannot be edited or shown safely, so nothing was changed or printed.
+
+    Raised by ``secure-serde keyring`` when an edit could not reach the file
+    a path names (a dangling symbolic link, a target that is not a regular
+    file, a second hard link that would keep the old keys, a folder it
+    cannot write beside the file), when the file read back after an edit is
+    not what was written, and when ``show --reveal`` meets a keyring that
+    group or others may read. ``path`` is the path as given.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path

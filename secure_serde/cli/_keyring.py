@@ -5,9 +5,22 @@ deploy the file everywhere, ``promote`` it (it encrypts), rewrap, ``retire``
 the old key (its rows are named, not read), then ``drop`` it. Every edit is
 validated by building the `KeyRotationCipher` the file describes before it
 is written, and written atomically (a temporary file in the same folder,
-fsynced, then renamed over the old one) at mode 0600, under an exclusive
-lock, so a crash or a concurrent edit never leaves a half-written keyring.
-Keys are generated here and never printed unless ``show --reveal`` asks.
+fsynced, then renamed over the old one, and the folder fsynced) at mode
+0600, under an exclusive lock, so a crash or a concurrent edit never leaves
+a half-written keyring. Keys are generated here and never printed unless
+``show --reveal`` asks, and it refuses a file that group or others may
+read, as ssh refuses such a private key.
+
+A keyring is often a symbolic link into a secrets mount. An edit follows
+the link (and every link after it) to the regular file it names, and
+replaces *that* file, beside itself, so the link stays a link and the
+application reads the edit through it. Whatever cannot be edited that way
+is refused with `KeyringFileError` before anything changes: a dangling or
+looping link, a target that is not a regular file, a file with a second
+hard link (the rename would leave the old keys under the other name), a
+folder the edit cannot write in. After the rename the path is read back,
+and an edit whose result the path does not read (a link re-pointed during
+the edit) is reported as an error, never as success.
 """
 
 from __future__ import annotations
@@ -23,8 +36,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
-from secure_serde._errors import ConfigurationError
-from secure_serde._keys import generate_encoded_key
+from secure_serde._errors import ConfigurationError, KeyringFileError
+from secure_serde._keys import generate_encoded_key, shown_label
+from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from secure_serde.cli._renamed import add_label_option
 
@@ -33,6 +47,11 @@ __all__ = ["register"]
 _MODE: Final = 0o600
 # The label a file may name without holding the key: LANGGRAPH_AES_KEY is the key "env".
 _ENV_LABEL: Final = "env"
+# The fields a keyring file may hold (as KeyRotationCipher.from_env reads it).
+_FIELDS: Final = frozenset({"primary", "keys", "retired", "legacy_key", "legacy_mode"})
+_LEGACY_MODES: Final = frozenset({"eax", "gcm"})
+# Largest keyring file read: a few hundred keys fit in far less.
+_MAX_FILE_BYTES: Final = 1 << 20
 
 
 def register(subparsers: Any) -> None:
@@ -67,28 +86,36 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+@scrubbed  # the loaded file holds keys: no error leaves them in a frame local
 def run(args: argparse.Namespace) -> int:
     if args.action == "new":
         return _new(args.file, args.label)
     if args.action == "show":
         return _show(args.file, reveal=args.reveal)
-    with _locked(args.file):
+    target = edit_target(args.file)
+    with _locked(args.file, target):
         # Step 1 of a drop-in deployment's first rotation: no file yet, the key is "env".
-        fresh = args.action == "add" and not args.file.exists()
-        config: dict[str, Any] = {"keys": {}} if fresh else _load(args.file)
+        fresh = args.action == "add" and not os.path.lexists(target)
+        if not fresh:
+            _check_single_name(args.file, target)
+        config: dict[str, Any] = {"keys": {}} if fresh else _load(args.file)[0]
         message = _EDITS[args.action](config, args.label)
         _validate(config, args.file)
-        _write(args.file, config)
+        _write(args.file, target, config)
     print(message)
     return 0
 
 
 def _new(path: Path, label: str) -> int:
-    if path.exists():
+    if os.path.lexists(path) and not path.is_symlink():
+        raise ConfigurationError(f"{path} already exists; use 'keyring add' to extend it")
+    target = edit_target(path)
+    if os.path.lexists(target):
         raise ConfigurationError(f"{path} already exists; use 'keyring add' to extend it")
     config: dict[str, Any] = {"primary": label, "keys": {label: generate_encoded_key()}}
     _validate(config, path)
-    _write(path, config, exclusive=True)
+    with _locked(path, target):
+        _write(path, target, config, exclusive=True)
     print(f"created {path} (mode 0600) with primary key {label!r}")
     print(f"point the application at it: SECURE_SERDE_KEYRING_FILE={path}")
     return 0
@@ -97,7 +124,7 @@ def _new(path: Path, label: str) -> int:
 def _add(config: dict[str, Any], label: str) -> str:
     keys = config.setdefault("keys", {})
     if label in keys or label == _ENV_LABEL:
-        raise ConfigurationError(f"label {label!r} is already taken")
+        raise ConfigurationError(f"label {shown_label(label)} is already taken")
     keys[label] = generate_encoded_key()
     return (
         f"added key {label!r}; it only decrypts. Deploy this file everywhere, then run"
@@ -108,7 +135,9 @@ def _add(config: dict[str, Any], label: str) -> str:
 def _promote(config: dict[str, Any], label: str) -> str:
     _require_key(config, label)
     if label in config.get("retired", []):
-        raise ConfigurationError(f"key {label!r} is retired; a retired key cannot encrypt")
+        raise ConfigurationError(
+            f"key {shown_label(label)} is retired; a retired key cannot encrypt"
+        )
     old = config.get("primary", _ENV_LABEL)
     config["primary"] = label
     return (
@@ -120,7 +149,9 @@ def _promote(config: dict[str, Any], label: str) -> str:
 def _retire(config: dict[str, Any], label: str) -> str:
     _require_key(config, label)
     if config.get("primary", _ENV_LABEL) == label:
-        raise ConfigurationError(f"key {label!r} is the primary; promote another key first")
+        raise ConfigurationError(
+            f"key {shown_label(label)} is the primary; promote another key first"
+        )
     retired = config.setdefault("retired", [])
     if label not in retired:
         retired.append(label)
@@ -129,7 +160,9 @@ def _retire(config: dict[str, Any], label: str) -> str:
 
 def _drop(config: dict[str, Any], label: str) -> str:
     if label not in config.get("retired", []):
-        raise ConfigurationError(f"retire key {label!r} (and audit the store) before dropping it")
+        raise ConfigurationError(
+            f"retire key {shown_label(label)} (and audit the store) before dropping it"
+        )
     config["retired"].remove(label)
     config.get("keys", {}).pop(label, None)
     if config.get("legacy_key") == label:
@@ -142,11 +175,20 @@ _EDITS: Final = {"add": _add, "promote": _promote, "retire": _retire, "drop": _d
 
 def _require_key(config: dict[str, Any], label: str) -> None:
     if label not in config.get("keys", {}) and label != _ENV_LABEL:
-        raise ConfigurationError(f"no key labelled {label!r} in the file")
+        raise ConfigurationError(f"no key labelled {shown_label(label)} in the file")
 
 
+@scrubbed
 def _show(path: Path, *, reveal: bool) -> int:
-    config = _load(path)
+    config, mode = _load(path)
+    if reveal and os.name == "posix" and mode & 0o077:
+        who = " and ".join(n for n, bits in (("group", 0o070), ("others", 0o007)) if mode & bits)
+        raise KeyringFileError(
+            f"keyring file {path} is open to {who} (mode {mode:04o}), so its keys are not"
+            f" printed: a key file must be private to its owner, as ssh requires. Run"
+            f" `chmod 600 {path}`, then show --reveal again",
+            path=str(path),
+        )
     _validate(config, path)
     keys: dict[str, str] = config.get("keys", {})
     retired = set(config.get("retired", []))
@@ -167,26 +209,127 @@ def _show(path: Path, *, reveal: bool) -> int:
     return 0
 
 
-def _load(path: Path) -> dict[str, Any]:
+def edit_target(path: Path) -> Path:
+    """The file an edit of ``path`` replaces: ``path``, or the regular file its links lead to.
+
+    Raises `KeyringFileError` for a link that dangles or loops, and for a
+    target that exists but is not a regular file. A path that does not
+    exist (and is no link) is returned as it is, for ``new`` and a first
+    ``add`` to create.
+    """
+    target = path
+    if path.is_symlink():
+        try:
+            target = Path(os.path.realpath(path, strict=True))
+        except OSError as exc:
+            problem = exc.strerror or "it cannot be followed"
+        else:
+            problem = ""
+        if problem:
+            raise KeyringFileError(
+                f"keyring file {path} is a symbolic link that cannot be followed to a file"
+                f" ({problem}): an edit changes the file a link points to, so create the"
+                " keyring there, or point the link at it",
+                path=str(path),
+            )
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        return target
+    except OSError as exc:
+        raise KeyringFileError(
+            f"cannot read keyring file {path}: {exc.strerror}", path=str(path)
+        ) from None
+    if not stat.S_ISREG(info.st_mode):
+        raise KeyringFileError(
+            f"keyring file {path} is not a regular file, so it cannot be edited", path=str(path)
+        )
+    return target
+
+
+def _check_single_name(path: Path, target: Path) -> None:
+    """Refuse a file with a second hard link: the rename would leave its old keys there."""
+    try:
+        links = os.stat(target).st_nlink
+    except OSError:
+        return  # _load reports it
+    if links > 1:
+        raise KeyringFileError(
+            f"keyring file {path} has {links} hard links: an edit replaces one name, and the"
+            " others would keep the old keys (a dropped key would live on). Remove the other"
+            " links, or copy the file, then edit it",
+            path=str(path),
+        )
+
+
+def _read(path: Path) -> tuple[bytes, int]:
+    """The bytes and mode of the file ``path`` names (through links), from one open file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise IsADirectoryError(21, "not a regular file")
+        data = file.read(_MAX_FILE_BYTES + 1)
+    return data, stat.S_IMODE(info.st_mode)
+
+
+def _load(path: Path) -> tuple[dict[str, Any], int]:
+    """The keyring file's JSON object, checked field by field, and the file's mode."""
     # Raised outside the handlers so that no __context__ keeps the file's text.
     problem = None
+    data, mode = b"", 0
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        data, mode = _read(path)
     except FileNotFoundError:
         problem = f"no keyring file at {path}; create one with 'secure-serde keyring new'"
     except OSError as exc:
         problem = f"cannot read keyring file {path}: {exc.strerror}"
-    except ValueError:
-        problem = f"keyring file {path} is not valid JSON (or not UTF-8)"
     if problem is not None:
         raise ConfigurationError(problem)
-    if not isinstance(config, dict) or not isinstance(config.get("keys", {}), dict):
+    if len(data) > _MAX_FILE_BYTES:
+        raise ConfigurationError(f"keyring file {path} is larger than {_MAX_FILE_BYTES} bytes")
+    try:
+        config = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        # RecursionError: nesting deeper than the interpreter's stack.
+        problem = f"keyring file {path} is not valid JSON (or not UTF-8, or nested too deeply)"
+    if problem is not None:
+        raise ConfigurationError(problem)
+    _check_fields(config, path)
+    return config, mode
+
+
+def _check_fields(config: object, path: Path) -> None:
+    """The shape `KeyRotationCipher.from_env` requires, checked before any field is used."""
+    if not isinstance(config, dict):
         raise ConfigurationError(f"keyring file {path} must hold a JSON object with 'keys'")
-    return config
+    unknown = sorted(str(name) for name in set(config) - _FIELDS)
+    if unknown:
+        raise ConfigurationError(
+            f"keyring file {path} has {len(unknown)} unknown field(s); known: {sorted(_FIELDS)}"
+        )
+    keys = config.get("keys", {})
+    if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
+        raise ConfigurationError(f"'keys' in keyring file {path} must map labels to key strings")
+    if not isinstance(config.get("primary", ""), str):
+        raise ConfigurationError(f"'primary' in keyring file {path} must be a label")
+    retired = config.get("retired", [])
+    if not isinstance(retired, list) or not all(isinstance(i, str) for i in retired):
+        raise ConfigurationError(f"'retired' in keyring file {path} must be a list of labels")
+    legacy_key = config.get("legacy_key")
+    if legacy_key is not None and not isinstance(legacy_key, str):
+        raise ConfigurationError(f"'legacy_key' in keyring file {path} must be a label or null")
+    legacy_mode = config.get("legacy_mode", "eax")
+    if not isinstance(legacy_mode, str) or legacy_mode not in _LEGACY_MODES:
+        raise ConfigurationError(
+            f"'legacy_mode' in keyring file {path} must be one of {sorted(_LEGACY_MODES)}"
+        )
 
 
+@scrubbed
 def _validate(config: dict[str, Any], path: Path) -> KeyRotationCipher:
     """The cipher the file describes; refuses an edit that would not load."""
+    _check_fields(config, path)
     keys = dict(config.get("keys", {}))
     named = {config.get("primary"), config.get("legacy_key"), *config.get("retired", [])}
     if _ENV_LABEL in named and _ENV_LABEL not in keys:
@@ -194,8 +337,6 @@ def _validate(config: dict[str, Any], path: Path) -> KeyRotationCipher:
         keys[_ENV_LABEL] = generate_encoded_key()
     # As KeyRotationCipher.from_env: without a primary, LANGGRAPH_AES_KEY ("env") is it.
     primary = config.get("primary", _ENV_LABEL)
-    if not isinstance(primary, str):
-        raise ConfigurationError(f"'primary' in keyring file {path} must be a label")
     if primary == _ENV_LABEL and _ENV_LABEL not in keys:
         keys[_ENV_LABEL] = generate_encoded_key()
     legacy = config.get("legacy_key")
@@ -208,10 +349,17 @@ def _validate(config: dict[str, Any], path: Path) -> KeyRotationCipher:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on a sidecar file, so two editors never interleave."""
-    lock_path = path.with_name(f".{path.name}.lock")
-    fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT, _MODE)
+def _locked(path: Path, target: Path) -> Iterator[None]:
+    """An exclusive lock on a sidecar file beside the target, so two editors never interleave.
+
+    Beside the target, not the link: editors that reach one file through
+    different links take the same lock.
+    """
+    lock_path = target.with_name(f".{target.name}.lock")
+    try:
+        fd = os.open(lock_path, os.O_WRONLY | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), _MODE)
+    except OSError as exc:
+        raise _unwritable(path, target, exc) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield
@@ -219,22 +367,41 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _write(path: Path, config: dict[str, Any], *, exclusive: bool = False) -> None:
+def _unwritable(path: Path, target: Path, exc: OSError) -> KeyringFileError:
+    where = f"{target.parent}" + (f" (where the link {path} leads)" if target != path else "")
+    return KeyringFileError(
+        f"cannot edit keyring file {path}: an edit writes a new file in {where} and renames"
+        f" it over the old one, and that folder refused ({exc.strerror}). Edit the keyring"
+        " where it is writable, then deploy it",
+        path=str(path),
+    )
+
+
+def _write(path: Path, target: Path, config: dict[str, Any], *, exclusive: bool = False) -> None:
+    """Replace ``target`` with ``config`` atomically, then check that ``path`` reads it."""
     text = json.dumps(config, indent=2, sort_keys=True) + "\n"
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _unwritable(path, target, exc) from None
     try:
         os.fchmod(fd, _MODE)
+        _keep_owner(fd, target)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         if exclusive:
             # link() fails if the name exists: never overwrite a keyring on 'new'.
-            os.link(tmp, path)
+            os.link(tmp, target)
             os.unlink(tmp)
         else:
-            os.replace(tmp, path)
+            os.replace(tmp, target)
+    except FileExistsError:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise ConfigurationError(f"{path} already exists; use 'keyring add' to extend it") from None
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
@@ -244,5 +411,30 @@ def _write(path: Path, config: dict[str, Any], *, exclusive: bool = False) -> No
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
-    if stat.S_IMODE(path.stat().st_mode) != _MODE:
+    _check_written(path, text)
+
+
+def _keep_owner(fd: int, target: Path) -> None:
+    """Give the new file the old one's owner and group, where this process may."""
+    try:
+        info = os.stat(target)
+    except FileNotFoundError:
+        return
+    with contextlib.suppress(PermissionError):
+        os.fchown(fd, info.st_uid, info.st_gid)
+
+
+def _check_written(path: Path, text: str) -> None:
+    """Refuse to report success unless ``path`` now reads what was written, at mode 0600."""
+    try:
+        data, mode = _read(path)
+    except OSError:
+        data, mode = b"", 0
+    if data != text.encode("utf-8"):
+        raise KeyringFileError(
+            f"keyring file {path} does not read back what was just written (was a link"
+            " re-pointed during the edit?): check the file before deploying it",
+            path=str(path),
+        )
+    if mode != _MODE:
         raise ConfigurationError(f"could not set mode 0600 on {path}")
