@@ -30,6 +30,7 @@ from secure_serde._errors import (
     DecryptionError,
     EncryptionError,
     ForbiddenGlobalError,
+    HistoryError,
     KmsDecryptionError,
     KmsEncryptionError,
     KmsError,
@@ -41,6 +42,7 @@ from secure_serde._errors import (
     RetiredKeyError,
     SecretPicklingError,
     SecureSerdeError,
+    StoreIdentityError,
     StrictDecodeError,
     UnboundValueError,
     UnknownCipherError,
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
     from secure_serde._serializer import EncryptedSerializer
     from secure_serde.pickling import PickleFallbackSerializer
+    from secure_serde.sealing import SealedSaver
 else:
     from secure_serde._lazy import lazy_attributes
 
@@ -68,6 +71,7 @@ else:
             "RewrapProgress": "secure_serde._rewrap._report",
             "RewrapReport": "secure_serde._rewrap._report",
             "RowFailure": "secure_serde._rewrap._report",
+            "SealedSaver": "secure_serde.sealing",
             "generate_encoded_key": "secure_serde._keys",
             "rewrap": "secure_serde._rewrap._api",
         },
@@ -84,6 +88,7 @@ __all__ = [
     "EncryptedSerializer",
     "EncryptionError",
     "ForbiddenGlobalError",
+    "HistoryError",
     "KmsDecryptionError",
     "KmsEncryptionError",
     "KmsError",
@@ -98,8 +103,10 @@ __all__ = [
     "RewrapProgress",
     "RewrapReport",
     "RowFailure",
+    "SealedSaver",
     "SecretPicklingError",
     "SecureSerdeError",
+    "StoreIdentityError",
     "StrictDecodeError",
     "UnboundValueError",
     "UnknownCipherError",

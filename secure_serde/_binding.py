@@ -11,9 +11,16 @@ data, see ``_format_v2``) is::
     "SSLOC" | version 0x01 | kind(1) | count(1)
     | for each field: marker(1) | [len(4, big-endian) | bytes]
 
-with kind 1 blob, 2 write, 3 checkpoint record, 4 metadata envelope; the
-fields are ``thread_id``, ``checkpoint_ns`` and then the kind's own
-coordinates, in the order of the constructors below. Marker 0 is ``None``
+with kind 1 blob, 2 write, 3 checkpoint record, 4 metadata envelope, 5 store
+identity; the fields are ``thread_id``, ``checkpoint_ns`` and then the kind's
+own coordinates, in the order of the constructors below. A location in a
+store that has an identity (everything `secure_serde.SealedSaver` writes)
+starts with version 0x02 instead, and its first field is the store id::
+
+    "SSLOC" | version 0x02 | kind(1) | count(1) | store id field | fields as above
+
+so a value copied to another store, even one under the same key, does not
+authenticate there. Marker 0 is ``None``
 (no length follows), 1 a UTF-8 string, 2 raw bytes. Every field is
 length-prefixed and the kind fixes their count and meaning, so the encoding
 is injective: two different locations never share bytes. An unbound value
@@ -30,10 +37,17 @@ from typing import Final, Literal
 
 __all__ = ["Kind", "Location"]
 
-Kind = Literal["blob", "write", "checkpoint", "metadata"]
+Kind = Literal["blob", "write", "checkpoint", "metadata", "identity"]
 
 _MAGIC: Final = b"SSLOC\x01"
-_KIND_BYTES: Final[dict[str, int]] = {"blob": 1, "write": 2, "checkpoint": 3, "metadata": 4}
+_MAGIC_IN_STORE: Final = b"SSLOC\x02"
+_KIND_BYTES: Final[dict[str, int]] = {
+    "blob": 1,
+    "write": 2,
+    "checkpoint": 3,
+    "metadata": 4,
+    "identity": 5,
+}
 _NONE: Final = b"\x00"
 _STR: Final = 1
 _BYTES: Final = 2
@@ -54,6 +68,11 @@ class Location:
     thread_id: str
     checkpoint_ns: str
     coordinates: tuple[Coordinate, ...]
+    store: bytes | None = None
+
+    def in_store(self, store: bytes) -> Location:
+        """This location inside the store whose identity is ``store``."""
+        return Location(self.kind, self.thread_id, self.checkpoint_ns, self.coordinates, store)
 
     @classmethod
     def blob(cls, thread_id: str, checkpoint_ns: str, channel: str, version: object) -> Location:
@@ -96,12 +115,23 @@ class Location:
         """A sealed-metadata envelope."""
         return cls("metadata", str(thread_id), checkpoint_ns, (checkpoint_id,))
 
+    @classmethod
+    def identity(cls, thread_id: str) -> Location:
+        """A store's identity record, kept in the reserved thread ``thread_id``."""
+        return cls("identity", thread_id, "", ())
+
     def encode(self) -> bytes:
         """The canonical bytes bound into the value's associated data."""
+        if self.store is None:
+            return (
+                _MAGIC
+                + bytes([_KIND_BYTES[self.kind]])
+                + _fields((self.thread_id, self.checkpoint_ns, *self.coordinates))
+            )
         return (
-            _MAGIC
+            _MAGIC_IN_STORE
             + bytes([_KIND_BYTES[self.kind]])
-            + _fields((self.thread_id, self.checkpoint_ns, *self.coordinates))
+            + _fields((self.store, self.thread_id, self.checkpoint_ns, *self.coordinates))
         )
 
     def __repr__(self) -> str:

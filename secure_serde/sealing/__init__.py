@@ -1,0 +1,15 @@
+"""`SealedSaver`: one sealed checkpointer around any LangGraph saver, on its public API.
+
+Modules, each with one job:
+
+* ``_cell``: the byte layout of what the inner saver stores (documented there);
+* ``_identity``: the store identity, created once per store and sealed in it;
+* ``_index``: blind-index tokens for metadata filters;
+* ``_codec``: sealing a checkpoint for the inner saver, and opening one;
+* ``_walks``: history checks and the bookkeeping of copy, prune and delete;
+* ``_saver`` and ``_async``: the saver, sync and async.
+"""
+
+from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, SealedSaver
+
+__all__ = ["DEFAULT_INDEXED_METADATA", "SealedSaver"]

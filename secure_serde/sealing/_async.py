@@ -1,0 +1,228 @@
+"""The async twins of `SealedSaver`'s methods: the same steps, awaiting the inner saver.
+
+Each method mirrors the sync one of the same name in _saver.py; the checks
+themselves live in _codec.py and _walks.py, shared by both.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.types import TASKS
+
+from secure_serde._errors import StoreIdentityError
+from secure_serde._serializer import EncryptedSerializer
+from secure_serde.sealing._codec import Opened, Sealer, ids, new_versions_of, reduced
+from secure_serde.sealing._identity import (
+    IDENTITY_THREAD,
+    StoreIdentity,
+    identity_config,
+    new_identity_put,
+    open_identity,
+    refuse_unempty,
+)
+from secure_serde.sealing._index import plan_filter
+from secure_serde.sealing._walks import (
+    History,
+    ListWalk,
+    add_sends,
+    check_complete,
+    copy_of,
+    key_of,
+    latest_per_namespace,
+    missing,
+    needs_sends,
+    oldest_first,
+    orphans_after,
+    parent_config,
+    resealed,
+)
+
+__all__ = ["AsyncMethods"]
+
+
+class AsyncMethods:
+    """Mixed into `SealedSaver`; relies on the attributes its ``__init__`` sets."""
+
+    if TYPE_CHECKING:
+        inner: BaseCheckpointSaver[Any]
+        _encrypting: EncryptedSerializer
+        _sealer: Sealer | None
+        _indexed: frozenset[str]
+        _plaintext: frozenset[str]
+
+        def _sealer_for(self, identity: StoreIdentity) -> Sealer: ...
+
+        def get_next_version(self, current: Any, channel: None) -> Any: ...
+
+    async def asetup(self) -> None:
+        """Set up the inner saver (where it has ``setup``) and this store's identity."""
+        inner_setup = getattr(self.inner, "setup", None)
+        if callable(inner_setup):
+            result = inner_setup()
+            if inspect.isawaitable(result):
+                await result
+        await self._aready()
+
+    async def _aready(self) -> Sealer:
+        sealer = self._sealer
+        if sealer is not None:
+            return sealer
+        found = await self.inner.aget_tuple(identity_config())
+        if found is None:
+            async for row in self.inner.alist(None, limit=2):
+                if str(row.config["configurable"].get("thread_id")) != IDENTITY_THREAD:
+                    raise refuse_unempty()
+            await self.inner.aput(*new_identity_put(self._encrypting), {})
+            found = await self.inner.aget_tuple(identity_config())
+            if found is None:
+                raise StoreIdentityError("the inner saver did not keep the store identity record")
+        if self._sealer is None:
+            self._sealer = self._sealer_for(open_identity(found, self._encrypting))
+        return self._sealer
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        sealer = await self._aready()
+        ids(config)
+        found = await self.inner.aget_tuple(reduced(config))
+        if found is None:
+            return None
+        return await self._awith_sends(sealer.open(found))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        sealer = await self._aready()
+        plan = plan_filter(filter, sealer.identity.index, self._indexed, self._plaintext)
+        walk = ListWalk(sealer, plan, config, limit)
+        async for found in self.inner.alist(
+            walk.inner_config,
+            filter=plan.inner,
+            before=None if before is None else reduced(before),
+            limit=walk.inner_limit,
+        ):
+            opened = walk.take(found)
+            if opened is not None:
+                yield await self._awith_sends(opened)
+            if walk.full:
+                break
+        for parent in walk.unseen_parents(complete=not walk.full):
+            if await self.inner.aget_tuple(parent) is None:
+                raise missing(parent)
+
+    async def _awith_sends(self, opened: Opened) -> CheckpointTuple:
+        found = opened.tuple
+        if opened.parent_id is None or not needs_sends(found, opened.parent_id):
+            return found
+        parent = await self.inner.aget_tuple(parent_config(found, opened.parent_id))
+        sealer = await self._aready()
+        sends = sealer.open(parent, channels=(TASKS,)) if parent is not None else None
+        return add_sends(self, found, sends)  # type: ignore[arg-type]
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        sealer = await self._aready()
+        history = History(channels)
+        found = await self.inner.aget_tuple(reduced(config))
+        if found is None:
+            return history.result()
+        cursor = history.start(sealer.open(found, channels=()))
+        while cursor is not None:
+            found = await self.inner.aget_tuple(cursor)
+            if found is None:
+                if history.optional:
+                    break
+                raise missing(cursor)
+            cursor = history.step(sealer.open(found, channels=history.remaining))
+        return history.result()
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        sealed = (await self._aready()).seal_checkpoint(config, checkpoint, metadata)
+        return await self.inner.aput(*sealed, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        sealer = await self._aready()
+        inner_config, sealed = sealer.seal_writes(config, writes, task_id, task_path)
+        await self.inner.aput_writes(inner_config, sealed, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        ids({"configurable": {"thread_id": thread_id}})
+        await self.inner.adelete_thread(thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        sealer = await self._aready()
+        ids({"configurable": {"thread_id": target_thread_id}})
+        source: RunnableConfig = {"configurable": {"thread_id": str(source_thread_id)}}
+        rows = [(f, sealer.open(f, channels=())) async for f in self.inner.alist(source)]
+        check_complete(rows)
+        for found, opened in sorted(rows, key=oldest_first):
+            put_args, writes = copy_of(sealer, found, opened, str(target_thread_id))
+            written = await self.inner.aput(*put_args, new_versions_of(put_args[1]))
+            for task_id, task_path, batch in writes:
+                await self.inner.aput_writes(written, batch, task_id, task_path)
+
+    async def _adetach(self, rows: list[tuple[CheckpointTuple, Opened]]) -> None:
+        sealer = await self._aready()
+        for found, opened in rows:
+            if not opened.detached:
+                put_args = resealed(sealer, found, opened, detached=True)
+                await self.inner.aput(*put_args, new_versions_of(put_args[1]))
+
+    async def _aprune(self, thread_ids: Sequence[str], strategy: str) -> None:
+        if isinstance(thread_ids, str):
+            raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
+        for thread_id in thread_ids:
+            ids({"configurable": {"thread_id": thread_id}})
+        if strategy == "keep_latest":
+            sealer = await self._aready()
+            for thread_id in thread_ids:
+                config: RunnableConfig = {"configurable": {"thread_id": str(thread_id)}}
+                rows = [(f, sealer.open(f, channels=())) async for f in self.inner.alist(config)]
+                await self._adetach(latest_per_namespace(rows))
+        await self.inner.aprune(thread_ids, strategy=strategy)
+
+    async def _adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        if isinstance(run_ids, str):
+            raise TypeError("run_ids must be a sequence of run IDs, not a str")
+        sealer = await self._aready()
+        tokens = [sealer.token("run_id", str(r)) for r in run_ids]
+        doomed = set()
+        for token in tokens:
+            async for found in self.inner.alist(None, filter={"run_id": token}):
+                doomed.add(key_of(found))
+        for thread in sorted({key[0] for key in doomed}):
+            config: RunnableConfig = {"configurable": {"thread_id": thread}}
+            rows = [(f, sealer.open(f, channels=())) async for f in self.inner.alist(config)]
+            await self._adetach(orphans_after(rows, doomed))
+        await self.inner.adelete_for_runs(tokens)

@@ -1,0 +1,444 @@
+"""What `SealedSaver` hands its inner saver, and how it reads it back; no I/O here.
+
+A checkpoint reaches the inner saver as:
+
+* each channel value: a value cell bound to (store, thread, namespace,
+  channel, version);
+* each pending write: a write cell bound to (store, thread, namespace,
+  checkpoint id, task id, task path, index, channel);
+* the metadata: ``{RECORD_KEY: <record cell>}``, plus a blind-index token for
+  each indexed key, the value of each key named plaintext, and ``parents``
+  (checkpoint ids only, which stock ``prune`` reads);
+* the config: the three ids, so no saver can copy ``configurable`` anywhere;
+* the checkpoint's structure (versions, ``versions_seen``, ``ts``), which
+  savers need to find blobs.
+
+The record cell seals, at (store, thread, namespace, checkpoint id)::
+
+    {"c": the checkpoint without its values, "m": the full metadata,
+     "p": the parent id or None, "vals": the channels holding a value,
+     "det": True when the parent may be gone (prune, delete_for_runs)}
+
+A read returns the record's checkpoint and metadata, never the inner
+saver's copy, and checks everything the inner saver returns against it: the
+parent pointer, the plaintext keys, and every value at the version the
+record names. The record is sealed uncompressed (its metadata mixes
+``configurable`` values, which may be secret, with caller-chosen ones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any, Final, cast
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+
+from secure_serde._binding import Location
+from secure_serde._errors import (
+    BindingError,
+    BlindIndexError,
+    ConfigurationError,
+    HistoryError,
+    MetadataDowngradeError,
+)
+from secure_serde._serializer import EncryptedSerializer
+from secure_serde.ciphers._protocol import LocatingCipher, is_locating
+from secure_serde.sealing import _cell
+from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity
+from secure_serde.sealing._index import matches
+
+__all__ = ["PARENTS", "RECORD_KEY", "Opened", "Sealer", "ids", "new_versions_of", "reduced"]
+
+RECORD_KEY: Final = "__secure_serde__"
+PARENTS: Final = "parents"
+_RECORD_TAG: Final = "msgpack"
+_MAX_CACHED: Final = 4096
+
+
+def ids(config: RunnableConfig) -> tuple[str, str, str | None]:
+    """(thread id, namespace, checkpoint id) of a config; refuses the reserved thread."""
+    configurable = config.get("configurable") or {}
+    if "thread_id" not in configurable:
+        raise ConfigurationError("a checkpoint config needs configurable.thread_id")
+    thread = str(configurable["thread_id"])
+    if thread == IDENTITY_THREAD:
+        raise ConfigurationError(f"the thread id {IDENTITY_THREAD!r} is reserved by secure_serde")
+    ns = configurable.get("checkpoint_ns", "")
+    checkpoint_id = configurable.get("checkpoint_id")
+    return thread, str(ns), None if checkpoint_id is None else str(checkpoint_id)
+
+
+def reduced(config: RunnableConfig) -> RunnableConfig:
+    """The config the inner saver sees: ids only."""
+    configurable = config.get("configurable") or {}
+    kept = {
+        k: configurable[k]
+        for k in ("thread_id", "checkpoint_ns", "checkpoint_id")
+        if configurable.get(k) is not None
+    }
+    if "thread_id" in kept:
+        kept["thread_id"] = str(kept["thread_id"])
+    return {"configurable": kept}
+
+
+class Opened:
+    """A checkpoint tuple read back, with the record it was checked against."""
+
+    __slots__ = ("detached", "parent_id", "tuple", "with_values")
+
+    def __init__(
+        self,
+        found: CheckpointTuple,
+        parent_id: str | None,
+        detached: bool,
+        with_values: list[str],
+    ) -> None:
+        self.tuple = found
+        self.parent_id = parent_id
+        self.detached = detached
+        self.with_values = with_values
+
+
+class Sealer:
+    """Seals what goes into one store and opens what comes out, for one identity."""
+
+    __slots__ = (
+        "_cache",
+        "_cipher",
+        "_identity",
+        "_indexed",
+        "_plaintext",
+        "_records",
+        "_serde",
+        "_store",
+    )
+
+    def __init__(
+        self,
+        serde: EncryptedSerializer,
+        identity: StoreIdentity,
+        indexed: Collection[str],
+        plaintext: Collection[str],
+    ) -> None:
+        if not is_locating(serde.cipher):
+            raise ConfigurationError("the serializer's cipher cannot bind values to their row")
+        self._serde = serde
+        self._cipher = cast(LocatingCipher, serde.cipher)
+        self._identity = identity
+        self._store = identity.store_id
+        self._indexed = frozenset(indexed)
+        self._plaintext = frozenset(plaintext)
+        self._records = JsonPlusSerializer()
+        self._cache: dict[tuple[str, str, str, str], tuple[Any, bytes]] = {}
+
+    @property
+    def identity(self) -> StoreIdentity:
+        return self._identity
+
+    # -- writing -------------------------------------------------------------------------
+
+    def seal_checkpoint(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        *,
+        detached: bool = False,
+        sealed_values: bool = False,
+    ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
+        """The inner ``put``'s config, checkpoint and metadata for this checkpoint.
+
+        ``sealed_values``: the values are cells already (a record being
+        resealed), kept as they are.
+        """
+        thread, ns, parent = ids(config)
+        full = dict(get_checkpoint_metadata(config, metadata))
+        structure: dict[str, Any] = {k: v for k, v in checkpoint.items() if k != "channel_values"}
+        values: dict[str, Any] = checkpoint.get("channel_values") or {}
+        versions: dict[str, Any] = structure.get("channel_versions") or {}
+        checkpoint_id = str(checkpoint["id"])
+        record = {
+            "c": structure,
+            "m": full,
+            "p": parent,
+            "vals": sorted(values),
+            "det": detached,
+        }
+        cells = (
+            dict(values)
+            if sealed_values
+            else {
+                ch: self._value_cell(thread, ns, ch, versions.get(ch), v)
+                for ch, v in values.items()
+            }
+        )
+        inner_structure = {k: v for k, v in structure.items() if k != "pending_sends"}
+        version = inner_structure.get("v")
+        if not isinstance(version, int) or version < 4:
+            # v < 4 rebuilds pending sends from the parent's writes: done here, on
+            # opened values, never by the inner saver on cells.
+            inner_structure["v"] = 4
+        inner_checkpoint = cast(Checkpoint, {**inner_structure, "channel_values": cells})
+        location = Location.checkpoint(thread, ns, checkpoint_id, None, b"").in_store(self._store)
+        inner_metadata = self._inner_metadata(full)
+        inner_metadata[RECORD_KEY] = _cell.to_text(self._seal_raw(_cell.RECORD, record, location))
+        inner_config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+        if parent is not None:
+            inner_config["configurable"]["checkpoint_id"] = parent
+        return inner_config, inner_checkpoint, cast(CheckpointMetadata, inner_metadata)
+
+    def seal_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str,
+    ) -> tuple[RunnableConfig, list[tuple[str, Any]]]:
+        thread, ns, checkpoint_id = ids(config)
+        if checkpoint_id is None:
+            raise ConfigurationError("put_writes needs configurable.checkpoint_id")
+        sealed: list[tuple[str, Any]] = []
+        for idx, (channel, value) in enumerate(writes):
+            position = WRITES_IDX_MAP.get(channel, idx)
+            location = Location.write(
+                thread, ns, checkpoint_id, task_id, task_path, position, channel
+            ).in_store(self._store)
+            type_tag, ciphertext = self._serde.dumps_typed_at(value, location)
+            sealed.append((channel, _cell.pack_write(type_tag, task_path, position, ciphertext)))
+        return reduced(config), sealed
+
+    def token(self, key: str, value: Any) -> str:
+        return self._identity.index.token(key, value)
+
+    def _inner_metadata(self, full: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        index = self._identity.index
+        for key, value in full.items():
+            if key in self._plaintext or (key == PARENTS and _ids_only(value)):
+                out[key] = value
+            elif key in self._indexed:
+                out[key] = index.token(key, value)
+        return out
+
+    def _value_cell(self, thread: str, ns: str, channel: str, version: Any, value: Any) -> bytes:
+        key = (thread, ns, channel, str(version))
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        location = Location.blob(thread, ns, channel, version).in_store(self._store)
+        type_tag, ciphertext = self._serde.dumps_typed_at(value, location)
+        cell = _cell.pack(_cell.VALUE, type_tag, ciphertext)
+        if len(self._cache) >= _MAX_CACHED:
+            # Values are immutable per (thread, namespace, channel, version); the cache
+            # only spares re-encrypting unchanged channels on the next put.
+            self._cache.pop(next(iter(self._cache)))
+        self._cache[key] = (value, cell)
+        return cell
+
+    def _seal_raw(self, kind: int, obj: Any, location: Location) -> bytes:
+        _, data = self._records.dumps_typed(obj)
+        cipher_name, ciphertext = self._cipher.encrypt_at(data, _RECORD_TAG, location.encode())
+        return _cell.pack(kind, f"{_RECORD_TAG}+{cipher_name}", ciphertext)
+
+    def _open_raw(self, cell: _cell.Cell, location: Location) -> Any:
+        inner, plus, cipher_name = cell.type_tag.rpartition("+")
+        if not plus or inner != _RECORD_TAG:
+            raise BindingError("a sealed record has a type tag secure_serde does not write")
+        route = self._serde.read_rule.route(cell.type_tag)
+        cipher = route.cipher
+        if cipher is None or not is_locating(cipher):
+            raise BindingError("a sealed record is not under a cipher that binds its place")
+        plaintext = cast(LocatingCipher, cipher).decrypt_at(
+            cipher_name, cell.ciphertext, _RECORD_TAG, location.encode()
+        )
+        return self._records.loads_typed((_RECORD_TAG, plaintext))
+
+    # -- reading -------------------------------------------------------------------------
+
+    def open(
+        self,
+        found: CheckpointTuple,
+        *,
+        channels: Iterable[str] | None = None,
+    ) -> Opened:
+        """``found`` as the application wrote it, or a typed refusal.
+
+        ``channels``: open only these channels' values and writes (a history
+        walk); ``None`` opens everything.
+        """
+        thread, ns, checkpoint_id = ids(found.config)
+        if checkpoint_id is None:
+            raise BindingError("the inner saver returned a checkpoint without its id")
+        location = Location.checkpoint(thread, ns, checkpoint_id, None, b"").in_store(self._store)
+        record = self._open_raw(
+            _cell.from_text(found.metadata.get(RECORD_KEY), _cell.RECORD), location
+        )
+        structure, metadata, parent, detached, with_values = _parse_record(record)
+        inner_parent = _parent_id(found)
+        if inner_parent is None and parent is not None and not detached:
+            raise HistoryError(
+                f"checkpoint {checkpoint_id!r} lost its parent pointer in the store (sealed"
+                f" parent {parent!r}): its history would end early"
+            )
+        if inner_parent != parent and not (inner_parent is None and detached):
+            raise BindingError(
+                f"checkpoint {checkpoint_id!r} was re-parented in the store (sealed parent"
+                f" {parent!r}, stored {inner_parent!r})"
+            )
+        self._check_plaintext(found.metadata, metadata)
+        wanted = None if channels is None else frozenset(channels)
+        checkpoint = cast(Checkpoint, dict(structure))
+        checkpoint["channel_values"] = self._open_values(
+            found, thread, ns, structure, with_values, wanted
+        )
+        writes = self._open_writes(found, thread, ns, checkpoint_id, wanted)
+        opened = CheckpointTuple(
+            found.config,
+            checkpoint,
+            cast(CheckpointMetadata, metadata),
+            found.parent_config,
+            writes,
+        )
+        return Opened(opened, inner_parent, detached, with_values)
+
+    def check_filter(self, opened: CheckpointTuple, checked: dict[str, Any]) -> None:
+        """A row the inner saver matched by token must hold the value in its sealed metadata."""
+        if checked and not matches(opened.metadata, checked):
+            raise BlindIndexError(
+                "the store returned a checkpoint for an indexed filter that its sealed metadata"
+                " does not satisfy: an index token was moved or rewritten",
+                key=", ".join(sorted(checked)),
+            )
+
+    def _check_plaintext(self, stored: Any, sealed: dict[str, Any]) -> None:
+        for key in (*self._plaintext, PARENTS):
+            if key == PARENTS and not _ids_only(sealed.get(key)):
+                continue
+            if stored.get(key) != sealed.get(key):
+                raise MetadataDowngradeError(
+                    f"the plaintext metadata key {key!r} differs from its sealed value",
+                    keys=(key,),
+                )
+
+    def _open_values(  # noqa: PLR0913 - the row, its place, and what to open
+        self,
+        found: CheckpointTuple,
+        thread: str,
+        ns: str,
+        structure: dict[str, Any],
+        with_values: list[str],
+        wanted: frozenset[str] | None,
+    ) -> dict[str, Any]:
+        stored = found.checkpoint.get("channel_values") or {}
+        versions = structure.get("channel_versions") or {}
+        values: dict[str, Any] = {}
+        for channel in with_values:
+            if wanted is not None and channel not in wanted:
+                continue
+            if channel not in stored:
+                raise BindingError(f"the value of channel {channel!r} is missing from the store")
+            cell = _cell.unpack(stored[channel], _cell.VALUE)
+            location = Location.blob(thread, ns, channel, versions.get(channel)).in_store(
+                self._store
+            )
+            values[channel] = self._serde.loads_typed_at((cell.type_tag, cell.ciphertext), location)
+        return values
+
+    def _open_writes(
+        self,
+        found: CheckpointTuple,
+        thread: str,
+        ns: str,
+        checkpoint_id: str,
+        wanted: frozenset[str] | None,
+    ) -> list[tuple[str, str, Any]]:
+        keyed: list[tuple[tuple[str, str, int], tuple[str, str, Any]]] = []
+        seen: set[tuple[str, int]] = set()
+        for task_id, channel, raw in found.pending_writes or ():
+            cell = _cell.unpack(raw, _cell.WRITE)
+            if (task_id, cell.idx) in seen:
+                raise BindingError("two pending writes claim the same task and index")
+            seen.add((task_id, cell.idx))
+            if wanted is not None and channel not in wanted:
+                continue
+            location = Location.write(
+                thread, ns, checkpoint_id, task_id, cell.task_path, cell.idx, channel
+            ).in_store(self._store)
+            value = self._serde.loads_typed_at((cell.type_tag, cell.ciphertext), location)
+            keyed.append(
+                (writes_sort_key(cell.task_path, task_id, cell.idx), (task_id, channel, value))
+            )
+        keyed.sort(key=lambda item: item[0])
+        return [write for _, write in keyed]
+
+    # -- moving, at the cipher level (nothing is deserialized) -----------------------------
+
+    def rebind(self, raw: Any, kind: int, source: Location, target: Location) -> bytes:
+        """A value or write cell re-encrypted from ``source`` to ``target``."""
+        cell = _cell.unpack(raw, kind)
+        route = self._serde.read_rule.route(cell.type_tag)
+        cipher = route.cipher
+        if cipher is None or not is_locating(cipher):
+            raise BindingError("a sealed cell is not under a cipher that binds its place")
+        plaintext = cast(LocatingCipher, cipher).decrypt_at(
+            route.cipher_name,
+            cell.ciphertext,
+            route.inner,
+            source.in_store(self._store).encode(),
+        )
+        name, ciphertext = self._cipher.encrypt_at(
+            plaintext, route.inner, target.in_store(self._store).encode()
+        )
+        tag = f"{route.inner}+{name}"
+        if kind == _cell.WRITE:
+            return _cell.pack_write(tag, cell.task_path, cell.idx, ciphertext)
+        return _cell.pack(kind, tag, ciphertext)
+
+
+def _parse_record(
+    record: Any,
+) -> tuple[dict[str, Any], dict[str, Any], str | None, bool, list[str]]:
+    if not isinstance(record, dict):
+        raise BindingError("a sealed record is not one secure_serde wrote")
+    structure, metadata = record.get("c"), record.get("m")
+    parent, detached, with_values = record.get("p"), record.get("det"), record.get("vals")
+    if (
+        not isinstance(structure, dict)
+        or not isinstance(metadata, dict)
+        or not (parent is None or isinstance(parent, str))
+        or not isinstance(detached, bool)
+        or not isinstance(with_values, list)
+        or not all(isinstance(c, str) for c in with_values)
+    ):
+        raise BindingError("a sealed record is not one secure_serde wrote")
+    return structure, metadata, parent, detached, with_values
+
+
+def _parent_id(found: CheckpointTuple) -> str | None:
+    parent = found.parent_config
+    if not parent:
+        return None
+    checkpoint_id = (parent.get("configurable") or {}).get("checkpoint_id")
+    return None if checkpoint_id is None else str(checkpoint_id)
+
+
+def _ids_only(value: Any) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    )
+
+
+def new_versions_of(checkpoint: Checkpoint) -> ChannelVersions:
+    """Versions of the channels holding a value: what a re-put must write blobs for."""
+    versions = checkpoint.get("channel_versions") or {}
+    return {ch: versions[ch] for ch in checkpoint.get("channel_values") or {} if ch in versions}
