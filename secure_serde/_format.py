@@ -9,9 +9,9 @@ A v1 ciphertext (cipher name ``aesgcm`` in the type tag) is::
     17      n     AES-256-GCM ciphertext of the inner serializer's bytes
     17+n    16    GCM tag
 
-33 bytes are added to every blob. New values are written in format v2
-(``_format_v2``: key commitment and a binding to the value's row); v1 stays
-readable. Like a Tink prefix, the version and the
+33 bytes are added to every blob. New values are written in format v3
+(``_format_v3``: a per-key commitment and a binding to the value's row);
+v1 and v2 (``_format_v2``) stay readable. Like a Tink prefix, the version and the
 key id tell the reader which key to use without trial decryption; unlike
 Tink's prefix they are authenticated, because the associated data, never
 stored and rebuilt on every read, is::
@@ -61,12 +61,13 @@ MAX_CIPHER_NAME: Final = 255
 
 _VERSION_BYTE: Final = bytes([VERSION])
 _V2: Final = 2
+_V3: Final = 3
 _VIEW_THRESHOLD: Final = 16 * 1024
 
 
 @dataclass(frozen=True)
 class HeaderV1:
-    """The parsed, not yet authenticated, header of a v1 (or v2) ciphertext."""
+    """The parsed, not yet authenticated, header of a v1 (or v2, or v3) ciphertext."""
 
     version: int
     key_id: bytes
@@ -126,11 +127,18 @@ def split(blob: Buffer) -> tuple[bytes, bytes, Buffer]:
 
 
 def parse_header(blob: Buffer) -> HeaderV1:
-    """Parse a v1 or v2 header for inspection; says nothing about authenticity.
+    """Parse a v1, v2 or v3 header for inspection; says nothing about authenticity.
 
-    Both versions of the ``aesgcm`` cipher start with a version byte and a
-    key id; the v2 layout is in ``_format_v2``.
+    Every version of the ``aesgcm`` cipher starts with a version byte and a
+    key id; the v2 layout is in ``_format_v2``, v3's in ``_format_v3``.
     """
+    if len(blob) > 0 and blob[0] == _V3:
+        from secure_serde import _format_v3  # a cycle at import time, as for v2
+
+        v3_header, _, v3_nonce, v3_sealed = _format_v3.split(blob)
+        return HeaderV1(
+            version=_V3, key_id=v3_header[1:], nonce=v3_nonce, sealed_size=len(v3_sealed)
+        )
     if len(blob) > 0 and blob[0] == _V2:
         from secure_serde import _format_v2  # a cycle at import time: v2 reuses v1's sizes
 

@@ -15,7 +15,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any, Final, NoReturn, Protocol, TypeAlias
 
-from cryptography.exceptions import InvalidTag as _InvalidTag
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes as _hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM as _AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF as _HKDF
@@ -37,6 +37,7 @@ __all__ = [
     "MODE_GCM",
     "AesGcm",
     "Buffer",
+    "InvalidTag",
     "SecretHolder",
     "hkdf_sha256",
     "legacy_open",
@@ -106,21 +107,28 @@ class AesGcm(Protocol):
     ``open(nonce, sealed, aad)`` returns the plaintext or raises
     `DecryptionError`. ``seal`` is an attribute rather than a method so that
     the write path calls OpenSSL's bound function itself, with no wrapper.
+    ``open_raw`` is the same for the read path: OpenSSL's bound decrypt,
+    which raises `InvalidTag` and accepts any nonce length from 8 to 128
+    bytes, for callers that have already sliced exactly 12 (the format v3
+    reader, whose slices are fixed after one length check).
     """
 
     seal: Callable[[bytes, Buffer, bytes], bytes]
+    open_raw: Callable[[bytes, Buffer, bytes], bytes]
 
     def open(self, nonce: bytes, sealed: Buffer, aad: bytes) -> bytes: ...
 
 
 class _OpenSslAesGcm(SecretHolder):
-    __slots__ = ("_aead", "seal")
+    __slots__ = ("_aead", "open_raw", "seal")
 
     seal: Callable[[bytes, Buffer, bytes], bytes]
+    open_raw: Callable[[bytes, Buffer, bytes], bytes]
 
     def __init__(self, key: bytes) -> None:
         self._aead = _AESGCM(key)
         self.seal = self._aead.encrypt
+        self.open_raw = self._aead.decrypt
 
     def open(self, nonce: bytes, sealed: Buffer, aad: bytes) -> bytes:
         # OpenSSL accepts 8..128-byte nonces; v1 has exactly 12, so refuse the rest.
@@ -128,7 +136,7 @@ class _OpenSslAesGcm(SecretHolder):
             raise DecryptionError(_AUTH_FAILED)
         try:
             return self._aead.decrypt(nonce, sealed, aad)
-        except _InvalidTag:
+        except InvalidTag:
             raise DecryptionError(_AUTH_FAILED) from None
 
 

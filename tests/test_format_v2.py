@@ -106,17 +106,24 @@ def test_vectors_follow_the_documented_layout(vector: dict[str, Any]) -> None:
     assert key_id.hex() == vector["key_id"]
 
 
-def test_overhead_is_49_bytes() -> None:
+def _v2(cipher: EnvKeyCipher | KeyRotationCipher, plaintext: bytes, context: str) -> bytes:
+    """A v2 value: no longer written (v3 is), but every v2 row must stay readable."""
+    return cipher.keyring._seal_with_nonce(plaintext, context, b"\x05" * 12)
+
+
+def test_overhead_is_49_bytes_and_large_v2_values_read_back() -> None:
     cipher = EnvKeyCipher(key=b"k" * 32)
     for size in (0, 1, 100, 70_000):
-        _, blob = cipher.encrypt(b"x" * size)
+        blob = _v2(cipher, b"x" * size, "")
         assert len(blob) == size + OVERHEAD == size + 49
         assert blob[0] == 2
+        assert cipher.decrypt("aesgcm", blob) == b"x" * size
+        assert cipher.decrypt("aesgcm", bytearray(blob)) == b"x" * size  # type: ignore[arg-type]
 
 
 def test_parse_header_reads_v2() -> None:
     cipher = EnvKeyCipher(key=b"k" * 32)
-    _, blob = cipher.encrypt(b"payload")
+    blob = _v2(cipher, b"payload", "")
     header = parse_header(blob)
     assert (header.version, header.key_id_hex) == (2, cipher.key_id)
     assert header.nonce == blob[5:17]
@@ -132,7 +139,7 @@ def test_split_refuses_every_short_length(size: int) -> None:
 def test_commitment_is_checked_before_decryption() -> None:
     """A blob whose commitment was changed is refused as such, not as a bad tag."""
     cipher = EnvKeyCipher(key=b"k" * 32)
-    _, blob = cipher.encrypt_bound(b"secret", "msgpack")
+    blob = _v2(cipher, b"secret", "msgpack")
     for at in range(17, 33):
         forged = bytearray(blob)
         forged[at] ^= 1
@@ -144,7 +151,7 @@ def test_a_commitment_made_under_another_key_is_refused() -> None:
     """Same key id slot, other key: the commitment names the key, so it fails first."""
     one = KeyRotationCipher({"a": b"a" * 32, "b": b"b" * 32}, primary="a")
     two = KeyRotationCipher({"a": b"a" * 32, "b": b"b" * 32}, primary="b")
-    _, blob = two.encrypt_bound(b"secret", "msgpack")
+    blob = _v2(two, b"secret", "msgpack")
     a_id = bytes.fromhex(one.keyring.primary.key_id_hex)
     relabelled = blob[:1] + a_id + blob[5:]
     with pytest.raises(DecryptionError, match="commitment"):

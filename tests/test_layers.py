@@ -3,7 +3,7 @@
 Layers, bottom to top; a module imports only from its own layer or lower ones:
 
 0. core: the byte formats and primitives (``_primitives``, ``_format``,
-   ``_format_v2``, ``_binding``, ``_keys``, ``_errors``, and helpers);
+   ``_format_v2``, ``_format_v3``, ``_binding``, ``_keys``, ``_errors``, and helpers);
 1. ``ciphers``;
 2. serializers: ``_serializer``, the read rule, ``_compress``, ``_strict``,
    ``_trust``, ``_migration``, ``_langgraph`` and ``pickling``;
@@ -42,6 +42,7 @@ CORE: Final = frozenset(
         "_errors",
         "_format",
         "_format_v2",
+        "_format_v3",
         "_keys",
         "_lazy",
         "_primitives",

@@ -29,8 +29,10 @@ from tests import strategies as cs
 KEY = b"0" * 32
 CIPHER_NAME = "aesgcm"
 # Format v1: version (1) + key id (4) + nonce (12) + GCM tag (16).
-# Format v2: version, key id, nonce, key commitment, GCM tag.
+# Formats v2 and v3: version, key id, nonce, key commitment, GCM tag (v3 writes the
+# per-key commitment before the nonce).
 OVERHEAD = 1 + 4 + 12 + 16 + 16
+NONCE = slice(1 + 4 + 16, 1 + 4 + 16 + 12)
 
 # Nested pydantic models and messages are slow to draw; that is expected here.
 SLOW_OK = (HealthCheck.too_slow, HealthCheck.data_too_large)
@@ -185,7 +187,9 @@ def test_two_encryptions_differ_and_both_decrypt(value: Any) -> None:
     first, second = serde.dumps_typed(value), serde.dumps_typed(value)
     assert first[0] == second[0]
     assert first[1] != second[1]
-    assert first[1][5:17] != second[1][5:17], "nonce reused"
+    assert first[1][NONCE] != second[1][NONCE], "nonce reused"
+    # The per-key part (version, key id, commitment) is the same in both.
+    assert first[1][: NONCE.start] == second[1][: NONCE.start]
     plain = plain_roundtrip(value)
     cs.assert_same(serde.loads_typed(first), plain)
     cs.assert_same(serde.loads_typed(second), plain)
@@ -219,7 +223,7 @@ def test_overhead_is_exactly_49_bytes(value: Any) -> None:
     _, blob = serde.dumps_typed(value)
     plain_tag, plain_bytes = PLAIN.dumps_typed(value)
     assert len(blob) == len(plain_bytes) + OVERHEAD
-    assert blob[0] == 2
+    assert blob[0] == 3
     assert blob[1:5] == bytes.fromhex(serde.cipher.key_id)  # type: ignore[attr-defined]
     # The encrypted bytes are exactly plain JsonPlus's bytes.
     assert serde.cipher.decrypt_bound(CIPHER_NAME, blob, plain_tag) == bytes(plain_bytes)

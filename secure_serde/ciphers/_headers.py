@@ -3,8 +3,8 @@
 Nothing here is authenticated: a header names the key id and format
 version its writer claims, which is what audit groups values by before (or
 instead of) decrypting them. Whether a format *can* carry a binding to the
-value's row is a property of its version alone (``aesgcm`` and ``kms``
-format v2); whether one value *is* bound is decided only by decrypting it
+value's row is a property of its version alone (``aesgcm`` formats v2 and
+v3, ``kms`` format v2); whether one value *is* bound is decided only by decrypting it
 at its location, since the location is bound into the associated data and
 never stored.
 """
@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from secure_serde import _format, _format_v2
+from secure_serde import _format, _format_v2, _format_v3
 from secure_serde._errors import DecryptionError
 from secure_serde._primitives import Buffer
 from secure_serde.ciphers import _kms_format
@@ -25,9 +25,13 @@ __all__ = ["StoredHeader", "current_test", "read_header"]
 
 _PROBE_CONTEXT: Final = "secure_serde/rewrap-probe"
 
-# The ciphers whose format v2 binds a value to its row (format v1 never does).
+# The cipher formats that bind a value to its row (format v1 never does).
 _BINDING_FORMATS: Final = frozenset(
-    {(_format.CIPHER_NAME, _format_v2.VERSION), (_kms_format.CIPHER_NAME, _kms_format.VERSION_V2)}
+    {
+        (_format.CIPHER_NAME, _format_v2.VERSION),
+        (_format.CIPHER_NAME, _format_v3.VERSION),
+        (_kms_format.CIPHER_NAME, _kms_format.VERSION_V2),
+    }
 )
 
 
@@ -41,7 +45,7 @@ class StoredHeader:
 
     @property
     def can_bind(self) -> bool:
-        """Whether this format can carry a binding to the value's row (format v2)."""
+        """Whether this format can carry a binding to the value's row (v2, v3)."""
         return (self.cipher, self.format_version) in _BINDING_FORMATS
 
 

@@ -1,7 +1,7 @@
-"""The AES-GCM recipe (formats v1 and v2) over a set of keys, shared by every key-holding cipher.
+"""The AES-GCM recipe (formats v1, v2, v3) over a set of keys, shared by every key-holding cipher.
 
-One key encrypts (the primary), in format v2 (``_format_v2``); v1 stays
-readable. Decryption reads the key id from the header and uses that key
+One key encrypts (the primary), in format v3 (``_format_v3``); v1 and v2
+stay readable. Decryption reads the key id from the header and uses that key
 alone, as Tink does, instead of trying each key as MultiFernet does; a
 retired key is refused by key id and label.
 """
@@ -13,7 +13,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from secure_serde import _format, _format_v2
+from secure_serde import _format, _format_v2, _format_v3
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -22,7 +22,7 @@ from secure_serde._errors import (
     UnboundValueError,
 )
 from secure_serde._keys import Key
-from secure_serde._primitives import GCM_NONCE_SIZE, Buffer, SecretHolder
+from secure_serde._primitives import GCM_NONCE_SIZE, Buffer, InvalidTag, SecretHolder
 
 __all__ = ["Keyring"]
 
@@ -30,12 +30,64 @@ __all__ = ["Keyring"]
 # stream of forged tags on the read path from growing the cache. Locations
 # are per row, so they are appended to the cached part, never cached.
 _AAD_CACHE_LIMIT: Final = 64
+# Format v3's fixed slices (see _format_v3), as plain module constants.
+_V3: Final = _format_v3.VERSION
+_V3_KEYED: Final = _format_v3.KEYED_SIZE
+_V3_PREFIX: Final = _format_v3.PREFIX_SIZE
+_V3_OVERHEAD: Final = _format_v3.OVERHEAD
+# Below this size a bytes blob is sliced (a copy); above, AES gets a view.
+_VIEW_THRESHOLD: Final = 16 * 1024
+_AUTH_FAILED: Final = "ciphertext failed authentication"
+_MOVED: Final = (
+    "value does not authenticate at this location: it was moved, copied or tampered with"
+)
+
+
+class _V3Key(SecretHolder):
+    """One readable key's format v3 state, computed once: the hot path's only lookups.
+
+    ``keyed`` is version, key id and the per-key commitment (`_format_v3`),
+    the first 21 bytes of every value under the key; ``aads`` maps an inner
+    type tag to the associated data before the location, which for v3
+    depends only on the key and the tag.
+    """
+
+    __slots__ = ("aads", "header", "keyed", "name", "open_raw", "seal")
+
+    def __init__(self, key: Key, name: bytes) -> None:
+        self.header = _format_v3.encode_header(key.key_id)
+        self.keyed = self.header + key.commitment.tag(_format_v3.commitment_input(key.key_id))
+        self.name = name
+        self.seal = key.aead.seal
+        self.open_raw = key.aead.open_raw
+        self.aads: dict[str, bytes] = {}
+
+    def aad(self, context: str) -> bytes:
+        """The associated data before the location, cached for a bounded number of tags."""
+        aad = self.aads.get(context)
+        if aad is None:
+            aad = self.keyed + _format_v3.aad_suffix(self.name, context.encode("utf-8"))
+            if len(self.aads) < _AAD_CACHE_LIMIT:
+                self.aads[context] = aad
+        return aad
+
+    def __repr__(self) -> str:
+        return f"<_V3Key {_format.key_id_hex(self.header[1:])}>"
 
 
 class Keyring(SecretHolder):
     """Seal with the primary key, open with the key the header names."""
 
-    __slots__ = ("_aad_cache", "_by_id", "_name", "_primary", "_primary_header", "_retired")
+    __slots__ = (
+        "_aad_cache",
+        "_by_id",
+        "_name",
+        "_primary",
+        "_primary_header",
+        "_retired",
+        "_v3_by_keyed",
+        "_v3_primary",
+    )
 
     def __init__(
         self,
@@ -65,6 +117,15 @@ class Keyring(SecretHolder):
         self._name = cipher_name.encode("ascii")
         self._primary_header = _format_v2.encode_header(primary.key_id)
         self._aad_cache: dict[str, bytes] = {}
+        # Format v3 state per readable key, by its 21 keyed bytes (version, key
+        # id, commitment). Retired keys are left out, so a hit is a key that may
+        # open values and whose commitment the value carries.
+        self._v3_primary = _V3Key(primary, self._name)
+        self._v3_by_keyed: dict[bytes, _V3Key] = {self._v3_primary.keyed: self._v3_primary}
+        for key_id, key in by_id.items():
+            if key is not primary and key_id not in self._retired:
+                state = _V3Key(key, self._name)
+                self._v3_by_keyed[state.keyed] = state
 
     @property
     def primary(self) -> Key:
@@ -96,23 +157,33 @@ class Keyring(SecretHolder):
         return suffix
 
     def seal(self, plaintext: Buffer, context: str, location: bytes = b"") -> bytes:
-        """A v2 ciphertext under the primary key, bound to ``context`` and ``location``."""
+        """A v3 ciphertext under the primary key, bound to ``context`` and ``location``."""
         # The hot path of every checkpoint write: kept flat on purpose.
-        committed = self._primary_header + os.urandom(GCM_NONCE_SIZE)
-        commitment = self._primary.commitment.tag(committed)
-        aad = (
-            self._primary_header
-            + commitment
-            + (self._aad_cache.get(context) or self._suffix(context))
-            + location
-        )
-        return committed + commitment + self._primary.aead.seal(committed[5:], plaintext, aad)
+        state = self._v3_primary
+        nonce = os.urandom(GCM_NONCE_SIZE)
+        aad = state.aads.get(context) or state.aad(context)
+        return b"".join((state.keyed, nonce, state.seal(nonce, plaintext, aad + location)))
+
+    def _seal_v3_with_nonce(
+        self, plaintext: Buffer, context: str, nonce: bytes, location: bytes = b""
+    ) -> bytes:
+        """`seal` with a caller-chosen nonce: for the frozen v3 test vectors only.
+
+        Reusing a nonce under one key breaks GCM's confidentiality and
+        authenticity, so nothing outside the tests may call this.
+        """
+        if len(nonce) != GCM_NONCE_SIZE:
+            raise ValueError("GCM nonces are 12 bytes")
+        state = self._v3_primary
+        aad = state.aad(context) + location
+        return state.keyed + nonce + state.seal(nonce, plaintext, aad)
 
     def _seal_with_nonce(
         self, plaintext: Buffer, context: str, nonce: bytes, location: bytes = b""
     ) -> bytes:
-        """`seal` with a caller-chosen nonce: for frozen test vectors only.
+        """A format v2 ciphertext with a caller-chosen nonce: for the frozen v2 vectors only.
 
+        v2 is no longer written, but stays readable; its vectors pin both.
         Reusing a nonce under one key breaks GCM's confidentiality and
         authenticity, so nothing outside the tests may call this.
         """
@@ -146,7 +217,7 @@ class Keyring(SecretHolder):
     def open(
         self, blob: Buffer, context: str, location: bytes = b"", *, require_binding: bool = False
     ) -> bytes:
-        """Authenticate and decrypt a v1 or v2 ciphertext.
+        """Authenticate and decrypt a v1, v2 or v3 ciphertext.
 
         Raises:
             UnboundValueError: ``require_binding`` is set and the blob is v1,
@@ -155,7 +226,32 @@ class Keyring(SecretHolder):
                 authenticate there (moved, copied or tampered).
             DecryptionError: anything else that fails (see `_format`).
         """
-        if len(blob) > 0 and blob[0] == _format_v2.VERSION:
+        size = len(blob)
+        if size >= _V3_OVERHEAD and blob[0] == _V3:
+            # The hot path of every read: one length check, then fixed slices.
+            # The lookup by version, key id and commitment together is the
+            # commitment check, before any decryption (see _format_v3).
+            if type(blob) is bytes and size < _VIEW_THRESHOLD:
+                state = self._v3_by_keyed.get(blob[:_V3_KEYED])
+                nonce = blob[_V3_KEYED:_V3_PREFIX]
+                sealed: Buffer = blob[_V3_PREFIX:]
+            else:
+                view = memoryview(blob)
+                state = self._v3_by_keyed.get(bytes(view[:_V3_KEYED]))
+                nonce = bytes(view[_V3_KEYED:_V3_PREFIX])
+                sealed = view[_V3_PREFIX:]
+            if state is None:
+                raise self._v3_refusal(blob)
+            try:
+                return state.open_raw(
+                    nonce, sealed, (state.aads.get(context) or state.aad(context)) + location
+                )
+            except InvalidTag:
+                pass  # raised below, outside the handler, with no chained context
+            if location:
+                raise BindingError(_MOVED)
+            raise DecryptionError(_AUTH_FAILED)
+        if size > 0 and blob[0] == _format_v2.VERSION:
             return self._open_v2(blob, context, location)
         if require_binding:
             raise UnboundValueError("a format v1 value carries no binding to its row")
@@ -183,9 +279,13 @@ class Keyring(SecretHolder):
             return key.aead.open(parts.nonce, parts.sealed, aad)
         except DecryptionError:
             pass  # raised below, outside the handler, with no chained context
-        raise BindingError(
-            "value does not authenticate at this location: it was moved, copied or tampered with"
-        )
+        raise BindingError(_MOVED)
+
+    def _v3_refusal(self, blob: Buffer) -> DecryptionError:
+        """Why a v3 blob's header names no readable key: unknown, retired, or a bad commitment."""
+        header, _, _, _ = _format_v3.split(blob)  # the length was checked: a view, no copy
+        self._key(header[1:])  # raises UnknownKeyError or RetiredKeyError
+        return DecryptionError("key commitment does not match the key")
 
     def __repr__(self) -> str:
         return (

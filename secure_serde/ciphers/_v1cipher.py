@@ -1,6 +1,6 @@
 """`V1Cipher`: the surface shared by the ciphers that write the ``aesgcm`` formats from a `Keyring`.
 
-(The name is historical: they write format v2 now, and read v1 and v2.)
+(The name is historical: they write format v3 now, and read v1, v2 and v3.)
 
 `EnvKeyCipher` and `KeyRotationCipher` differ only in where their keys come
 from and in how they police legacy rows; encrypting, decrypting and the

@@ -187,7 +187,7 @@ def test_clean_store_exits_zero(
     rows = sqlite_rows(store, GOOD[0]) + sqlite_rows(store, GOOD[1])
     code, out, err = audit(capsys, str(store))
     assert code == 0, out + err
-    group_line = f"aesgcm key id {key_id(KEY_A)} (env) format v2"
+    group_line = f"aesgcm key id {key_id(KEY_A)} (env) format v3"
     assert f"{group_line}: {rows:,} ({rows:,} under the primary" in out
     assert "findings: 0" in out
     code, document = audit_json(capsys, str(store))
@@ -211,7 +211,7 @@ def test_mixed_store_every_finding_counted(
     assert cells["empty"] == 0
 
     a = group(document, "aesgcm", key_id(KEY_A))
-    assert (a["key_label"], a["format_version"], a["legacy"]) == ("env", 2, False)
+    assert (a["key_label"], a["format_version"], a["legacy"]) == ("env", 3, False)
     assert (a["count"], a["readable"], a["current"], a["failed"]) == (good, good - 1, good - 1, 1)
     c = group(document, "aesgcm", key_id(KEY_C))
     assert (c["key_label"], c["count"], c["readable"], c["failed"]) == (None, unknown, 0, unknown)
