@@ -32,6 +32,14 @@ DEFAULT_BATCH_SIZE: Final = 500
 KeyValue = str | int
 
 
+# The reserved thread of SealedSaver's store identity (secure_serde/sealing/_identity.py).
+SEALED_STORE_THREAD: Final = "__secure_serde_store__"
+SEALED_STORE_REFUSAL: Final = (
+    "is sealed by secure_serde.SealedSaver (it holds a store identity): this command reads"
+    " the 0.3 row layout and does not apply to it. Open it with SealedSaver"
+)
+
+
 class StoreError(SecureSerdeError):
     """A store could not be opened, read or written (not a per-row decryption problem).
 
@@ -222,6 +230,19 @@ class Store(abc.ABC):
 
     @abc.abstractmethod
     def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def holds_thread(self, thread_id: str) -> bool:
+        """Whether the ``checkpoints`` table has a row of ``thread_id``."""
+
+    def sealed_by_saver(self) -> bool:
+        """Whether `secure_serde.SealedSaver` keeps its store identity here.
+
+        Such a store holds only sealed cells, in a layout the passes over
+        this table layout (rewrap, bind, audit, inspect) do not read. They
+        refuse it rather than take its rows for unsealed ones.
+        """
+        return self.holds_thread(SEALED_STORE_THREAD)
 
     def iter_cells(
         self, batch_size: int = DEFAULT_BATCH_SIZE, thread_range: ThreadRange = ALL_THREADS

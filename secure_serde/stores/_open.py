@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Final
 
 from secure_serde._scrub import scrubbed
-from secure_serde.stores._base import Store, StoreError
+from secure_serde.stores._base import SEALED_STORE_REFUSAL, Store, StoreError
 from secure_serde.stores._dsn import looks_like_conninfo, url_scheme
 
 __all__ = ["POSTGRES_SCHEMES", "open_store"]
@@ -27,22 +27,35 @@ def open_store(location: str | os.PathLike[str] | Store) -> Store:
     SQLite file, which is never created. A `Store` is returned as it is.
     Other URL schemes (``mysql://``) and libpq ``key=value`` strings are
     refused by what they are, never echoed: they may hold a password.
-    Raises `StoreError` when the store cannot be opened or holds no
-    langgraph checkpoint tables.
+    Raises `StoreError` when the store cannot be opened, holds no
+    langgraph checkpoint tables, or is sealed by `secure_serde.SealedSaver`
+    (whose layout the passes over this one do not read).
     """
     if isinstance(location, Store):
         return location
     if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
         from secure_serde.stores._postgres import PostgresStore
 
-        return PostgresStore(location)
+        return _refuse_sealed(PostgresStore(location))
     if not isinstance(location, (str, os.PathLike)):
         raise StoreError(f"a store is a path or a postgresql:// URL, not {type(location).__name__}")
     if isinstance(location, str) and not Path(location).exists():
         _refuse_other_forms(location)
     from secure_serde.stores._sqlite import SqliteStore
 
-    return SqliteStore(Path(location))
+    return _refuse_sealed(SqliteStore(Path(location)))
+
+
+def _refuse_sealed(store: Store) -> Store:
+    try:
+        sealed = store.sealed_by_saver()
+    except BaseException:
+        store.close()
+        raise
+    if sealed:
+        store.close()
+        raise StoreError(f"{store.display} {SEALED_STORE_REFUSAL}")
+    return store
 
 
 def _refuse_other_forms(location: str) -> None:

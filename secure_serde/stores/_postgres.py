@@ -249,6 +249,10 @@ class PostgresStore(Store):
         highs: list[str | None] = [*bounds, None]
         return [ThreadRange(low, high) for low, high in zip(lows, highs, strict=True)]
 
+    def holds_thread(self, thread_id: str) -> bool:
+        query = sql.SQL("SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1")
+        return bool(self._fetch(query, [thread_id]))
+
     def _fetch(self, query: Any, params: Sequence[Any], *, one: bool = False) -> list[Any]:
         try:
             cursor = self._conn.execute(query, params)

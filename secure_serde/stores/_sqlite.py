@@ -249,6 +249,10 @@ class SqliteStore(Store):
         # One writer at a time: splitting a SQLite file buys nothing.
         return [ALL_THREADS]
 
+    def holds_thread(self, thread_id: str) -> bool:
+        query = "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1"
+        return self._execute(query, [thread_id]).fetchone() is not None
+
     def _execute(self, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
         try:
             return self._conn.execute(sql, params)
