@@ -7,7 +7,8 @@ Layers, bottom to top; a module imports only from its own layer or lower ones:
 1. ``ciphers``;
 2. serializers: ``_serializer``, the read rule, ``_compress``, ``_strict``,
    ``_trust``, ``_migration``, ``_langgraph`` and ``pickling``;
-3. ``stores``: the database layout and access, keyless;
+3. ``stores``: the database layout and access, keyless; beside it, ``sealing``
+   (`SealedSaver`, on langgraph's public API only); neither imports the other;
 4. ``savers`` and ``_rewrap``, side by side: neither imports the other;
 5. ``config``;
 6. ``cli``, which imports only public names: never a ``_``-prefixed module
@@ -59,6 +60,7 @@ RANKS: Final = {
     "ciphers": 1,
     "serializer": 2,
     "stores": 3,
+    "sealing": 3,
     "savers": 4,
     "_rewrap": 4,
     "config": 5,
