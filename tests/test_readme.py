@@ -9,6 +9,8 @@ import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
+
 
 from tests.fixtures_services import PostgresServer, pg_dump
 
@@ -73,3 +75,32 @@ def test_production_recipe_runs_as_written(
     dump = pg_dump(postgres_server, postgres_url)
     assert b"4111 1111" not in dump
     assert b"customer-42" in dump  # the dump is real: ids are stored in clear
+
+
+def test_the_seal_any_saver_example_runs_and_seals() -> None:
+    ((kind, code),) = _blocks(_section("Seal any saver"))
+    assert kind == "python"
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's own example
+    inner = namespace["saver"].inner
+    stored = repr((inner.storage, inner.blobs, inner.writes)).encode()
+    for canary in (b"4111 1111", b"sk-live-1", b"alice"):
+        assert canary not in stored
+    # The same graph on the bare saver stores all three: the check above can fail.
+    sealed = 'SealedSaver(InMemorySaver(), serde=serde, indexed_metadata=["user_id"])'
+    bare = code.replace(sealed, "InMemorySaver()").replace("saver.setup()", "")
+    assert sealed in code
+    exposed: dict[str, Any] = {}
+    exec(compile(bare, "README.md", "exec"), exposed)  # noqa: S102 - the README's own example
+    metadata = b"".join(blob for _, blob in _metadata_blobs(exposed["saver"]))
+    assert b"sk-live-1" in metadata
+    assert b"alice" in metadata
+
+
+def _metadata_blobs(saver: Any) -> list[tuple[str, bytes]]:
+    return [
+        metadata
+        for by_ns in saver.storage.values()
+        for by_id in by_ns.values()
+        for _, metadata, _ in by_id.values()
+    ]
