@@ -11,7 +11,6 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-
 from tests.fixtures_services import PostgresServer, pg_dump
 
 ROOT = Path(__file__).resolve().parents[1]
