@@ -1,5 +1,9 @@
 """The ``secure-serde`` console script: one module per subcommand.
 
+No argument shaped like a key is printed back, by any command, in any
+output or error: `main` applies that one rule to every argument (see
+`secure_serde.cli._args`).
+
 Each subcommand module exposes ``register(subparsers)``, which adds its
 parser and sets ``func`` to a callable taking the parsed arguments and
 returning the exit code.
@@ -12,15 +16,28 @@ appear in ``--help`` by name and summary alone, from `_SUBCOMMANDS`.
 from __future__ import annotations
 
 import argparse
+import base64
+import binascii
 import importlib
+import json
 import os
+import re
 import sys
-from collections.abc import Sequence
-from typing import Final
+import traceback
+from collections.abc import Collection, Iterable, Sequence
+from typing import Any, Final, TextIO
 
 from secure_serde._errors import SecureSerdeError
 
-__all__ = ["build_parser", "main"]
+__all__ = [
+    "NOT_SHOWN",
+    "RedactingStream",
+    "build_parser",
+    "hidden_arguments",
+    "is_key_shaped",
+    "main",
+    "option_strings",
+]
 
 # name -> (module, one-line help); each help must equal the one its module's
 # register() gives, which tests/test_import_light.py checks.
@@ -43,6 +60,118 @@ _SUBCOMMANDS: Final = {
         "decrypt and show a checkpoint, or a thread's history, for time-travel debugging",
     ),
 }
+
+
+NOT_SHOWN: Final = "<argument not shown: it has the shape of a key>"
+# As secure_serde._keys (not imported: the command's start-up stays light).
+_KEY_SIZES: Final = frozenset({16, 24, 32})
+_ENCODED_PREFIX: Final = "base64:"
+_HEX: Final = re.compile(r"[0-9a-fA-F]+")
+_BASE64: Final = re.compile(r"[A-Za-z0-9+/]+={0,2}|[A-Za-z0-9_-]+={0,2}")
+
+
+def is_key_shaped(text: str) -> bool:
+    """True when ``text`` could be a key, in any form someone might paste one."""
+    core = text.strip()
+    if core.startswith(_ENCODED_PREFIX):
+        return True
+    if len(core.encode("utf-8", "surrogatepass")) in _KEY_SIZES:
+        return True
+    if _HEX.fullmatch(core) and len(core) % 2 == 0 and len(core) // 2 in _KEY_SIZES:
+        return True
+    if _BASE64.fullmatch(core):
+        body = core.rstrip("=")
+        padded = body + "=" * (-len(body) % 4)
+        altchars = b"-_" if ("-" in body or "_" in body) else None
+        try:
+            decoded = base64.b64decode(padded, altchars=altchars, validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        return len(decoded) in _KEY_SIZES
+    return False
+
+
+def option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of ``parser`` and of the subcommand parsers under it."""
+    found: set[str] = set()
+    todo = [parser]
+    while todo:
+        current = todo.pop()
+        for action in current._actions:
+            found.update(action.option_strings)
+            if isinstance(action, argparse._SubParsersAction):
+                todo.extend(action.choices.values())
+    return found
+
+
+def hidden_arguments(argv: Iterable[str], options: Collection[str]) -> list[str]:
+    """The arguments of ``argv`` that must not be printed: each key-shaped one.
+
+    ``--option=VALUE`` is looked at as its value, and the command's own
+    option names (``options``) never count.
+    """
+    hidden = []
+    for arg in argv:
+        candidates = [arg]
+        if arg.startswith("-") and "=" in arg:
+            name, value = arg.split("=", 1)
+            candidates = [value] if name in options else [arg, value]
+        elif arg in options:
+            continue
+        hidden += [c for c in candidates if c.strip() and is_key_shaped(c)]
+    return hidden
+
+
+def _forms(text: str) -> set[str]:
+    """The ways a message may quote ``text``: as typed, stripped, repr, JSON, terminal, path."""
+    from secure_serde.cli._pretty import for_terminal
+
+    forms = set()
+    for value in {text, text.strip()}:
+        forms |= {value, repr(value)[1:-1], json.dumps(value)[1:-1], for_terminal(value)}
+        forms.add(json.dumps(value, ensure_ascii=False)[1:-1])
+        if value and "\x00" not in value:
+            forms.add(os.path.normpath(value))
+    return {f for f in forms if f.strip()}
+
+
+class RedactingStream:
+    """A text stream that writes `NOT_SHOWN` in place of every form of the hidden arguments.
+
+    Every other attribute (``fileno``, ``isatty``, ``flush``, ``encoding``)
+    is the wrapped stream's. Each ``write`` is redacted on its own: the CLI
+    writes every string through ``print``, ``json.dump`` or ``write``,
+    which never split a string across calls.
+    """
+
+    def __init__(self, stream: TextIO, hidden: Iterable[str]) -> None:
+        forms: set[str] = set()
+        for text in hidden:
+            forms |= _forms(text)
+        # Longest first: a form inside a longer one must not leave the rest behind.
+        self._forms = sorted(forms, key=len, reverse=True)
+        self._stream = stream
+
+    @property
+    def wrapped(self) -> TextIO:
+        return self._stream
+
+    def redact(self, text: str) -> str:
+        for form in self._forms:
+            if form in text:
+                text = text.replace(form, NOT_SHOWN)
+        return text
+
+    def write(self, text: str) -> int:
+        self._stream.write(self.redact(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
@@ -72,7 +201,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     # own but -h); anything else is help or a usage error, which needs no module.
     first = args_list[0] if args_list else ""
     only = first if first in _SUBCOMMANDS else ""
-    args = build_parser(only).parse_args(args_list)
+    parser = build_parser(only)
+    # One rule for every argument (see _args): a key-shaped one is never printed back.
+    hidden = hidden_arguments(args_list, option_strings(parser))
+    if not hidden:
+        return _run(parser, args_list)
+    saved = sys.stdout, sys.stderr
+    sys.stdout = RedactingStream(saved[0], hidden)
+    sys.stderr = RedactingStream(saved[1], hidden)
+    try:
+        return _run(parser, args_list)
+    except Exception:  # noqa: BLE001 - a crash's traceback is printed here, through the redaction
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _run(parser: argparse.ArgumentParser, args_list: list[str]) -> int:
+    args = parser.parse_args(args_list)
     try:
         code: int = args.func(args)
     except BrokenPipeError:

@@ -30,6 +30,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.label is not None:
+        # Imported here: a bare `keygen` loads no module but its own (tests/test_import_light.py).
+        from secure_serde.cli._args import check_label
+
+        check_label(args.label)
     key = generate_encoded_key()
     if args.label is None:
         print(key)

@@ -40,6 +40,7 @@ from secure_serde._errors import ConfigurationError, KeyringFileError
 from secure_serde._keys import generate_encoded_key, shown_label
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
+from secure_serde.cli._args import check_label
 from secure_serde.cli._renamed import add_label_option
 
 __all__ = ["register"]
@@ -107,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _new(path: Path, label: str) -> int:
+    check_label(label)
     if os.path.lexists(path) and not path.is_symlink():
         raise ConfigurationError(f"{path} already exists; use 'keyring add' to extend it")
     target = edit_target(path)
@@ -122,6 +124,7 @@ def _new(path: Path, label: str) -> int:
 
 
 def _add(config: dict[str, Any], label: str) -> str:
+    check_label(label)
     keys = config.setdefault("keys", {})
     if label in keys or label == _ENV_LABEL:
         raise ConfigurationError(f"label {shown_label(label)} is already taken")
