@@ -13,7 +13,8 @@ rows are always format v1.
 from __future__ import annotations
 
 import logging
-from typing import Final
+import threading
+from typing import Final, NoReturn
 
 from secure_serde._errors import ConfigurationError, DecryptionError
 from secure_serde._primitives import (
@@ -40,10 +41,29 @@ MISSING_PYCRYPTODOME: Final = (
 )
 
 
+# Said once per process, when the first legacy row is met: a store without
+# such rows, which most are, never logs it (issue 22).
+_MISSING_SAID: Final = threading.Event()
+_MISSING_LOCK: Final = threading.Lock()
+_MISSING_ROW: Final = (
+    f"this row was written by langgraph's built-in encryption (cipher {LEGACY_CIPHER_NAME!r}),"
+    " and reading it needs pycryptodome: pip install 'secure-serde[pycryptodome]'"
+)
+
+
+def _missing_pycryptodome() -> NoReturn:
+    with _MISSING_LOCK:
+        first = not _MISSING_SAID.is_set()
+        _MISSING_SAID.set()
+    if first:
+        logger.warning(MISSING_PYCRYPTODOME)
+    raise DecryptionError(_MISSING_ROW)
+
+
 class LegacyAesReader(SecretHolder):
     """Decrypts langgraph built-in rows under one key and AES mode."""
 
-    __slots__ = ("_key", "_mode")
+    __slots__ = ("_key", "_mode", "_supported")
 
     @scrubbed
     def __init__(self, key: bytes, mode: int) -> None:
@@ -52,9 +72,9 @@ class LegacyAesReader(SecretHolder):
                 f"mode={mode!r}: langgraph's built-in cipher only ever wrote readable rows"
                 " with AES.MODE_EAX (the default) or AES.MODE_GCM"
             )
-        if not legacy_supported():
-            # Said now, not at the first old row, which may come weeks into production.
-            logger.warning(MISSING_PYCRYPTODOME)
+        # Asked now, said only when a legacy row is met (`open`): warning at every
+        # construction made every run log it, whether or not the store held such a row.
+        self._supported = legacy_supported()
         self._key = key
         self._mode = mode
 
@@ -68,6 +88,8 @@ class LegacyAesReader(SecretHolder):
         return LEGACY_MODE_NAMES[self._mode]
 
     def open(self, blob: Buffer) -> bytes:
+        if not self._supported:
+            _missing_pycryptodome()
         view = memoryview(blob)
         if len(view) < _NONCE_SIZE + _TAG_SIZE:
             raise DecryptionError("ciphertext is truncated")
