@@ -184,6 +184,9 @@ class KmsEnvelopeCipher(SecretHolder):
         "_unwrap_lock",
     )
 
+    # A key pasted into kms_key=, decrypt_kms_keys= or the context by mistake, and the
+    # credentials botocore reads for a client: no error leaves them in a frame local.
+    @scrubbed
     def __init__(  # noqa: PLR0913 - public constructor: the cache limits are explicit by design
         self,
         kms_key: str | None = None,
