@@ -12,7 +12,10 @@ that matches a passed pickle is a SHA-256 second preimage). Only passes are
 remembered; a refused pickle is scanned, and refused, every time.
 
 The restricted unpickler still checks everything at run time: the cache
-spares the static proof, never the run-time layer.
+spares the static proof, never the run-time layer. With each pass the cache
+keeps the pickle's `Layout` (where its BUILD opcodes are), which the
+unpickler needs to route every BUILD to its run-time check; an entry without
+one makes the unpickler find them again (`_scan.locate`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Final
 
 from cryptography.hazmat.primitives import hashes
 
-from secure_serde.pickling._scan import Admission, scan
+from secure_serde.pickling._scan import Admission, Layout, scan
 
 __all__ = ["MAX_ENTRIES", "ScanVerdicts"]
 
@@ -42,23 +45,27 @@ class ScanVerdicts:
     __slots__ = ("_lock", "_max", "_passed")
 
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
-        self._passed: dict[tuple[Admission, bytes], None] = {}
+        self._passed: dict[tuple[Admission, bytes], Layout | None] = {}
         self._lock = threading.Lock()
         self._max = max_entries
 
-    def scan(self, data: bytes, admission: Admission) -> None:
-        """`scan` ``data`` under ``admission``, unless these exact bytes already passed it."""
+    def scan(self, data: bytes, admission: Admission) -> Layout | None:
+        """`scan` ``data`` under ``admission``, unless these exact bytes already passed it.
+
+        Returns the pickle's `Layout`, or ``None`` for a pass remembered without one.
+        """
         key = (admission, _digest(data))
         with self._lock:
             if key in self._passed:
                 # Most recently used last, so eviction drops the stalest pass.
-                self._passed[key] = self._passed.pop(key)
-                return
-        scan(data, admission)
+                layout = self._passed[key] = self._passed.pop(key)
+                return layout
+        layout = scan(data, admission)
         with self._lock:
-            self._passed[key] = None
+            self._passed[key] = layout
             while len(self._passed) > self._max:
                 del self._passed[next(iter(self._passed))]
+        return layout
 
     def __len__(self) -> int:
         return len(self._passed)
