@@ -96,12 +96,12 @@ def _timed(step: Callable[[], Any]) -> float:
 
 def _bind(db: Db) -> Any:
     if db.kind == "sqlite":
-        from secure_serde.savers.sqlite import SqliteSaver
+        from secure_serde.savers._v03_sqlite import SqliteSaver
 
         with SqliteSaver.from_conn_string(db.location, serde=serde("b")) as saver:
             report = bind_sqlite(saver)
     else:
-        from secure_serde.savers.postgres import PostgresSaver
+        from secure_serde.savers._v03_postgres import PostgresSaver
 
         with PostgresSaver.from_conn_string(
             db.location, serde=serde("b"), seal_metadata=False

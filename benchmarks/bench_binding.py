@@ -44,7 +44,7 @@ from bench_serde import make_state
 from secure_serde import EncryptedSerializer
 from secure_serde._binding import Location
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers.sqlite import SqliteSaver
+from secure_serde.savers._v03_sqlite import SqliteSaver
 
 KEY = b"bench-key-not-a-secret-012345678"
 LOCATION = Location.write("thread-42", "", "1f0a1b2c-3d4e", "task-7", "~root", 0, "messages")
@@ -179,7 +179,7 @@ def bench_postgres(dsn: str, quick: bool) -> None:
     from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
     from psycopg.rows import dict_row
 
-    from secure_serde.savers.postgres import PostgresSaver
+    from secure_serde.savers._v03_postgres import PostgresSaver
 
     with psycopg.Connection.connect(
         dsn, autocommit=True, prepare_threshold=0, row_factory=dict_row

@@ -45,8 +45,8 @@ from typing_extensions import TypedDict  # noqa: E402
 
 from secure_serde import EncryptedSerializer  # noqa: E402
 from secure_serde.ciphers import EnvKeyCipher  # noqa: E402
-from secure_serde.savers.postgres import PostgresSaver  # noqa: E402
-from secure_serde.savers.sqlite import SqliteSaver  # noqa: E402
+from secure_serde.savers._v03_postgres import PostgresSaver  # noqa: E402
+from secure_serde.savers._v03_sqlite import SqliteSaver  # noqa: E402
 
 KEY = b"bench-copy-thread-key-0123456789"
 PAYLOAD = "lorem ipsum dolor sit amet " * 40

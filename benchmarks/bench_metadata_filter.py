@@ -53,7 +53,7 @@ from psycopg.rows import dict_row  # noqa: E402
 
 from secure_serde import EncryptedSerializer  # noqa: E402
 from secure_serde.ciphers import EnvKeyCipher  # noqa: E402
-from secure_serde.savers.postgres import PostgresSaver  # noqa: E402
+from secure_serde.savers._v03_postgres import PostgresSaver  # noqa: E402
 
 KEY = b"bench-metadata-filter-key-012345"
 USERS = 100

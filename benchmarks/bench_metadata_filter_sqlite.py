@@ -45,7 +45,7 @@ from langgraph.checkpoint.sqlite.utils import search_where  # noqa: E402
 from secure_serde import EncryptedSerializer  # noqa: E402
 from secure_serde.ciphers import EnvKeyCipher  # noqa: E402
 from secure_serde.savers._sqlite_bound import SELECT_LIST_SQL  # noqa: E402
-from secure_serde.savers.sqlite import SqliteSaver  # noqa: E402
+from secure_serde.savers._v03_sqlite import SqliteSaver  # noqa: E402
 
 _INDEXES = {
     "stock": "json_extract(CAST(metadata AS TEXT), '$.user_id')",

@@ -78,7 +78,7 @@ from psycopg.rows import dict_row  # noqa: E402
 
 from secure_serde import EncryptedSerializer  # noqa: E402
 from secure_serde.ciphers import EnvKeyCipher  # noqa: E402
-from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver  # noqa: E402
+from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver  # noqa: E402
 
 KEY = b"bench-key-not-a-secret-012345678"
 PRIMITIVES = {

@@ -29,9 +29,9 @@ from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers import SEALED_METADATA_KEY
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
-from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
-from secure_serde.savers.sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
-from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
+from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers._v03_sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
+from secure_serde.savers._v03_sqlite import SqliteSaver as SealedSqliteSaver
 from tests import canary_support as canary
 from tests.fixtures_services import PostgresServer, pg_dump
 

@@ -20,7 +20,7 @@ from langgraph.types import Command
 from secure_serde import CompressedSerializer, EncryptedSerializer, PickleFallbackSerializer
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
-from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
+from secure_serde.savers._v03_postgres import PostgresSaver as SealedPostgresSaver
 from tests.fixtures_services import saver_connection
 from tests.graphs_support import (
     KEY,

@@ -37,9 +37,9 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher, KmsEnvelopeCipher
-from secure_serde.savers.postgres import AsyncPostgresSaver
-from secure_serde.savers.sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
-from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
+from secure_serde.savers._v03_postgres import AsyncPostgresSaver
+from secure_serde.savers._v03_sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
+from secure_serde.savers._v03_sqlite import SqliteSaver as SealedSqliteSaver
 
 KEY_A = b"conformance-key-a-0123456789abcd"
 KEY_B = b"conformance-key-b-0123456789abcd"

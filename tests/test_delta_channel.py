@@ -38,7 +38,7 @@ from secure_serde import EncryptedSerializer, PickleFallbackSerializer
 from secure_serde import _langgraph as lg
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
-from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
+from secure_serde.savers._v03_postgres import PostgresSaver as SealedPostgresSaver
 from tests import strategies as cs
 from tests import strategies_pandas  # noqa: F401  (registers exact frame comparison)
 from tests.fixtures_services import saver_connection
@@ -251,7 +251,7 @@ def test_sqlite_encrypted_matches_unencrypted(tmp_path: Path, with_frame: bool) 
 @pytest.mark.parametrize("with_frame", [False, True], ids=["list", "list+frame"])
 def test_sealed_sqlite_encrypted_matches_unencrypted(tmp_path: Path, with_frame: bool) -> None:
     """Bound rows: the delta history walks authenticated ancestors (the stock saver runs plain)."""
-    from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
+    from secure_serde.savers._v03_sqlite import SqliteSaver as SealedSqliteSaver
 
     with closing(sqlite3.connect(tmp_path / "sealed.sqlite", check_same_thread=False)) as conn:
 

@@ -168,7 +168,7 @@ def test_migration_alone_and_false_aliases_do_not_warn() -> None:
 
 
 def test_saver_allow_inline_values_warns_once_at_the_with_line(postgres_url: str) -> None:
-    from secure_serde.savers.postgres import PostgresSaver
+    from secure_serde.savers._v03_postgres import PostgresSaver
 
     serde = EncryptedSerializer(EnvKeyCipher(KEY))
     with (

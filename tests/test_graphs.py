@@ -34,8 +34,8 @@ from langgraph.types import StateSnapshot
 
 from secure_serde import DecryptionError, EncryptedSerializer, UnknownKeyError
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers import postgres as sealed_postgres
-from secure_serde.savers import sqlite as sealed_sqlite
+from secure_serde.savers import _v03_postgres as sealed_postgres
+from secure_serde.savers import _v03_sqlite as sealed_sqlite
 from tests.fixtures_services import PostgresServer, pg_dump, saver_connection
 from tests.graphs_support import (
     KEY,

@@ -41,8 +41,8 @@ from secure_serde import EncryptedSerializer
 from secure_serde import _langgraph as lg
 from secure_serde._migration import Migration
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
-from secure_serde.savers.sqlite import AsyncSqliteSaver, SqliteSaver
+from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers._v03_sqlite import AsyncSqliteSaver, SqliteSaver
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = Path(secure_serde.__file__).parent

@@ -38,7 +38,7 @@ from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import NUMPY, PickleFallbackSerializer
 from secure_serde.savers import SEALED_METADATA_KEY
 from secure_serde.savers._bound import RECORD_KEY
-from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver
 from tests.fixtures_services import saver_connection
 from tests.planted_msgpack import PlantedCall, planted_value
 

@@ -20,7 +20,7 @@ from langgraph.checkpoint.postgres import PostgresSaver as StockSaver
 from secure_serde import EncryptedSerializer
 from secure_serde._binding import Location
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver
 from tests.fixtures_services import saver_connection
 
 KEY = b"rewrite-tests-key-0123456789abcd"

@@ -21,7 +21,7 @@ from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as StockAsyncSa
 from secure_serde import ConfigurationError, EncryptedSerializer
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers._connect import Dsn
-from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver
 from tests.fixtures_services import PostgresServer
 from tests.secrets_support import assert_no_secret_locals
 

@@ -112,7 +112,7 @@ class CheckpointReader:
 
     def _saver(self, serde: SerializerProtocol, migration: Migration) -> BaseCheckpointSaver[Any]:
         if self._view.kind == "postgres":
-            from secure_serde.savers.postgres import PostgresSaver
+            from secure_serde.savers import V03PostgresSaver as PostgresSaver
 
             # A viewer, not a writer: it unseals whatever is sealed and enforces no
             # metadata policy (which keys a deployment seals is not known here).
@@ -122,7 +122,7 @@ class CheckpointReader:
         try:
             from langgraph.checkpoint.sqlite import SqliteSaver
 
-            from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
+            from secure_serde.savers import V03SqliteSaver as SealedSqliteSaver
         except ImportError:
             raise ConfigurationError(
                 "inspecting SQLite stores needs langgraph-checkpoint-sqlite:"

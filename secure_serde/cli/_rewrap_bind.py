@@ -58,13 +58,13 @@ def _resealed(report: Any) -> Resealed:
 
 
 def _reseal_postgres(saver: Any, batch_size: int, dry_run: bool) -> Resealed:
-    from secure_serde.savers.postgres import reseal_postgres_metadata
+    from secure_serde.savers import reseal_postgres_metadata
 
     return _resealed(reseal_postgres_metadata(saver, batch_size=batch_size, dry_run=dry_run))
 
 
 def _reseal_sqlite(saver: Any, batch_size: int, dry_run: bool) -> Resealed:
-    from secure_serde.savers.sqlite import reseal_sqlite_metadata
+    from secure_serde.savers import reseal_sqlite_metadata
 
     return _resealed(reseal_sqlite_metadata(saver, batch_size=batch_size, dry_run=dry_run))
 
@@ -150,14 +150,14 @@ def _sealed_saver(
         "indexed_metadata": args.indexed_metadata or None,
     }
     if kind == "postgres":
-        from secure_serde.savers.postgres import PostgresSaver
+        from secure_serde.savers import V03PostgresSaver as PostgresSaver
 
         with PostgresSaver.from_conn_string(
             location, serde=serde, migration=migration, **policy
         ) as saver:
             yield saver
         return
-    from secure_serde.savers.sqlite import SqliteSaver
+    from secure_serde.savers import V03SqliteSaver as SqliteSaver
 
     with SqliteSaver.from_conn_string(
         location, serde=serde, migration=migration, **policy

@@ -40,8 +40,8 @@ from secure_serde._serializer import EncryptedSerializer
 from secure_serde.savers._bind_values import ValueRebinder
 
 if TYPE_CHECKING:
-    from secure_serde.savers.postgres import PostgresSaver
-    from secure_serde.savers.sqlite import SqliteSaver
+    from secure_serde.savers._v03_postgres import PostgresSaver
+    from secure_serde.savers._v03_sqlite import SqliteSaver
 
 __all__ = ["BIND_MIGRATION", "BindReport", "Tally", "bind_postgres", "bind_sqlite"]
 
@@ -172,7 +172,7 @@ def bind_postgres(
     compare-and-swap updates.
     """
     from secure_serde.savers._bind_postgres import bind_postgres_rows
-    from secure_serde.savers.postgres import PostgresSaver
+    from secure_serde.savers._v03_postgres import PostgresSaver
 
     _check_saver(saver, PostgresSaver)
     _check_batch(batch_size)
@@ -196,7 +196,7 @@ def bind_sqlite(
     transaction of compare-and-swap updates.
     """
     from secure_serde.savers._bind_sqlite import bind_sqlite_rows
-    from secure_serde.savers.sqlite import SqliteSaver
+    from secure_serde.savers._v03_sqlite import SqliteSaver
 
     _check_saver(saver, SqliteSaver)
     _check_batch(batch_size)

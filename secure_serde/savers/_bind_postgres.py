@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from psycopg.rows import DictRow
 
     from secure_serde.savers._bind_in_place import Tally
-    from secure_serde.savers.postgres import PostgresSaver
+    from secure_serde.savers._v03_postgres import PostgresSaver
 
 __all__ = ["BLOB_PASS", "WRITE_PASS", "bind_postgres_rows", "existing_blobs", "write_checkpoints"]
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import sqlite3
 
     from secure_serde.savers._bind_in_place import Tally
-    from secure_serde.savers.sqlite import SqliteSaver
+    from secure_serde.savers._v03_sqlite import SqliteSaver
 
 __all__ = ["CHECKPOINT_PASS", "SqlitePass", "bind_sqlite_rows", "plan_page", "swap_page"]
 

@@ -28,7 +28,7 @@ from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import KmsEnvelopeCipher
 from secure_serde.ciphers._kms_format import cmk_id
 from secure_serde.cli import main
-from secure_serde.savers.postgres import PostgresSaver
+from secure_serde.savers._v03_postgres import PostgresSaver
 from tests import canary_support as canary
 from tests.ciphers.kms_support import REGION, new_cmk
 from tests.cli.cli_support import only_env_key, run_console_script, run_main

@@ -21,7 +21,7 @@ import pytest
 
 from secure_serde import EncryptedSerializer
 from secure_serde.cli import main
-from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
+from secure_serde.savers._v03_sqlite import SqliteSaver as SealedSqliteSaver
 from secure_serde.stores import RECORD_KEY, open_store
 from tests.cli.cli_support import only_env_key
 from tests.rewrap.rewrap_support import (
@@ -67,7 +67,7 @@ def _sealed_sqlite_graph(path: Path) -> Iterator[Any]:
 
 @contextmanager
 def _sealed_postgres_graph(url: str) -> Iterator[Any]:
-    from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
+    from secure_serde.savers._v03_postgres import PostgresSaver as SealedPostgresSaver
 
     with SealedPostgresSaver.from_conn_string(url, serde=_serde(), plaintext_metadata=[]) as saver:
         saver.setup()

@@ -30,7 +30,7 @@ from typing_extensions import TypedDict
 
 from secure_serde.cli import main
 from secure_serde.cli._pretty import to_jsonable
-from secure_serde.savers.postgres import PostgresSaver
+from secure_serde.savers._v03_postgres import PostgresSaver
 from tests import canary_support as canary
 from tests.cli.cli_support import run_console_script, run_main
 from tests.fixtures_services import saver_connection

@@ -113,7 +113,7 @@ class Db:
         options.setdefault("seal_metadata", False)
         if self.kind == "sqlite":
             return _sqlite_sealed(self.location, migration, options)
-        from secure_serde.savers.postgres import PostgresSaver
+        from secure_serde.savers._v03_postgres import PostgresSaver
 
         return PostgresSaver.from_conn_string(
             self.location, serde=serde(), migration=migration, **options
@@ -154,7 +154,7 @@ class Db:
 
 @contextmanager
 def _sqlite_sealed(path: str, migration: Migration, options: dict[str, Any]) -> Iterator[Any]:
-    from secure_serde.savers.sqlite import SqliteSaver
+    from secure_serde.savers._v03_sqlite import SqliteSaver
 
     with SqliteSaver.from_conn_string(path, serde=serde(), migration=migration, **options) as saver:
         saver.setup()

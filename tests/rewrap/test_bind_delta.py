@@ -19,8 +19,8 @@ from langgraph.checkpoint.sqlite import SqliteSaver as StockSqliteSaver
 from psycopg.rows import dict_row
 
 from secure_serde.savers import bind_postgres, bind_sqlite
-from secure_serde.savers.postgres import PostgresSaver
-from secure_serde.savers.sqlite import SqliteSaver
+from secure_serde.savers._v03_postgres import PostgresSaver
+from secure_serde.savers._v03_sqlite import SqliteSaver
 from tests import strategies as cs
 from tests.test_delta_channel import build, describe, encrypted_serde, run_scenario
 

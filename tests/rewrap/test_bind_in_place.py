@@ -20,7 +20,7 @@ from secure_serde.savers import BindReport, bind_sqlite
 from secure_serde.savers._bind_in_place import Tally
 from secure_serde.savers._bind_sqlite import CHECKPOINT_PASS, plan_page, swap_page
 from secure_serde.savers._bind_values import ValueRebinder
-from secure_serde.savers.sqlite import SqliteSaver
+from secure_serde.savers._v03_sqlite import SqliteSaver
 from tests.rewrap.bind_support import (
     THREADS,
     Db,

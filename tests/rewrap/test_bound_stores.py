@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from secure_serde import EncryptedSerializer, rewrap
-from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
+from secure_serde.savers._v03_sqlite import SqliteSaver as SealedSqliteSaver
 from secure_serde.stores import SqliteStore
 from tests.rewrap.rewrap_support import (
     A_AND_B,
@@ -44,7 +44,7 @@ def sealed_sqlite_graph(path: Path, serde: EncryptedSerializer) -> Iterator[Any]
 
 @contextmanager
 def sealed_postgres_graph(url: str, serde: EncryptedSerializer) -> Iterator[Any]:
-    from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
+    from secure_serde.savers._v03_postgres import PostgresSaver as SealedPostgresSaver
 
     with SealedPostgresSaver.from_conn_string(url, serde=serde, plaintext_metadata=[]) as saver:
         saver.setup()

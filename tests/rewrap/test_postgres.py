@@ -173,7 +173,7 @@ API_KEY = "sk-sealed-api-key-0123456789"
 
 def _sealed_checkpoints(url: str, serde: EncryptedSerializer) -> dict[tuple[str, str], Any]:
     """Every checkpoint's (values, full metadata), read through the sealed saver."""
-    from secure_serde.savers.postgres import PostgresSaver as SealedSaver
+    from secure_serde.savers._v03_postgres import PostgresSaver as SealedSaver
 
     seen: dict[tuple[str, str], Any] = {}
     with SealedSaver.from_conn_string(url, serde=serde, plaintext_metadata=[]) as saver:
@@ -191,7 +191,7 @@ def _envelope_key_ids(url: str) -> list[str]:
 
 
 def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres_url: str) -> None:
-    from secure_serde.savers.postgres import PostgresSaver as SealedSaver
+    from secure_serde.savers._v03_postgres import PostgresSaver as SealedSaver
 
     threads = ["m1", "m2", "m3"]
     with SealedSaver.from_conn_string(
@@ -231,7 +231,7 @@ def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres
 
 def test_envelope_changed_between_read_and_swap_is_not_clobbered(postgres_url: str) -> None:
     from secure_serde.ciphers import KeyRotationCipher
-    from secure_serde.savers.postgres import PostgresSaver as SealedSaver
+    from secure_serde.savers._v03_postgres import PostgresSaver as SealedSaver
     from secure_serde.stores import Swap
 
     old, new = rotation_serde({"a": KEY_A}, "a"), rotation_serde(A_AND_B, "b")

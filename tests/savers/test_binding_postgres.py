@@ -26,7 +26,7 @@ from typing_extensions import TypedDict
 from secure_serde import BindingError, DecryptionError
 from secure_serde.savers import SEALED_METADATA_KEY
 from secure_serde.savers._bound import RECORD_KEY
-from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver
 from tests.fixtures_services import saver_connection
 from tests.graphs_support import linear_graph
 from tests.savers.binding_support import (

@@ -26,7 +26,7 @@ from secure_serde import (
 )
 from secure_serde._migration import Migration
 from secure_serde.savers import SEALED_METADATA_KEY
-from secure_serde.savers.sqlite import AsyncSqliteSaver, SqliteSaver
+from secure_serde.savers._v03_sqlite import AsyncSqliteSaver, SqliteSaver
 from tests.savers.binding_support import (
     CHECKPOINTS,
     THREADS,

@@ -43,8 +43,8 @@ from secure_serde import (
     UnboundValueError,
 )
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers.postgres import SEALED_METADATA_KEY, AsyncPostgresSaver, PostgresSaver
-from secure_serde.savers.sqlite import AsyncSqliteSaver, SqliteSaver
+from secure_serde.savers._v03_postgres import SEALED_METADATA_KEY, AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers._v03_sqlite import AsyncSqliteSaver, SqliteSaver
 from tests.fixtures_services import saver_connection
 from tests.savers.binding_support import NAMESPACES, THREADS, marking_serde, populate
 

@@ -19,7 +19,7 @@ from psycopg.rows import dict_row
 
 from secure_serde import EncryptedSerializer, PlaintextRefusedError
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers.postgres import PostgresSaver
+from secure_serde.savers._v03_postgres import PostgresSaver
 from tests import canary_support as canary
 
 KEY = b"inline-mutant-key-0123456789abcd"

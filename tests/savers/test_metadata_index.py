@@ -38,7 +38,11 @@ from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
 from secure_serde.savers._index_sql import sqlite_search_where
 from secure_serde.savers._metadata import MetadataOpener, MetadataSealer
-from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver, reseal_postgres_metadata
+from secure_serde.savers._v03_postgres import (
+    AsyncPostgresSaver,
+    PostgresSaver,
+    reseal_postgres_metadata,
+)
 from secure_serde.stores import SEALED_METADATA_KEY
 from tests import canary_support as canary
 from tests.fixtures_services import PostgresServer, pg_dump, saver_connection

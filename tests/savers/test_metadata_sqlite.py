@@ -36,7 +36,7 @@ from secure_serde import (
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from secure_serde.savers import _reseal as reseal_module
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
-from secure_serde.savers.sqlite import (
+from secure_serde.savers._v03_sqlite import (
     STRUCTURAL_METADATA_KEYS,
     AsyncSqliteSaver,
     SqliteSaver,

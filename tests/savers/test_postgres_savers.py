@@ -1,4 +1,4 @@
-"""secure_serde.savers.postgres on a real PostgreSQL: storage, compatibility, metadata, pins.
+"""secure_serde.savers._v03_postgres on a real PostgreSQL: storage, compatibility, metadata, pins.
 
 Every test runs real LangGraph graphs or the savers' public API against the throwaway cluster
 from tests/fixtures_services.py. Stock savers (langgraph's own) are used side by side to show
@@ -44,7 +44,7 @@ from secure_serde import (
 from secure_serde._migration import Migration
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
-from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver
 from tests import canary_support as canary
 from tests.fixtures_services import PostgresServer, pg_dump, saver_connection
 from tests.graphs_support import linear_graph
