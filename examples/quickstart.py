@@ -29,6 +29,7 @@ import sqlite3
 import stat
 import sys
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
@@ -46,11 +47,11 @@ except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier messag
     )
 
 import secure_serde
-from secure_serde import ConfigurationError, DecryptionError, EncryptedSerializer, UnboundValueError
+from secure_serde import ConfigurationError, DecryptionError, EncryptedSerializer
 
 try:
-    # The sealed saver: langgraph's SqliteSaver, with every value bound to the row it was
-    # written in and metadata sealed by default (README, "Production recipe").
+    # The sealed saver: SealedSaver around langgraph's SqliteSaver, with every value bound to
+    # the row it was written in and metadata sealed (README, "Production recipe").
     from secure_serde.savers.sqlite import SqliteSaver
 except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier message
     sys.exit(
@@ -322,10 +323,29 @@ def stored_checkpoints() -> int:
     return int(count)
 
 
+def open_saver(conn: sqlite3.Connection, serde: EncryptedSerializer) -> SqliteSaver:
+    """The sealed saver on ``conn``, set up: its tables and this store's identity."""
+    saver = SqliteSaver(conn, serde=serde)
+    saver.setup()
+    return saver
+
+
+def older_store() -> bool:
+    """Whether the demo database holds checkpoints but no sealed store identity (0.3's demo)."""
+    if not DB_FILE.exists():
+        return False
+    with closing(sqlite3.connect(DB_FILE)) as raw:
+        tables = {name for (name,) in raw.execute("SELECT name FROM sqlite_master")}
+        if "checkpoints" not in tables:
+            return False
+        threads = {t for (t,) in raw.execute("SELECT DISTINCT thread_id FROM checkpoints")}
+    return bool(threads) and "__secure_serde_store__" not in threads
+
+
 def first_run(serde: EncryptedSerializer, config: RunnableConfig) -> None:
     conn = sqlite3.connect(DB_FILE, check_same_thread=False)
     try:
-        graph = build_graph(SqliteSaver(conn, serde=serde))
+        graph = build_graph(open_saver(conn, serde))
         heading("1. Memory across turns (one thread, encrypted checkpoints)")
         say(graph, config, "Hi! My name is Ada.")
         say(graph, config, f"Our project codename is {CODENAME}.")
@@ -339,7 +359,7 @@ def first_run(serde: EncryptedSerializer, config: RunnableConfig) -> None:
     heading("3. Time travel: history, then a fork from an earlier checkpoint")
     conn = sqlite3.connect(DB_FILE, check_same_thread=False)
     try:
-        time_travel(build_graph(SqliteSaver(conn, serde=serde)), config)
+        time_travel(build_graph(open_saver(conn, serde)), config)
     finally:
         conn.close()
 
@@ -349,7 +369,7 @@ def resumed_run(serde: EncryptedSerializer, config: RunnableConfig, stored: int)
     print(f"{display(DB_FILE)} holds {stored} checkpoints of thread {THREAD_ID!r}.")
     conn = sqlite3.connect(DB_FILE, check_same_thread=False)
     try:
-        graph = build_graph(SqliteSaver(conn, serde=serde))
+        graph = build_graph(open_saver(conn, serde))
         snapshot = graph.get_state(config)
         print(f"  the last reply, decrypted: {last_reply(snapshot)!r}")
         say(graph, config, "Hello again. Do you still remember our codename?")
@@ -380,6 +400,16 @@ def main(argv: list[str] | None = None) -> int:
         for path in raw_files():
             path.unlink()
         print(f"--fresh: deleted the old demo database {display(DB_FILE)}")
+    if older_store():
+        print(
+            f"{display(DB_FILE)} was written by an older version of this demo (secure_serde"
+            " 0.3): it has no store identity, so the sealed saver refuses it"
+            " (StoreIdentityError). Copy it into a new sealed store with `secure-serde adopt"
+            f" {display(DB_FILE)} new.sqlite` (same key; docs/upgrading.md), or pass --fresh"
+            " to delete the demo database and start over.",
+            file=sys.stderr,
+        )
+        return 2
     try:
         stored = stored_checkpoints()
         if stored:
@@ -387,15 +417,6 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"New database: {display(DB_FILE)}")
             first_run(serde, config)
-    except UnboundValueError:
-        print(
-            f"{display(DB_FILE)} was written by an older version of this demo, whose rows are"
-            " not bound to where they live. Bind them in place with `secure-serde rewrap"
-            f" {display(DB_FILE)} --bind --seal-metadata` (same key), or pass --fresh to"
-            " delete the demo database and start over.",
-            file=sys.stderr,
-        )
-        return 2
     except DecryptionError as exc:
         print(f"Cannot read {display(DB_FILE)}: {exc}", file=sys.stderr)
         print(
