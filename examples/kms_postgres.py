@@ -150,7 +150,7 @@ def open_saver(
         with closing(sqlite3.connect(folder / "kms-example.sqlite", check_same_thread=False)) as c:
             yield SqliteSaver(c, serde=serde)
         return
-    from secure_serde.savers.postgres import PostgresSaver
+    from secure_serde.savers import V03PostgresSaver as PostgresSaver
 
     # secure_serde's PostgresSaver sends every channel value, primitives included, through the
     # serde; the stock saver would keep str/int/float/bool values as plaintext JSON.

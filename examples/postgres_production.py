@@ -51,7 +51,7 @@ except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier messag
 
 from secure_serde import EncryptedSerializer, generate_encoded_key
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers.postgres import PostgresSaver
+from secure_serde.savers import V03PostgresSaver as PostgresSaver
 
 DSN_ENV_VAR = "SECURE_SERDE_PG_DSN"
 KEY_ENV_VAR = "LANGGRAPH_AES_KEY"
