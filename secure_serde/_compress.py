@@ -17,6 +17,20 @@ decoder allocate a large window either. Both raise `DecompressionBombError`.
 
 Compressing before encrypting lets stored lengths depend on content; see
 SECURITY.md ("Compression before encryption") before turning it on.
+
+zstd comes from the standard library's API (``compression.zstd`` on Python
+3.14+, the ``backports.zstd`` package before): it writes every value, and
+reads any frame. Its decompressor is single-use, though, and building one
+cost 9-12 µs, 40-60% of a bounded 12 KB decompress. So when
+python-zstandard (``zstandard``) is importable, frames that declare their
+size (every frame this module writes) are read with one reusable
+decompression context per thread and per window bound, under the same
+bounds: the declared size is checked against ``max_size`` from the header,
+the window against the cap, and trailing bytes, truncation and dictionaries
+are refused. ``zstandard`` is an accelerator, never needed for correctness:
+it is already installed wherever langgraph is (langsmith depends on it), is
+listed in the ``zstd`` extra, and is used only when the standard API is
+there too, so both paths read the same rows.
 """
 
 from __future__ import annotations
@@ -47,11 +61,20 @@ else:
     except ImportError:  # the zstd extra is not installed: zlib only
         _zstd_module = None  # type: ignore[assignment]
 
+# python-zstandard, imported on the first zstd read (see the module doc).
+_FAST_UNSET: Final = object()
+_fast_zstd: Any = _FAST_UNSET
+# What zstandard reports for a frame with no content size, or a bad one.
+_CONTENTSIZE_UNKNOWN: Final = 2**64 - 1
+_CONTENTSIZE_ERROR: Final = 2**64 - 2
+
 __all__ = [
     "ALGORITHMS",
     "DEFAULT_LEVEL",
     "DEFAULT_MAX_SIZE",
     "DEFAULT_MIN_SIZE",
+    "MIN_SAVED_BYTES",
+    "MIN_SAVED_FRACTION",
     "UNBOUND_COMPRESSED",
     "UNCOMPRESSED",
     "ZLIB",
@@ -82,6 +105,12 @@ UNBOUND_COMPRESSED: Final = (
 # ~100 bytes (less than a PostgreSQL row's own overhead), for a fixed cost of
 # some tens of microseconds per value; above it the saving grows fast.
 DEFAULT_MIN_SIZE: Final = 512
+# Above the threshold, a value is stored compressed only when that saves at
+# least an eighth of it and at least 64 bytes (about a PostgreSQL row's own
+# overhead): a value that barely shrinks (ids, base64, already-compressed
+# bytes) would cost a decompression on every read for nothing it keeps.
+MIN_SAVED_FRACTION: Final = 8
+MIN_SAVED_BYTES: Final = 64
 # Level 1: on 130 KB chat states, levels 2-3 shrink the output by 1-5% more for
 # 1.1-1.6x the time; negative levels are barely faster and leave 13-44% more bytes.
 DEFAULT_LEVEL: Final = 1
@@ -144,12 +173,79 @@ def _too_large(
     )
 
 
+def _fast() -> Any:
+    """The ``zstandard`` module, or ``None`` where it cannot be imported."""
+    global _fast_zstd
+    if _fast_zstd is _FAST_UNSET:
+        try:
+            import zstandard
+        except ImportError:
+            _fast_zstd = None
+        else:
+            _fast_zstd = zstandard
+    return _fast_zstd
+
+
+class _ReusedDecompressors(threading.local):
+    """One python-zstandard decompression context per thread and window bound."""
+
+    def __init__(self) -> None:
+        self.by_window: dict[int, Any] = {}
+
+
+_REUSED: Final = _ReusedDecompressors()
+
+
+def _unzstd_reused(fast: Any, data: bytes, max_size: int) -> bytes | None:
+    """``data`` decompressed by a reused context, or ``None`` for a frame that declares no size.
+
+    The same refusals as `_unzstd`, in the same order: a bad header, a
+    dictionary, a declared size past the bound, a window past the cap; then
+    corrupt, truncated or trailing bytes.
+    """
+    try:
+        params = fast.get_frame_parameters(data)
+    except fast.ZstdError:
+        raise DecompressionError("a zstd value does not start with a valid frame header") from None
+    if params.dict_id != 0:
+        raise DecompressionError("a zstd value names a dictionary; none is configured")
+    declared = params.content_size
+    if declared in (_CONTENTSIZE_UNKNOWN, _CONTENTSIZE_ERROR):
+        return None
+    if declared > max_size:
+        raise _too_large(ZSTD, max_size, declared)
+    window_log = _window_log(max_size)
+    if params.window_size > 1 << window_log:
+        raise DecompressionError("a zstd value is corrupt or exceeds the window bound")
+    decompressor = _REUSED.by_window.get(window_log)
+    if decompressor is None:
+        decompressor = fast.ZstdDecompressor(max_window_size=1 << window_log)
+        _REUSED.by_window[window_log] = decompressor
+    try:
+        # The output buffer is the declared size, checked above; anything
+        # after the frame, or a frame that ends early, is an error here.
+        output: bytes = decompressor.decompress(data, allow_extra_data=False)
+    except fast.ZstdError:
+        output = b""
+        declared = -1
+    if len(output) != declared:
+        raise DecompressionError("a zstd value is corrupt, truncated or has bytes after its frame")
+    return output
+
+
 def _unzstd(data: bytes, max_size: int) -> bytes:
-    zstd = _zstd_module
-    if zstd is None:
+    if _zstd_module is None:
         raise DecompressionError(
             "a zstd-compressed value needs zstd: install secure-serde[zstd] (Python < 3.14)"
         )
+    fast = _fast()
+    output = None if fast is None else _unzstd_reused(fast, data, max_size)
+    return _unzstd_single_use(data, max_size) if output is None else output
+
+
+def _unzstd_single_use(data: bytes, max_size: int) -> bytes:
+    """The standard-library reader: any frame, one fresh decompressor per value."""
+    zstd = _zstd_module
     try:
         info = zstd.get_frame_info(data)
     except zstd.ZstdError:
@@ -243,7 +339,8 @@ class CompressedSerializer:
     compress=True)``) and over the pickle fallback
     (``CompressedSerializer(PickleFallbackSerializer(...))``). Values whose
     inner encoding is shorter than ``min_size``, longer than ``max_size``, or
-    that do not shrink, keep the inner tag and bytes unchanged.
+    that would shrink by less than an eighth or less than 64 bytes, keep the
+    inner tag and bytes unchanged.
 
     Args:
         serde: the inner serializer; ``None`` means a fresh ``JsonPlusSerializer()``.
@@ -337,14 +434,16 @@ class CompressedSerializer:
         """What `dumps_typed` stores for a value the inner serializer encoded as ``type_tag, data``.
 
         The pair comes back unchanged when it is below ``min_size``, above
-        ``max_size``, already compressed, or does not shrink. ``secure-serde
+        ``max_size``, already compressed, or would shrink by less than an
+        eighth or less than 64 bytes (`MIN_SAVED_FRACTION`,
+        `MIN_SAVED_BYTES`). ``secure-serde
         rewrap --compress`` calls this on decrypted bytes, never deserializing them.
         """
         size = len(data)
         if size < self._min_size or size > self._max_size or compression_of(type_tag):
             return type_tag, data
         packed = self._compress(data)
-        if len(packed) >= size:
+        if size - len(packed) < max(MIN_SAVED_BYTES, size // MIN_SAVED_FRACTION):
             return type_tag, data
         return f"{type_tag}+{self._algorithm}", packed
 
