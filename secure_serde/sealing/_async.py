@@ -81,9 +81,8 @@ class AsyncMethods:
             return sealer
         found = await self.inner.aget_tuple(identity_config())
         if found is None:
-            async for row in self.inner.alist(None, limit=2):
-                if str(row.config["configurable"].get("thread_id")) != IDENTITY_THREAD:
-                    raise refuse_unempty()
+            if await self._aholds_checkpoints():
+                raise refuse_unempty()
             await self.inner.aput(*new_identity_put(self._encrypting), {})
             found = await self.inner.aget_tuple(identity_config())
             if found is None:
@@ -91,6 +90,15 @@ class AsyncMethods:
         if self._sealer is None:
             self._sealer = self._sealer_for(open_identity(found, self._encrypting))
         return self._sealer
+
+    async def _aholds_checkpoints(self) -> bool:
+        try:
+            async for row in self.inner.alist(None, limit=2):
+                if str(row.config["configurable"].get("thread_id")) != IDENTITY_THREAD:
+                    return True
+        except Exception:  # noqa: BLE001 - rows the inner serde cannot read are still rows
+            return True
+        return False
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         sealer = await self._aready()

@@ -173,10 +173,15 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             return self._sealer
 
     def _create_identity(self) -> CheckpointTuple:
-        if any(
-            str(t.config["configurable"].get("thread_id")) != IDENTITY_THREAD
-            for t in self.inner.list(None, limit=2)
-        ):
+        try:
+            others = [
+                t
+                for t in self.inner.list(None, limit=2)
+                if str(t.config["configurable"].get("thread_id")) != IDENTITY_THREAD
+            ]
+        except Exception:  # noqa: BLE001 - rows the inner serde cannot read are still rows
+            others = [None]
+        if others:
             raise refuse_unempty()
         self.inner.put(*new_identity_put(self._encrypting), {})
         # Read back: if two processes raced to create it, both use the one kept.

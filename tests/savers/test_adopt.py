@@ -100,12 +100,6 @@ def resumed(saver: BaseCheckpointSaver[Any]) -> tuple[Any, Any]:
     return (before.values, before.next, before.interrupts[0].value), new
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=NotImplementedError,
-    reason="SealedSaver's identity check lists the inner saver, whose stock serde cannot decode"
-    " 0.3's rows (sealing/_saver.py _create_identity): reported to the lead",
-)
 def test_the_vector_is_a_0_3_store_the_new_saver_refuses(store: Path) -> None:
     with (
         SqliteSaver.from_conn_string(str(store), serde=serde()) as saver,
