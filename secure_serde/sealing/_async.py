@@ -119,12 +119,16 @@ class AsyncMethods:
         sealer = await self._aready()
         plan = plan_filter(filter, sealer.identity.index, self._indexed, self._plaintext)
         walk = ListWalk(sealer, plan, config, limit)
-        async for found in self.inner.alist(
-            walk.inner_config,
-            filter=plan.inner,
-            before=None if before is None else reduced(before),
-            limit=walk.inner_limit,
-        ):
+        listed = [
+            found
+            async for found in self.inner.alist(
+                walk.inner_config,
+                filter=plan.inner,
+                before=None if before is None else reduced(before),
+                limit=walk.inner_limit,
+            )
+        ]
+        for found in listed:
             opened = walk.take(found)
             if opened is not None:
                 yield await self._awith_sends(opened)

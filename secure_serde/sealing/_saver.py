@@ -174,14 +174,13 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
 
     def _create_identity(self) -> CheckpointTuple:
         try:
-            others = [
-                t
-                for t in self.inner.list(None, limit=2)
-                if str(t.config["configurable"].get("thread_id")) != IDENTITY_THREAD
-            ]
+            holds_checkpoints = any(
+                str(t.config["configurable"].get("thread_id")) != IDENTITY_THREAD
+                for t in list(self.inner.list(None, limit=2))
+            )
         except Exception:  # noqa: BLE001 - rows the inner serde cannot read are still rows
-            others = [None]
-        if others:
+            holds_checkpoints = True
+        if holds_checkpoints:
             raise refuse_unempty()
         self.inner.put(*new_identity_put(self._encrypting), {})
         # Read back: if two processes raced to create it, both use the one kept.
@@ -214,12 +213,17 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         sealer = self._ready()
         plan = plan_filter(filter, sealer.identity.index, self._indexed, self._plaintext)
         walk = ListWalk(sealer, plan, config, limit)
-        for found in self.inner.list(
-            walk.inner_config,
-            filter=plan.inner,
-            before=None if before is None else reduced(before),
-            limit=walk.inner_limit,
-        ):
+        # Read to the end before calling the inner saver again: stock savers hold their
+        # connection's lock for as long as their list generator lives.
+        listed = list(
+            self.inner.list(
+                walk.inner_config,
+                filter=plan.inner,
+                before=None if before is None else reduced(before),
+                limit=walk.inner_limit,
+            )
+        )
+        for found in listed:
             opened = walk.take(found)
             if opened is not None:
                 yield self._with_sends(opened)
