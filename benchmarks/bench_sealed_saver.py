@@ -26,7 +26,6 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,23 +48,18 @@ def chain(saver: BaseCheckpointSaver[Any], thread: str, steps: int) -> dict[str,
     """Run the workload once; the wall time of every call, per operation."""
     times: dict[str, list[float]] = {}
 
-    def timed(op: str, call: Callable[[], Any]) -> Any:
-        start = time.perf_counter()
-        out = call()
+    def record(op: str, start: float) -> None:
         times.setdefault(op, []).append(time.perf_counter() - start)
-        return out
 
     messages = [
-        HumanMessage(content=f"question {i} " * 8)
-        if i % 2
-        else AIMessage(content=f"answer {i} " * 8)
+        HumanMessage(content=f"question {i} " * 8) if i % 2 else AIMessage(f"answer {i} " * 8)
         for i in range(20)
     ]
     config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     ids: list[str] = []
     versions: dict[str, int] = {}
+    every = ("messages", "name", "turn", "score", "done", "log")
     for step in range(steps):
-        version = step + 1
         checkpoint = empty_checkpoint()
         checkpoint["v"] = 4  # what a compiled graph writes (empty_checkpoint still says 2)
         checkpoint["channel_values"] = {
@@ -76,18 +70,17 @@ def chain(saver: BaseCheckpointSaver[Any], thread: str, steps: int) -> dict[str,
             "done": False,
             **({"log": ["seed"]} if step == 0 else {}),
         }
-        changed = (
-            ("messages", "name", "turn", "score", "done", "log")
-            if step == 0
-            else ("messages", "turn")
-        )
-        new_versions = {ch: version for ch in changed}
+        new_versions = {ch: step + 1 for ch in (every if step == 0 else ("messages", "turn"))}
         versions = {**versions, **new_versions}
         checkpoint["channel_versions"] = dict(versions)
         metadata: Any = {"source": "loop", "step": step, "user_id": "alice"}
-        config = timed("put", lambda: saver.put(config, checkpoint, metadata, new_versions))
+        start = time.perf_counter()
+        config = saver.put(config, checkpoint, metadata, dict(new_versions))
+        record("put", start)
         ids.append(config["configurable"]["checkpoint_id"])
-        timed("put_writes", lambda: saver.put_writes(config, [("log", [f"e{step}"])], "task", ""))
+        start = time.perf_counter()
+        saver.put_writes(config, [("log", [f"e{step}"])], "task", "")
+        record("put_writes", start)
     for checkpoint_id in ids:
         by_id: RunnableConfig = {
             "configurable": {
@@ -96,14 +89,17 @@ def chain(saver: BaseCheckpointSaver[Any], thread: str, steps: int) -> dict[str,
                 "checkpoint_id": checkpoint_id,
             }
         }
-        timed("get_tuple", lambda: saver.get_tuple(by_id))
+        start = time.perf_counter()
+        saver.get_tuple(by_id)
+        record("get_tuple", start)
     head: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ""}}
     for _ in range(5):
-        timed("list(limit=10)", lambda: list(saver.list(head, limit=10)))
-        timed(
-            "delta history",
-            lambda: saver.get_delta_channel_history(config=head, channels=["log"]),
-        )
+        start = time.perf_counter()
+        list(saver.list(head, limit=10))
+        record("list(limit=10)", start)
+        start = time.perf_counter()
+        saver.get_delta_channel_history(config=head, channels=["log"])
+        record("delta history", start)
     return times
 
 
