@@ -1,4 +1,4 @@
-"""Checkpoints before v4 read as on the stock savers: pending sends rebuilt from the parent's writes.
+"""Checkpoints before v4 read as on stock savers: pending sends rebuilt from the parent's writes.
 
 ``empty_checkpoint()`` and ``create_checkpoint()`` still make ``v=2``. The stock savers rebuild
 such a checkpoint's ``__pregel_tasks`` from its parent's writes; 0.3's sealed PostgresSaver
