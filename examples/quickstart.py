@@ -404,8 +404,9 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"{display(DB_FILE)} was written by an older version of this demo (secure_serde"
             " 0.3): it has no store identity, so the sealed saver refuses it"
-            " (StoreIdentityError). Copy it into a new sealed store with `secure-serde adopt"
-            f" {display(DB_FILE)} new.sqlite` (same key; docs/upgrading.md), or pass --fresh"
+            " (StoreIdentityError). Copy it into a new sealed store with"
+            " secure_serde.savers.adopt(source, target) (same key; docs/upgrading.md), or pass"
+            " --fresh"
             " to delete the demo database and start over.",
             file=sys.stderr,
         )
@@ -429,10 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     heading("Done")
     print(f"Everything above was stored encrypted in {display(DB_FILE)}.")
     print("Run this demo again: the next run resumes the same thread from that file.")
-    print("Look at the store with the operator's tools, under the same key:")
-    prefix = "" if KEY_FROM_ENV else f"{KEY_ENV_VAR}=$(cat {display(KEY_FILE)}) "
-    print(f"  {prefix}secure-serde audit {display(DB_FILE)}")
-    print(f"  {prefix}secure-serde inspect {display(DB_FILE)} --thread {THREAD_ID}")
+    print("Look at what the stock saver below the wrapper stored (sealed cells and ids only):")
+    print(
+        f"  sqlite3 {display(DB_FILE)} 'SELECT thread_id, checkpoint_id, metadata FROM checkpoints'"
+    )
     return 0
 
 

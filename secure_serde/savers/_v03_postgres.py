@@ -1,7 +1,7 @@
 """secure_serde 0.3's sealed PostgreSQL savers, kept only as the reader of the stores 0.3 wrote.
 
 0.4's entry points are `secure_serde.savers.postgres` (`SealedSaver` around the
-stock saver); `secure_serde.savers.adopt` (``secure-serde adopt``) copies a store
+stock saver); `secure_serde.savers.adopt` copies a store
 these wrote into one. Public as ``secure_serde.savers.V03PostgresSaver`` and
 ``V03AsyncPostgresSaver``.
 

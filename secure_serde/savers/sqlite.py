@@ -8,7 +8,7 @@ reduced to the ids.
 
 Needs only the ``sqlite`` extra. Stores secure_serde 0.3 wrote are read by
 ``secure_serde.savers.V03SqliteSaver`` and copied into one of these by
-``secure-serde adopt`` (docs/upgrading.md).
+``secure_serde.savers.adopt`` (docs/upgrading.md).
 
 Example::
 

@@ -53,7 +53,7 @@ _UNEMPTY: Final = (
     "this store holds checkpoints but no store identity. If secure_serde sealed it, its"
     " identity record was deleted: restore the thread {thread!r} from a backup. If a stock"
     " saver or secure_serde 0.3 wrote it, copy it into a new sealed store with"
-    " `secure-serde adopt` (docs/upgrading.md)"
+    " `secure_serde.savers.adopt(source, target)` (docs/upgrading.md)"
 )
 
 

@@ -103,7 +103,7 @@ def resumed(saver: BaseCheckpointSaver[Any]) -> tuple[Any, Any]:
 def test_the_vector_is_a_0_3_store_the_new_saver_refuses(store: Path) -> None:
     with (
         SqliteSaver.from_conn_string(str(store), serde=serde()) as saver,
-        pytest.raises(StoreIdentityError, match="secure-serde adopt"),
+        pytest.raises(StoreIdentityError, match=r"secure_serde\.savers\.adopt"),
     ):
         saver.setup()
 
