@@ -45,6 +45,7 @@ from secure_serde.cli._audit_scan import (
     CipherGroup,
     audit_store,
 )
+from secure_serde.cli._audit_sealed import run_sealed
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import for_terminal
 from secure_serde.config import require_ciphers
@@ -54,6 +55,7 @@ from secure_serde.stores import (
     SEALED_METADATA_KEY,
     RowRef,
     open_store,
+    sealed_store_display,
 )
 
 __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "register", "report_json"]
@@ -144,6 +146,9 @@ class _AuditProgress:
 
 
 def run(args: argparse.Namespace) -> int:
+    sealed = sealed_store_display(args.store)
+    if sealed is not None:
+        return run_sealed(args, sealed)
     ciphers = None if args.no_decrypt else require_ciphers()
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = _AuditProgress(sys.stderr) if show else None

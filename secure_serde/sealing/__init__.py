@@ -7,9 +7,17 @@ Modules, each with one job:
 * ``_index``: blind-index tokens for metadata filters;
 * ``_codec``: sealing a checkpoint for the inner saver, and opening one;
 * ``_walks``: history checks and the bookkeeping of copy, prune and delete;
-* ``_saver`` and ``_async``: the saver, sync and async.
+* ``_saver`` and ``_async``: the saver, sync and async;
+* ``_audit``: every row of a sealed store checked, for ``secure-serde audit``.
 """
 
+from secure_serde.sealing._audit import AuditFinding, SealedAuditReport, audit_sealed
 from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, SealedSaver
 
-__all__ = ["DEFAULT_INDEXED_METADATA", "SealedSaver"]
+__all__ = [
+    "DEFAULT_INDEXED_METADATA",
+    "AuditFinding",
+    "SealedAuditReport",
+    "SealedSaver",
+    "audit_sealed",
+]

@@ -10,7 +10,7 @@ from secure_serde._scrub import scrubbed
 from secure_serde.stores._base import SEALED_STORE_REFUSAL, Store, StoreError
 from secure_serde.stores._dsn import looks_like_conninfo, url_scheme
 
-__all__ = ["POSTGRES_SCHEMES", "open_store"]
+__all__ = ["POSTGRES_SCHEMES", "open_store", "sealed_store_display"]
 
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 _SUPPORTED: Final = (
@@ -44,6 +44,26 @@ def open_store(location: str | os.PathLike[str] | Store) -> Store:
     from secure_serde.stores._sqlite import SqliteStore
 
     return _refuse_sealed(SqliteStore(Path(location)))
+
+
+@scrubbed  # a DSN may hold a password: no error leaves it in a frame local
+def sealed_store_display(location: str | os.PathLike[str]) -> str | None:
+    """Where the store is (safe to print) if `secure_serde.SealedSaver` sealed it, else ``None``.
+
+    Raises `StoreError` as `open_store` does for a store that cannot be opened.
+    """
+    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
+        from secure_serde.stores._postgres import PostgresStore
+
+        store: Store = PostgresStore(location)
+    else:
+        if isinstance(location, str) and not Path(location).exists():
+            _refuse_other_forms(location)
+        from secure_serde.stores._sqlite import SqliteStore
+
+        store = SqliteStore(Path(location))
+    with store:
+        return store.display if store.sealed_by_saver() else None
 
 
 def _refuse_sealed(store: Store) -> Store:
