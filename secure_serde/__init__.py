@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
     from secure_serde._serializer import EncryptedSerializer
     from secure_serde.pickling import PickleFallbackSerializer
-    from secure_serde.sealing import SealedSaver
+    from secure_serde.sealing import SealedSaver, SealedStore
 else:
     from secure_serde._lazy import lazy_attributes
 
@@ -72,6 +72,7 @@ else:
             "RewrapReport": "secure_serde._rewrap._report",
             "RowFailure": "secure_serde._rewrap._report",
             "SealedSaver": "secure_serde.sealing",
+            "SealedStore": "secure_serde.sealing",
             "generate_encoded_key": "secure_serde._keys",
             "rewrap": "secure_serde._rewrap._api",
         },
@@ -104,6 +105,7 @@ __all__ = [
     "RewrapReport",
     "RowFailure",
     "SealedSaver",
+    "SealedStore",
     "SecretPicklingError",
     "SecureSerdeError",
     "StoreIdentityError",

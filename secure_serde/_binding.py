@@ -12,8 +12,15 @@ data, see ``_format_v2``) is::
     | for each field: marker(1) | [len(4, big-endian) | bytes]
 
 with kind 1 blob, 2 write, 3 checkpoint record, 4 metadata envelope, 5 store
-identity; the fields are ``thread_id``, ``checkpoint_ns`` and then the kind's
-own coordinates, in the order of the constructors below. A location in a
+identity, 6 long-term memory store item; the fields are ``thread_id``,
+``checkpoint_ns`` and then the kind's own coordinates, in the order of the
+constructors below. A store item (`secure_serde.SealedStore`) has no thread:
+its ``thread_id`` and ``checkpoint_ns`` are empty, and its coordinates are
+its namespace, as one bytes field::
+
+    count(4, big-endian) | for each label: len(4, big-endian) | UTF-8
+
+then its key. A location in a
 store that has an identity (everything `secure_serde.SealedSaver` writes)
 starts with version 0x02 instead, and its first field is the store id::
 
@@ -37,7 +44,7 @@ from typing import Final, Literal
 
 __all__ = ["Kind", "Location"]
 
-Kind = Literal["blob", "write", "checkpoint", "metadata", "identity"]
+Kind = Literal["blob", "write", "checkpoint", "metadata", "identity", "item"]
 
 _MAGIC: Final = b"SSLOC\x01"
 _MAGIC_IN_STORE: Final = b"SSLOC\x02"
@@ -47,6 +54,7 @@ _KIND_BYTES: Final[dict[str, int]] = {
     "checkpoint": 3,
     "metadata": 4,
     "identity": 5,
+    "item": 6,
 }
 _NONE: Final = b"\x00"
 _STR: Final = 1
@@ -120,6 +128,11 @@ class Location:
         """A store's identity record, kept in the reserved thread ``thread_id``."""
         return cls("identity", thread_id, "", ())
 
+    @classmethod
+    def item(cls, namespace: Sequence[str], key: str) -> Location:
+        """A long-term memory item: ``namespace`` and ``key`` of a ``BaseStore`` item."""
+        return cls("item", "", "", (_namespace_bytes(namespace), str(key)))
+
     def encode(self) -> bytes:
         """The canonical bytes bound into the value's associated data."""
         if self.store is None:
@@ -140,6 +153,15 @@ class Location:
         return (
             f"Location({self.kind}, thread={self.thread_id!r}, ns={self.checkpoint_ns!r}, {shown})"
         )
+
+
+def _namespace_bytes(namespace: Sequence[str]) -> bytes:
+    parts = [struct.pack(">I", len(namespace))]
+    for label in namespace:
+        raw = str(label).encode("utf-8", "surrogatepass")
+        parts.append(struct.pack(">I", len(raw)))
+        parts.append(raw)
+    return b"".join(parts)
 
 
 def _fields(values: Sequence[Coordinate]) -> bytes:

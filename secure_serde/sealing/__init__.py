@@ -8,16 +8,20 @@ Modules, each with one job:
 * ``_codec``: sealing a checkpoint for the inner saver, and opening one;
 * ``_walks``: history checks and the bookkeeping of copy, prune and delete;
 * ``_saver`` and ``_async``: the saver, sync and async;
-* ``_audit``: every row of a sealed store checked, for ``secure-serde audit``.
+* ``_audit``: every row of a sealed store checked, for ``secure-serde audit``;
+* ``_store_codec``, ``_store_identity``, ``_store_plans`` and ``_store``:
+  `SealedStore`, the same sealing for long-term memory (any ``BaseStore``).
 """
 
 from secure_serde.sealing._audit import AuditFinding, SealedAuditReport, audit_sealed
 from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, SealedSaver
+from secure_serde.sealing._store import SealedStore
 
 __all__ = [
     "DEFAULT_INDEXED_METADATA",
     "AuditFinding",
     "SealedAuditReport",
     "SealedSaver",
+    "SealedStore",
     "audit_sealed",
 ]

@@ -8,7 +8,7 @@ store identity reach it as base64 text inside the metadata. A cell is::
     offset  size  field
     0       4     magic b"SSC1"
     4       1     kind: 1 channel value, 2 pending write, 3 checkpoint record,
-                  4 store identity
+                  4 store identity, 5 long-term memory item (SealedStore)
     5       2     n, the length of the type tag (big-endian, 1..1024)
     7       n     type tag, ASCII: the serializer's "{inner}+{cipher}"
     -- kind 2 only --
@@ -38,6 +38,7 @@ from secure_serde._errors import BindingError
 
 __all__ = [
     "IDENTITY",
+    "ITEM",
     "RECORD",
     "VALUE",
     "WRITE",
@@ -54,7 +55,8 @@ VALUE: Final = 1
 WRITE: Final = 2
 RECORD: Final = 3
 IDENTITY: Final = 4
-_KINDS: Final = frozenset((VALUE, WRITE, RECORD, IDENTITY))
+ITEM: Final = 5
+_KINDS: Final = frozenset((VALUE, WRITE, RECORD, IDENTITY, ITEM))
 _MAX_TAG: Final = 1024
 _MAX_TEXT: Final = 64 * 1024 * 1024
 _HEAD: Final = struct.Struct(">4sBH")
@@ -65,6 +67,7 @@ _NAMES: Final = {
     WRITE: "pending write",
     RECORD: "record",
     IDENTITY: "identity",
+    ITEM: "store item",
 }
 
 

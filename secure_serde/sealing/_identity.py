@@ -38,7 +38,9 @@ __all__ = [
     "StoreIdentity",
     "identity_config",
     "new_identity_put",
+    "new_record",
     "open_identity",
+    "parse_record",
     "refuse_unempty",
 ]
 
@@ -95,6 +97,23 @@ def open_identity(found: CheckpointTuple, serde: EncryptedSerializer) -> StoreId
     return _parse(record)
 
 
+def parse_record(record: object) -> StoreIdentity:
+    """The identity in an opened identity record, or `StoreIdentityError`."""
+    if not isinstance(record, dict):
+        raise StoreIdentityError("this store's identity record is not one secure_serde wrote")
+    return _parse(record)
+
+
+def new_record() -> dict[str, Any]:
+    """A fresh identity record: a random store id and a random index key."""
+    return {
+        "format": _FORMAT,
+        "store": os.urandom(_STORE_ID_SIZE),
+        "index_key": os.urandom(INDEX_KEY_SIZE),
+        "created": datetime.now(UTC).isoformat(),
+    }
+
+
 def _parse(record: dict[str, Any]) -> StoreIdentity:
     store_id, index_key = record.get("store"), record.get("index_key")
     if (
@@ -112,12 +131,7 @@ def new_identity_put(
     serde: EncryptedSerializer,
 ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
     """The ``put`` arguments that create a fresh identity (random id and index key)."""
-    record = {
-        "format": _FORMAT,
-        "store": os.urandom(_STORE_ID_SIZE),
-        "index_key": os.urandom(INDEX_KEY_SIZE),
-        "created": datetime.now(UTC).isoformat(),
-    }
+    record = new_record()
     type_tag, ciphertext = serde.dumps_typed_at(record, _LOCATION)
     del record
     checkpoint = Checkpoint(
