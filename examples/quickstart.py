@@ -430,10 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     heading("Done")
     print(f"Everything above was stored encrypted in {display(DB_FILE)}.")
     print("Run this demo again: the next run resumes the same thread from that file.")
-    print("Look at what the stock saver below the wrapper stored (sealed cells and ids only):")
-    print(
-        f"  sqlite3 {display(DB_FILE)} 'SELECT thread_id, checkpoint_id, metadata FROM checkpoints'"
-    )
+    print("Check every row of the store with the operator's tool, under the same key:")
+    prefix = "" if KEY_FROM_ENV else f"{KEY_ENV_VAR}=$(cat {display(KEY_FILE)}) "
+    print(f"  {prefix}secure-serde audit {display(DB_FILE)}")
     return 0
 
 
