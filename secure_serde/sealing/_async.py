@@ -31,6 +31,7 @@ from secure_serde.sealing._identity import (
     new_identity_put,
     open_identity,
     refuse_unempty,
+    unenumerable,
 )
 from secure_serde.sealing._index import plan_filter
 from secure_serde.sealing._walks import (
@@ -96,6 +97,9 @@ class AsyncMethods:
             async for row in self.inner.alist(None, limit=2):
                 if str(row.config["configurable"].get("thread_id")) != IDENTITY_THREAD:
                     return True
+        except ValueError:
+            unenumerable(self.inner)
+            return False
         except Exception:  # noqa: BLE001 - rows the inner serde cannot read are still rows
             return True
         return False

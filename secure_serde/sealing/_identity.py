@@ -17,6 +17,7 @@ a backup), or it was written by something else (adopt it explicitly).
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -42,7 +43,10 @@ __all__ = [
     "open_identity",
     "parse_record",
     "refuse_unempty",
+    "unenumerable",
 ]
+
+logger = logging.getLogger("secure_serde")
 
 IDENTITY_THREAD: Final = "__secure_serde_store__"
 # Sorts before every uuid6 checkpoint id; the record is the thread's only checkpoint.
@@ -146,6 +150,21 @@ def new_identity_put(
     config: RunnableConfig = {"configurable": {"thread_id": IDENTITY_THREAD, "checkpoint_ns": ""}}
     metadata = {IDENTITY_KEY: _cell.to_text(_cell.pack(_cell.IDENTITY, type_tag, ciphertext))}
     return config, checkpoint, cast(CheckpointMetadata, metadata)
+
+
+def unenumerable(inner: object) -> None:
+    """Log that ``inner`` cannot say whether the store is empty; the identity is created anyway.
+
+    Some savers list one thread at a time only (``DynamoDBSaver.list(None)``
+    raises ``ValueError``). There, an identity deleted by an attacker is
+    replaced instead of refused: the rows sealed under the old one are then
+    refused (`BindingError`), never read (SECURITY.md).
+    """
+    logger.warning(
+        "secure_serde: %s cannot list every thread, so SealedSaver cannot check that the store"
+        " is empty before creating its identity",
+        type(inner).__name__,
+    )
 
 
 def refuse_unempty() -> StoreIdentityError:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
@@ -42,6 +42,7 @@ from secure_serde.sealing._identity import (
     new_identity_put,
     open_identity,
     refuse_unempty,
+    unenumerable,
 )
 from secure_serde.sealing._index import plan_filter
 from secure_serde.sealing._walks import (
@@ -86,6 +87,11 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             authenticated metadata, after the inner saver returns the rows.
         plaintext_metadata: metadata keys also stored in the clear, named one
             by one (checked against their sealed value on every read).
+        tenant_keys: a `secure_serde.TenantKeys` key store: each tenant's rows
+            are then sealed under its own keys, bound to it, and can be
+            shredded (docs/tenants.md). Every call must then name a tenant.
+        tenant: with ``tenant_keys``, a callable from the config to the
+            tenant id; by default ``config["configurable"]["tenant_id"]``.
 
     Every channel value, pending write and metadata key reaches the inner
     saver sealed; the config reaches it reduced to the ids. Reads return
@@ -97,17 +103,29 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         # Capability-preserving: ``prune`` and ``delete_for_runs`` exist only where
         # the inner saver has them (langgraph detects capabilities by override).
         if cls is SealedSaver:
-            cls = _VARIANTS[(overrides(inner, "prune"), overrides(inner, "delete_for_runs"))]
+            if kwargs.get("tenant_keys") is not None:
+                # Per-tenant keys: a saver that routes each call to its tenant's scope.
+                from secure_serde.sealing._tenant_saver import tenant_variant
+
+                cls = tenant_variant(inner)
+            else:
+                cls = _VARIANTS[(overrides(inner, "prune"), overrides(inner, "delete_for_runs"))]
         return super().__new__(cls)
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 - public constructor: keyword-only options
         self,
         inner: BaseCheckpointSaver[Any],
         *,
         serde: EncryptedSerializer,
         indexed_metadata: Iterable[str] = (),
         plaintext_metadata: Iterable[str] = (),
+        tenant_keys: Any = None,
+        tenant: Callable[[RunnableConfig], Any] | None = None,
     ) -> None:
+        if tenant is not None and tenant_keys is None:
+            raise ConfigurationError("tenant= resolves tenants for tenant_keys=, which is not set")
+        if tenant_keys is not None and not getattr(type(self), "TENANT_ROUTING", False):
+            raise ConfigurationError("tenant_keys= is taken by SealedSaver itself, not a subclass")
         if not isinstance(inner, BaseCheckpointSaver):
             raise ConfigurationError(
                 f"SealedSaver wraps a langgraph BaseCheckpointSaver, not {type(inner).__name__}"
@@ -133,6 +151,8 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         self._plaintext = plaintext
         self._sealer: Sealer | None = None
         self._lock = threading.Lock()
+        self._tenant_keys = tenant_keys
+        self._tenant_of = tenant
 
     def __repr__(self) -> str:
         return f"SealedSaver({type(self.inner).__name__}, serde={self._encrypting!r})"
@@ -140,6 +160,13 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
     @property
     def config_specs(self) -> list[Any]:
         return list(self.inner.config_specs)
+
+    def for_tenant(self, tenant_id: str) -> SealedSaver:
+        """This saver bound to one tenant: only with ``tenant_keys=`` (docs/tenants.md)."""
+        raise ConfigurationError(
+            "for_tenant needs per-tenant keys: SealedSaver(inner, serde=...,"
+            " tenant_keys=TenantKeys.open(LOCATION))"
+        )
 
     def with_allowlist(self, extra_allowlist: Any) -> SealedSaver:
         serde = self._encrypting.with_msgpack_allowlist(extra_allowlist)
@@ -178,6 +205,9 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
                 str(t.config["configurable"].get("thread_id")) != IDENTITY_THREAD
                 for t in list(self.inner.list(None, limit=2))
             )
+        except ValueError:
+            unenumerable(self.inner)
+            holds_checkpoints = False
         except Exception:  # noqa: BLE001 - rows the inner serde cannot read are still rows
             holds_checkpoints = True
         if holds_checkpoints:
