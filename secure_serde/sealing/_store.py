@@ -111,7 +111,13 @@ class SealedStore(BaseStore):
         await self._aready()
 
     def _codec_for(self, identity: Any) -> ItemCodec:
-        return ItemCodec(self._serde, identity, self.indexed_fields, self.searchable_fields)
+        return ItemCodec(
+            self._serde,
+            identity,
+            self.indexed_fields,
+            self.searchable_fields,
+            _embedded_fields(self.inner),
+        )
 
     def _ready(self) -> ItemCodec:
         codec = self._codec
@@ -159,6 +165,20 @@ class SealedStore(BaseStore):
                 asked = plan.send(await self.inner.abatch(asked))
         except StopIteration as done:
             return done.value
+
+
+def _embedded_fields(inner: BaseStore) -> list[str] | None:
+    """The fields the inner store embeds by default (its ``index_config``), where it says."""
+    config = getattr(inner, "index_config", None)
+    if not isinstance(config, dict):
+        return None
+    # "fields" in InMemoryStore and PostgresStore, "text_fields" in SqliteStore.
+    fields = config.get("fields") or config.get("text_fields")
+    if isinstance(fields, str):
+        fields = [fields]
+    if isinstance(fields, (list, tuple)) and all(isinstance(f, str) for f in fields):
+        return list(fields)
+    return None
 
 
 def _names(names: Iterable[str], argument: str) -> list[str]:

@@ -78,7 +78,7 @@ def check_fields(indexed: Collection[str], searchable: Collection[str]) -> None:
 class ItemCodec:
     """Seals the items of one store identity, and opens what the inner store returns."""
 
-    __slots__ = ("_identity", "_indexed", "_searchable", "_serde")
+    __slots__ = ("_default_index", "_identity", "_indexed", "_searchable", "_serde")
 
     def __init__(
         self,
@@ -86,11 +86,16 @@ class ItemCodec:
         identity: StoreIdentity,
         indexed: Collection[str],
         searchable: Collection[str],
+        inner_fields: Sequence[str] | None = None,
     ) -> None:
         self._serde = serde
         self._identity = identity
         self._indexed = tuple(indexed)
         self._searchable = tuple(searchable)
+        # ``put(index=None)``: the inner store's own fields when it embeds only searchable
+        # ones (exactly what the bare store embeds), else the searchable fields by name.
+        own = bool(inner_fields) and all(_root(f) in self._searchable for f in inner_fields or ())
+        self._default_index: list[str] | None = None if own else list(self._searchable)
 
     def _location(self, namespace: Sequence[str], key: str) -> Location:
         return Location.item(namespace, key).in_store(self._identity.store_id)
@@ -125,7 +130,7 @@ class ItemCodec:
         if index is False or not self._searchable:
             return False
         if index is None:
-            return list(self._searchable)
+            return self._default_index
         refused = [path for path in index if _root(path) not in self._searchable]
         if refused:
             raise ConfigurationError(

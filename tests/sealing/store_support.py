@@ -124,7 +124,7 @@ class StoreEnv:
             }
         out = {}
         for prefix, key, value in self._sql("SELECT prefix, key, value FROM store"):
-            loaded = json.loads(value) if isinstance(value, str) else value
+            loaded = json.loads(value) if isinstance(value, (str, bytes)) else value
             out[(tuple(prefix.split(".")), key)] = loaded
         return out
 
@@ -229,7 +229,7 @@ def envs(lane: str, tmp_path: Path, request: Any) -> Iterator[EnvFactory]:
             url = _new_database(server)
         count[0] += 1
         folder = tmp_path / f"env{count[0]}"
-        folder.mkdir()
+        folder.mkdir(parents=True)
         env = StoreEnv(lane, folder, server, url, index)
         made.append(env)
         return env
