@@ -58,6 +58,8 @@ MESSAGE_COUNTS: tuple[int, ...] = (1, 20, 200, 2000)
 # JsonPlus per state, and the most bytes a blob may grow by.
 TARGET_RATIOS: dict[int, float] = {1: 1.15, 20: 1.05, 200: 1.03, 2000: 1.05}
 TARGET_ADDED_BYTES = 34
+# Issue 23: secure_serde's round trip against the bare AES-GCM floor (key commitment kept).
+FLOOR_TARGETS: dict[int, float] = {1: 1.10, 20: 1.03, 200: 1.03}
 
 PLAIN = "plain"
 FLOOR = "floor"
@@ -307,6 +309,8 @@ class Result:
     median_us: float
     min_us: float
     ratio_to_plain: float
+    ratio_to_floor: float
+    paired_ratio_to_floor: float
     stored_bytes: int
     added_bytes: int
     target_ratio: float | None
@@ -345,6 +349,7 @@ def bench_state(
     progress(f"{count} messages: {settings.repetitions} repetitions done")
 
     plain_median = statistics.median(samples[PLAIN])
+    floor_median = statistics.median(samples[FLOOR])
     results: list[Result] = []
     for name in names:
         median = statistics.median(samples[name])
@@ -361,6 +366,10 @@ def bench_state(
                 median_us=median,
                 min_us=min(samples[name]),
                 ratio_to_plain=ratio,
+                ratio_to_floor=median / floor_median,
+                paired_ratio_to_floor=statistics.median(
+                    mine / floor for mine, floor in zip(samples[name], samples[FLOOR], strict=True)
+                ),
                 stored_bytes=len(stored[name][1]),
                 added_bytes=added,
                 target_ratio=target,
@@ -457,6 +466,25 @@ def render(states: Sequence[StateResult], mode: str, env_note: str) -> str:
         cells += [f"{ratios[name]:.3f}x" for name in others]
         cells.append(f"≤{TARGET_RATIOS[st.messages]:.2f}x")
         lines.append("| " + " | ".join(cells) + " |")
+    lines.append("")
+    lines.append("secure_serde against the AES-GCM floor (same-run medians):")
+    lines.append("")
+    lines.append("| messages | plain size | secure_serde / floor | paired | target (issue 23) |")
+    lines.append("|---:|---:|---:|---:|---:|")
+    for st in states:
+        secure = next(r for r in st.results if r.serializer == SECURE)
+        floor_target = FLOOR_TARGETS.get(st.messages)
+        shown = f"≤{floor_target:.2f}x" if floor_target is not None else ""
+        lines.append(
+            f"| {st.messages} | {st.plain_bytes:,} B | {secure.ratio_to_floor:.3f}x"
+            f" | {secure.paired_ratio_to_floor:.3f}x | {shown} |"
+        )
+    lines.append("")
+    lines.append(
+        "'secure_serde / floor' divides the two medians; 'paired' is the median, over the"
+        " repetitions, of each repetition's secure_serde batch divided by its floor batch"
+        " (adjacent in time, so less disturbed by load on a shared machine)."
+    )
     lines.append("")
     lines.append(
         f"Targets from the issue: ratio ≤1.15x (1 msg), ≤1.05x (20), ≤1.03x (200), "
