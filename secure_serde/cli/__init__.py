@@ -59,6 +59,10 @@ _SUBCOMMANDS: Final = {
         "secure_serde.cli._inspect",
         "decrypt and show a checkpoint, or a thread's history, for time-travel debugging",
     ),
+    "adopt": (
+        "secure_serde.cli._adopt",
+        "copy a store secure_serde 0.3 or a stock saver wrote into a new sealed store",
+    ),
 }
 
 

@@ -1,0 +1,143 @@
+"""``secure-serde adopt SOURCE TARGET``: copy an older store into a new SealedSaver store.
+
+SOURCE is a store secure_serde 0.3's sealed savers wrote, or a stock saver
+with secure_serde's serializer; TARGET is a new store (a SQLite path or a
+``postgresql://`` URL), opened with the 0.4 saver of its kind and set up.
+Keys come from the environment, as for every command. Every row the tool
+cannot vouch for is listed first (``--dry-run`` writes nothing) and refused
+unless ``--accept-unvouched``. Exit codes: 0 everything copied, 1 rows
+refused (listed), 2 usage, configuration or store error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any, Final
+
+from secure_serde import ConfigurationError, EncryptedSerializer, Migration
+from secure_serde.cli._pretty import for_terminal
+from secure_serde.config import serializer_from_env
+from secure_serde.savers import AdoptReport, adopt
+from secure_serde.sealing import SealedSaver
+
+__all__ = ["register"]
+
+_POSTGRES: Final = ("postgresql://", "postgres://")
+# What the lenient reader of the source accepts; each such row is still listed.
+_LENIENT: Final = Migration(plaintext=True, unbound=True, plaintext_metadata=True)
+_MAX_LISTED: Final = 20
+
+
+def register(subparsers: Any) -> None:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "adopt",
+        help="copy a store secure_serde 0.3 or a stock saver wrote into a new sealed store",
+        description=(
+            "Copy every thread of SOURCE (written by secure_serde 0.3's sealed savers, or by a"
+            " stock saver with secure_serde's serializer) into TARGET, a new store that"
+            " secure_serde.SealedSaver seals. Rows the tool cannot vouch for (plaintext, legacy"
+            " +aes rows whose type tag could have been relabelled, values that do not"
+            " authenticate at their place) are listed and refused unless --accept-unvouched."
+            " Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
+            " SECURE_SERDE_KMS_KEY_ID."
+        ),
+        epilog="exit status: 0 everything copied; 1 rows refused (listed); 2 error.",
+    )
+    parser.add_argument("source", help="the older store: a SQLite file or a postgresql:// URL")
+    parser.add_argument("target", help="the new store: a SQLite file or a postgresql:// URL")
+    parser.add_argument("--dry-run", action="store_true", help="list what would happen only")
+    parser.add_argument(
+        "--accept-unvouched",
+        action="store_true",
+        help="also copy plaintext, legacy and unauthenticated rows (each is listed and logged)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(func=run)
+
+
+@contextmanager
+def _source(
+    location: str, serde: EncryptedSerializer, migration: Migration | None
+) -> Iterator[Any]:
+    if location.startswith(_POSTGRES):
+        from secure_serde.savers import V03PostgresSaver
+
+        with V03PostgresSaver.from_conn_string(location, serde=serde, migration=migration) as saver:
+            yield saver
+    else:
+        from secure_serde.savers import V03SqliteSaver
+
+        with V03SqliteSaver.from_conn_string(location, serde=serde, migration=migration) as saver:
+            yield saver
+
+
+@contextmanager
+def _target(location: str, serde: EncryptedSerializer) -> Iterator[SealedSaver]:
+    if location.startswith(_POSTGRES):
+        from secure_serde.savers.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(location, serde=serde) as saver:
+            saver.setup()
+            yield saver
+    else:
+        from secure_serde.savers.sqlite import SqliteSaver
+
+        with SqliteSaver.from_conn_string(location, serde=serde) as saver:
+            saver.setup()
+            yield saver
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.source == args.target:
+        raise ConfigurationError("adopt copies into a new store: SOURCE and TARGET are the same")
+    serde = serializer_from_env()
+    with ExitStack() as stack:
+        source = stack.enter_context(_source(args.source, serde, None))
+        lenient = None
+        if args.accept_unvouched:
+            lenient_serde = serializer_from_env(migration=_LENIENT)
+            lenient = stack.enter_context(_source(args.source, lenient_serde, _LENIENT))
+        target = stack.enter_context(_target(args.target, serde))
+        report = adopt(
+            source,
+            target,
+            lenient=lenient,
+            dry_run=args.dry_run,
+            accept_unvouched=args.accept_unvouched,
+        )
+    code = 1 if report.refused else 0
+    if args.json:
+        json.dump(_json(report, code), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        lines = report.lines()
+        for line in lines[: 1 + _MAX_LISTED]:
+            sys.stdout.write(for_terminal(line) + "\n")
+        if len(lines) > 1 + _MAX_LISTED:
+            sys.stdout.write(f"  ... and {len(lines) - 1 - _MAX_LISTED} more (--json lists all)\n")
+    return code
+
+
+def _json(report: AdoptReport, code: int) -> dict[str, Any]:
+    return {
+        "dry_run": report.dry_run,
+        "exit_code": code,
+        "threads": report.threads,
+        "checkpoints": report.checkpoints,
+        "writes": report.writes,
+        "unvouched": [
+            {
+                "thread_id": u.thread_id,
+                "checkpoint_ns": u.checkpoint_ns,
+                "checkpoint_id": u.checkpoint_id,
+                "row": u.row,
+                "reason": u.reason,
+                "copied": u.copied,
+            }
+            for u in report.unvouched
+        ],
+    }
