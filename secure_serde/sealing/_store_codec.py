@@ -109,20 +109,20 @@ class ItemCodec:
         if not isinstance(op.value, Mapping):
             raise ConfigurationError(f"a store value is a mapping, not {type(op.value).__name__}")
         value = dict(op.value)
-        location = self._location(op.namespace, op.key)
-        type_tag, ciphertext = self._serde.dumps_typed_at(value, location)
-        inner: dict[str, Any] = {
-            SEALED_FIELD: _cell.to_text(_cell.pack(_cell.ITEM, type_tag, ciphertext))
-        }
+        visible: dict[str, Any] = {}
         index = self._identity.index
         for name in self._indexed:
             if name in value:
                 _json_field(name, value[name])
-                inner[name] = index.token(name, value[name])
+                visible[name] = index.token(name, value[name])
         for name in self._searchable:
             if name in value:
                 _json_field(name, value[name])
-                inner[name] = value[name]
+                visible[name] = value[name]
+        location = self._location(op.namespace, op.key)
+        type_tag, ciphertext = self._serde.dumps_typed_at(value, location)
+        inner = {SEALED_FIELD: _cell.to_text(_cell.pack(_cell.ITEM, type_tag, ciphertext))}
+        inner.update(visible)
         return PutOp(op.namespace, op.key, inner, index=self._inner_index(op.index), ttl=op.ttl)
 
     def _inner_index(self, index: Any) -> Any:
