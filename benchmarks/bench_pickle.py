@@ -308,8 +308,11 @@ def main() -> None:
     for name, (label, _) in serdes.items():
         print(f"- {name}: {label}")
     print()
-    print("| workload | serializer | stored bytes | tag | median µs/round trip | min µs | ratio |")
-    print("|---|---|---:|---|---:|---:|---:|")
+    print(
+        "| workload | serializer | stored bytes | tag | median µs/round trip | min µs | ratio"
+        " | paired |"
+    )
+    print("|---|---|---:|---|---:|---:|---:|---:|")
     for workload, (baseline, names) in WORKLOADS.items():
         state = states[workload]
         for name in names:
@@ -320,13 +323,18 @@ def main() -> None:
         for name in names:
             tag, data = serdes[name][1].dumps_typed(state)
             median = statistics.median(samples[name])
+            paired = statistics.median(
+                mine / theirs for mine, theirs in zip(samples[name], samples[baseline], strict=True)
+            )
             print(
                 f"| {workload} | {name} | {len(data):,} | {tag} | {fmt_us(median)} |"
-                f" {fmt_us(min(samples[name]))} | {median / base:.3f}x |"
+                f" {fmt_us(min(samples[name]))} | {median / base:.3f}x | {paired:.3f}x |"
             )
     print(
         "\nRatios: each workload's median over its first serializer's median, same run"
-        " (frame+messages: whole-pickle; messages: jsonplus; frame: bare-pickle)."
+        " (frame+messages: whole-pickle; messages: jsonplus; frame: bare-pickle). 'paired'"
+        " is the median over the repetitions of each repetition's batch over the baseline's"
+        " batch of the same repetition, which a busy machine disturbs less."
     )
 
 

@@ -387,7 +387,12 @@ def scan(data: bytes, admission: Admission) -> Layout:  # noqa: C901 - one opcod
                 stop = pos + 2 + data[pos + 1]
                 if stop > size:
                     raise ValueError("truncated")
-                push(("str", str(data[pos + 2 : stop], "utf-8", "surrogatepass")))
+                item = ("str", str(data[pos + 2 : stop], "utf-8", "surrogatepass"))
+                push(item)
+                # Nearly always followed by MEMOIZE of that string: taken here too.
+                if stop < size and data[stop] == _MEMOIZE_CODE:
+                    memo[len(memo)] = item
+                    stop += 1
                 pos = stop
                 continue
             if code == _MEMOIZE_CODE:

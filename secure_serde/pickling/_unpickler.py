@@ -29,6 +29,7 @@ import io
 import math
 import pickle
 import sys
+import types
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -94,6 +95,8 @@ def check_state(state: Any, nested: bool = True) -> None:
 
 _APPLY_BUILD: Final[Callable[[Any], None]] = pickle._Unpickler.dispatch[pickle.BUILD[0]]
 _MISSING: Final = object()
+# What a global can be: BUILD on one is refused (the scan refuses it statically too).
+_SHARED: Final = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
 
 
 class _BuildStack:
@@ -115,6 +118,9 @@ def _checked_build(pair: Any) -> Any:
     if type(pair) is not tuple or len(pair) != 2:
         raise UnsafePickleError("refusing a pickle that uses persistent ids")
     inst, state = pair
+    if isinstance(inst, _SHARED):
+        # An admitted class or function itself: BUILD would set attributes process-wide.
+        raise UnsafePickleError("refusing a pickle that applies BUILD to a global")
     numpy = sys.modules.get("numpy")
     if numpy is None:
         check_state(state)

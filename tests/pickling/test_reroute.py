@@ -22,7 +22,7 @@ from secure_serde import ForbiddenGlobalError, UnsafePickleError
 from secure_serde.pickling import _unpickler
 from secure_serde.pickling._scan import Admission, Layout, locate, scan
 from tests.pickling.test_fallback_build import GADGETS, admission
-from tests.pickling.test_fallback_hostile import RAN, Target
+from tests.pickling.test_fallback_hostile import HERE, RAN, Target, framed, glob, text
 
 
 def _values() -> list[Any]:
@@ -146,3 +146,24 @@ def test_a_global_resolved_under_one_admission_is_refused_under_another() -> Non
     narrow = Admission(frozenset({("datetime", "date")}))
     with pytest.raises(ForbiddenGlobalError):
         _unpickler._RestrictedUnpickler(data, narrow, Layout(())).load()
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        pickle.MARK + text("greeting") + text("changed") + pickle.DICT,  # the class's __dict__
+        pickle.NONE
+        + pickle.MARK
+        + text("greeting")
+        + text("changed")
+        + pickle.DICT
+        + pickle.TUPLE2,  # slot state: setattr
+    ],
+    ids=["dict", "slotstate"],
+)
+def test_the_run_time_check_alone_refuses_build_on_a_global(state: bytes) -> None:
+    """Without the scan, BUILD aimed at an admitted class itself is refused at run time."""
+    data = framed(glob(HERE, "Target") + state + pickle.BUILD)
+    with pytest.raises(UnsafePickleError, match="global"):
+        _unpickler._RestrictedUnpickler(data, admission()).load()
+    assert Target.greeting == "hello"
