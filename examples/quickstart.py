@@ -405,8 +405,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{display(DB_FILE)} was written by an older version of this demo (secure_serde"
             " 0.3): it has no store identity, so the sealed saver refuses it"
             " (StoreIdentityError). Copy it into a new sealed store with"
-            " secure_serde.savers.adopt(source, target) (same key; docs/upgrading.md), or pass"
-            " --fresh"
+            f" `secure-serde adopt {display(DB_FILE)} new.sqlite` (same key; docs/upgrading.md),"
+            " or pass --fresh"
             " to delete the demo database and start over.",
             file=sys.stderr,
         )
