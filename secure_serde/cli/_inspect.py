@@ -28,10 +28,11 @@ from secure_serde import Migration
 from secure_serde import _langgraph as lg
 from secure_serde.cli._args import positive_int
 from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader
+from secure_serde.cli._inspect_sealed import SealedReader
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import compact, for_terminal, to_jsonable
 from secure_serde.config import PICKLE_PRESETS, serializer_from_env
-from secure_serde.stores import open_store
+from secure_serde.stores import open_store, sealed_store_display
 
 __all__ = ["register"]
 
@@ -116,9 +117,16 @@ def run(args: argparse.Namespace) -> int:
         inline_values=args.allow_inline_values,
     )
     serde = serializer_from_env(migration=migration, pickle_presets=args.pickle)
-    with open_store(args.store) as store:  # a clear error for a missing or foreign store
-        display = store.display
-        reader = CheckpointReader(store, serde, migration=migration)
+    sealed = sealed_store_display(args.store)
+    reader: CheckpointReader | SealedReader
+    if sealed is not None:
+        # Sealed by SealedSaver: read as the application reads, with no migration switch.
+        display = sealed
+        reader = SealedReader(args.store, serializer_from_env(pickle_presets=args.pickle))
+    else:
+        with open_store(args.store) as store:  # a clear error for a missing or foreign store
+            display = store.display
+            reader = CheckpointReader(store, serde, migration=migration)
     try:
         namespaces = dict(reader.namespaces(args.thread))
         if args.ns not in namespaces:
