@@ -32,11 +32,14 @@ __all__ = [
     "RetiredKeyError",
     "SecretPicklingError",
     "SecureSerdeError",
+    "ShreddedError",
     "StoreIdentityError",
     "StrictDecodeError",
+    "TenantRequiredError",
     "UnboundValueError",
     "UnknownCipherError",
     "UnknownKeyError",
+    "UnknownTenantError",
     "UnsafePickleError",
 ]
 
@@ -288,3 +291,41 @@ class KeyringFileError(ConfigurationError):
     def __init__(self, message: str, *, path: str) -> None:
         super().__init__(message)
         self.path = path
+
+
+class TenantRequiredError(ConfigurationError):
+    """A call to a tenant-keyed saver names no tenant, or another tenant than its scope.
+
+    `SealedSaver(..., tenant_keys=...)` reads the tenant from every config
+    (``configurable.tenant_id``, or the ``tenant=`` callable). Calls that
+    carry no config (``delete_thread``, ``copy_thread``, ``prune``,
+    ``delete_for_runs``, ``list(None)``) are refused on the unscoped saver:
+    make them on ``saver.for_tenant(tenant_id)``.
+    """
+
+
+class ShreddedError(SecureSerdeError):
+    """The key of a tenant (or of one of its threads) was shredded: its rows are gone for good.
+
+    Not a `DecryptionError`: nothing was tampered with, the data was erased
+    on purpose (``TenantKeys.shred``, ``secure-serde tenants shred``).
+    ``tenant_id`` and ``thread_id`` (``None`` for a whole tenant) name what
+    was shredded, ``shredded_at`` when (ISO 8601).
+    """
+
+    def __init__(
+        self, message: str, *, tenant_id: str, thread_id: str | None, shredded_at: str
+    ) -> None:
+        super().__init__(message)
+        self.tenant_id = tenant_id
+        self.thread_id = thread_id
+        self.shredded_at = shredded_at
+
+
+class UnknownTenantError(SecureSerdeError, LookupError):
+    """The tenant key store holds no key for this tenant (or thread).
+
+    Raised by ``shred`` and ``shred_thread`` for a tenant or thread that
+    never had a key, and when a stored row needs a key the key store does
+    not hold (a key store restored from a backup older than the row).
+    """

@@ -145,6 +145,15 @@ class Sealer:
     def identity(self) -> StoreIdentity:
         return self._identity
 
+    def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, LocatingCipher]:
+        """The serializer and cipher for one thread's rows (one pair per store here).
+
+        A hook: per-tenant sealing (secure_serde/sealing/_tenant_saver.py)
+        returns the thread's own key there. ``writing`` says whether a key
+        may be created for it.
+        """
+        return self._serde, self._cipher
+
     # -- writing -------------------------------------------------------------------------
 
     def seal_checkpoint(
@@ -208,12 +217,13 @@ class Sealer:
         if checkpoint_id is None:
             raise ConfigurationError("put_writes needs configurable.checkpoint_id")
         sealed: list[tuple[str, Any]] = []
+        serde, _ = self._crypto(thread, writing=True)
         for idx, (channel, value) in enumerate(writes):
             position = WRITES_IDX_MAP.get(channel, idx)
             location = Location.write(
                 thread, ns, checkpoint_id, task_id, task_path, position, channel
             ).in_store(self._store)
-            type_tag, ciphertext = self._serde.dumps_typed_at(value, location)
+            type_tag, ciphertext = serde.dumps_typed_at(value, location)
             sealed.append((channel, _cell.pack_write(type_tag, task_path, position, ciphertext)))
         return reduced(config), sealed
 
@@ -236,7 +246,8 @@ class Sealer:
         if hit is not None and hit[0] is value:
             return hit[1]
         location = Location.blob(thread, ns, channel, version).in_store(self._store)
-        type_tag, ciphertext = self._serde.dumps_typed_at(value, location)
+        serde, _ = self._crypto(thread, writing=True)
+        type_tag, ciphertext = serde.dumps_typed_at(value, location)
         cell = _cell.pack(_cell.VALUE, type_tag, ciphertext)
         if len(self._cache) >= _MAX_CACHED:
             # Values are immutable per (thread, namespace, channel, version); the cache
@@ -247,14 +258,16 @@ class Sealer:
 
     def _seal_raw(self, kind: int, obj: Any, location: Location) -> bytes:
         _, data = self._records.dumps_typed(obj)
-        cipher_name, ciphertext = self._cipher.encrypt_at(data, _RECORD_TAG, location.encode())
+        _, sealing = self._crypto(location.thread_id, writing=True)
+        cipher_name, ciphertext = sealing.encrypt_at(data, _RECORD_TAG, location.encode())
         return _cell.pack(kind, f"{_RECORD_TAG}+{cipher_name}", ciphertext)
 
     def _open_raw(self, cell: _cell.Cell, location: Location) -> Any:
         inner, plus, cipher_name = cell.type_tag.rpartition("+")
         if not plus or inner != _RECORD_TAG:
             raise BindingError("a sealed record has a type tag secure_serde does not write")
-        route = self._serde.read_rule.route(cell.type_tag)
+        serde, _ = self._crypto(location.thread_id, writing=False)
+        route = serde.read_rule.route(cell.type_tag)
         cipher = route.cipher
         if cipher is None or not is_locating(cipher):
             raise BindingError("a sealed record is not under a cipher that binds its place")
@@ -342,6 +355,7 @@ class Sealer:
         stored = found.checkpoint.get("channel_values") or {}
         versions = structure.get("channel_versions") or {}
         values: dict[str, Any] = {}
+        serde, _ = self._crypto(thread, writing=False)
         for channel in with_values:
             if wanted is not None and channel not in wanted:
                 continue
@@ -351,7 +365,7 @@ class Sealer:
             location = Location.blob(thread, ns, channel, versions.get(channel)).in_store(
                 self._store
             )
-            values[channel] = self._serde.loads_typed_at((cell.type_tag, cell.ciphertext), location)
+            values[channel] = serde.loads_typed_at((cell.type_tag, cell.ciphertext), location)
         return values
 
     def _open_writes(
@@ -364,6 +378,7 @@ class Sealer:
     ) -> list[tuple[str, str, Any]]:
         keyed: list[tuple[tuple[str, str, int], tuple[str, str, Any]]] = []
         seen: set[tuple[str, int]] = set()
+        serde, _ = self._crypto(thread, writing=False)
         for task_id, channel, raw in found.pending_writes or ():
             cell = _cell.unpack(raw, _cell.WRITE)
             if (task_id, cell.idx) in seen:
@@ -374,7 +389,7 @@ class Sealer:
             location = Location.write(
                 thread, ns, checkpoint_id, task_id, cell.task_path, cell.idx, channel
             ).in_store(self._store)
-            value = self._serde.loads_typed_at((cell.type_tag, cell.ciphertext), location)
+            value = serde.loads_typed_at((cell.type_tag, cell.ciphertext), location)
             keyed.append(
                 (writes_sort_key(cell.task_path, task_id, cell.idx), (task_id, channel, value))
             )
@@ -386,7 +401,9 @@ class Sealer:
     def rebind(self, raw: Any, kind: int, source: Location, target: Location) -> bytes:
         """A value or write cell re-encrypted from ``source`` to ``target``."""
         cell = _cell.unpack(raw, kind)
-        route = self._serde.read_rule.route(cell.type_tag)
+        source_serde, _ = self._crypto(source.thread_id, writing=False)
+        _, target_cipher = self._crypto(target.thread_id, writing=True)
+        route = source_serde.read_rule.route(cell.type_tag)
         cipher = route.cipher
         if cipher is None or not is_locating(cipher):
             raise BindingError("a sealed cell is not under a cipher that binds its place")
@@ -396,7 +413,7 @@ class Sealer:
             route.inner,
             source.in_store(self._store).encode(),
         )
-        name, ciphertext = self._cipher.encrypt_at(
+        name, ciphertext = target_cipher.encrypt_at(
             plaintext, route.inner, target.in_store(self._store).encode()
         )
         tag = f"{route.inner}+{name}"

@@ -1,0 +1,269 @@
+"""Where tenant keys are kept: one table, in a SQLite file or a PostgreSQL database of its own.
+
+The table (``secure_serde_tenant_keys``) holds one row per tenant key and one
+per thread key::
+
+    tenant       TEXT     the tenant id, as the application names it
+    scope        TEXT     '' for the tenant's key; 'thread:' + thread id for a thread's
+    key_id       TEXT     32 hex digits, random; bound into the wrapped key's associated data
+    cipher_name  TEXT     the cipher name the wrapped key is stored under ('aesgcm', 'kms')
+    wrapped      BLOB     the wrapped key, or NULL once shredded (the row is the tombstone)
+    created      TEXT     ISO 8601
+    shredded     TEXT     ISO 8601, or NULL
+
+A tenant key is wrapped under the serializer's primary key; a thread key
+under its tenant's key (secure_serde/sealing/_tenants.py). A row is never
+deleted: a shredded key keeps its row, with ``wrapped`` NULL, so that the
+key is never created again and reads say "shredded", not "unknown".
+
+SQLite runs with ``secure_delete`` on, so a shredded key's bytes are
+overwritten in the file rather than left in a free page. PostgreSQL keeps
+old row versions until they are vacuumed: a shred runs ``VACUUM`` on the
+table. Neither reaches copies made earlier (backups, replicas, WAL
+archives): docs/tenants.md says what backup policy the key store needs.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+from secure_serde._errors import ConfigurationError
+
+__all__ = ["TABLE", "KeyRow", "KeyTable", "PostgresKeyTable", "SqliteKeyTable", "open_table"]
+
+TABLE: Final = "secure_serde_tenant_keys"
+TENANT_SCOPE: Final = ""
+THREAD_PREFIX: Final = "thread:"
+_PG_SCHEMES: Final = ("postgresql://", "postgres://")
+_SQLITE_DDL: Final = f"""
+CREATE TABLE IF NOT EXISTS {TABLE} (
+    tenant TEXT NOT NULL,
+    scope TEXT NOT NULL,
+    key_id TEXT NOT NULL,
+    cipher_name TEXT NOT NULL,
+    wrapped BLOB,
+    created TEXT NOT NULL,
+    shredded TEXT,
+    PRIMARY KEY (tenant, scope)
+)
+"""
+_PG_DDL: Final = _SQLITE_DDL.replace("BLOB", "BYTEA")
+_COLUMNS: Final = "tenant, scope, key_id, cipher_name, wrapped, created, shredded"
+
+
+@dataclass(frozen=True)
+class KeyRow:
+    """One stored key, a tenant's (``scope`` empty) or a thread's; ``wrapped`` None if shredded."""
+
+    tenant: str
+    scope: str
+    key_id: str
+    cipher_name: str
+    wrapped: bytes | None = field(repr=False)
+    created: str
+    shredded: str | None
+
+    @property
+    def thread(self) -> str | None:
+        return self.scope[len(THREAD_PREFIX) :] if self.scope.startswith(THREAD_PREFIX) else None
+
+
+class KeyTable(Protocol):
+    def get(self, tenant: str, scope: str) -> KeyRow | None: ...
+
+    def insert(self, row: KeyRow) -> None:
+        """Insert ``row`` unless a row of that tenant and scope exists (which is kept)."""
+        ...
+
+    def shred(self, tenant: str, scope: str, when: str) -> None:
+        """Null the wrapped key of that row (and, for a tenant, of all its thread keys)."""
+        ...
+
+    def swap(self, tenant: str, scope: str, old: bytes, new: bytes, cipher_name: str) -> bool:
+        """Replace a wrapped key if it is still ``old``; whether it was."""
+        ...
+
+    def rows(self, scope: str) -> Iterator[KeyRow]:
+        """Every row of ``scope`` ('' for tenant keys), in key order."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def _row(values: Any) -> KeyRow:
+    tenant, scope, key_id, cipher_name, wrapped, created, shredded = values
+    return KeyRow(
+        str(tenant),
+        str(scope),
+        str(key_id),
+        str(cipher_name),
+        None if wrapped is None else bytes(wrapped),
+        str(created),
+        None if shredded is None else str(shredded),
+    )
+
+
+class SqliteKeyTable:
+    """The key table in a SQLite file (autocommit, ``secure_delete`` on, one lock)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA busy_timeout = 10000")
+        self._db.execute("PRAGMA secure_delete = ON")
+        self._db.execute(_SQLITE_DDL)
+
+    def get(self, tenant: str, scope: str) -> KeyRow | None:
+        with self._lock:
+            found = self._db.execute(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE tenant = ? AND scope = ?",  # noqa: S608
+                (tenant, scope),
+            ).fetchone()
+        return None if found is None else _row(found)
+
+    def insert(self, row: KeyRow) -> None:
+        with self._lock:
+            self._db.execute(
+                f"INSERT OR IGNORE INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
+                (
+                    row.tenant,
+                    row.scope,
+                    row.key_id,
+                    row.cipher_name,
+                    row.wrapped,
+                    row.created,
+                    row.shredded,
+                ),
+            )
+
+    def shred(self, tenant: str, scope: str, when: str) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.execute(
+                    f"UPDATE {TABLE} SET wrapped = NULL, shredded = COALESCE(shredded, ?)"  # noqa: S608
+                    " WHERE tenant = ? AND (scope = ? OR ? = '')",
+                    (when, tenant, scope, scope),
+                )
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            # The old bytes were overwritten in the pages (secure_delete); a WAL, if the
+            # file has one, is folded back and emptied too.
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def swap(self, tenant: str, scope: str, old: bytes, new: bytes, cipher_name: str) -> bool:
+        with self._lock:
+            cursor = self._db.execute(
+                f"UPDATE {TABLE} SET wrapped = ?, cipher_name = ?"  # noqa: S608
+                " WHERE tenant = ? AND scope = ? AND wrapped = ?",
+                (new, cipher_name, tenant, scope, old),
+            )
+            return cursor.rowcount == 1
+
+    def rows(self, scope: str) -> Iterator[KeyRow]:
+        with self._lock:
+            found = self._db.execute(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE scope = ? ORDER BY tenant",  # noqa: S608
+                (scope,),
+            ).fetchall()
+        return iter([_row(r) for r in found])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __repr__(self) -> str:
+        return "SqliteKeyTable()"
+
+
+class PostgresKeyTable:
+    """The key table in PostgreSQL (one autocommit connection, one lock)."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            import psycopg
+        except ImportError:  # pragma: no cover - the postgres extra
+            raise ConfigurationError(
+                "a PostgreSQL tenant key store needs psycopg: pip install 'secure_serde[postgres]'"
+            ) from None
+        self._lock = threading.Lock()
+        self._db = psycopg.connect(url, autocommit=True)
+        self._db.execute(_PG_DDL)
+
+    def get(self, tenant: str, scope: str) -> KeyRow | None:
+        with self._lock:
+            found = self._db.execute(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE tenant = %s AND scope = %s",  # noqa: S608
+                (tenant, scope),
+            ).fetchone()
+        return None if found is None else _row(found)
+
+    def insert(self, row: KeyRow) -> None:
+        with self._lock:
+            self._db.execute(
+                f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"  # noqa: S608
+                " ON CONFLICT (tenant, scope) DO NOTHING",
+                (
+                    row.tenant,
+                    row.scope,
+                    row.key_id,
+                    row.cipher_name,
+                    row.wrapped,
+                    row.created,
+                    row.shredded,
+                ),
+            )
+
+    def shred(self, tenant: str, scope: str, when: str) -> None:
+        with self._lock:
+            self._db.execute(
+                f"UPDATE {TABLE} SET wrapped = NULL, shredded = COALESCE(shredded, %s)"  # noqa: S608
+                " WHERE tenant = %s AND (scope = %s OR %s = '')",
+                (when, tenant, scope, scope),
+            )
+            # Old row versions stay in the heap until vacuumed; the table is small.
+            self._db.execute(f"VACUUM {TABLE}")
+
+    def swap(self, tenant: str, scope: str, old: bytes, new: bytes, cipher_name: str) -> bool:
+        with self._lock:
+            cursor = self._db.execute(
+                f"UPDATE {TABLE} SET wrapped = %s, cipher_name = %s"  # noqa: S608
+                " WHERE tenant = %s AND scope = %s AND wrapped = %s",
+                (new, cipher_name, tenant, scope, old),
+            )
+            return cursor.rowcount == 1
+
+    def rows(self, scope: str) -> Iterator[KeyRow]:
+        with self._lock:
+            found = self._db.execute(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE scope = %s ORDER BY tenant",  # noqa: S608
+                (scope,),
+            ).fetchall()
+        return iter([_row(r) for r in found])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __repr__(self) -> str:
+        return "PostgresKeyTable()"
+
+
+def open_table(location: object) -> KeyTable:
+    """A SQLite path, or a ``postgresql://`` URL."""
+    import os
+
+    if isinstance(location, os.PathLike):
+        location = os.fspath(location)
+    if not isinstance(location, str) or not location:
+        raise ConfigurationError("TenantKeys.open takes a SQLite file path or a postgresql:// URL")
+    if location.startswith(_PG_SCHEMES):
+        return PostgresKeyTable(location)
+    return SqliteKeyTable(location)
