@@ -42,11 +42,14 @@ from secure_serde._errors import (
     RetiredKeyError,
     SecretPicklingError,
     SecureSerdeError,
+    ShreddedError,
     StoreIdentityError,
     StrictDecodeError,
+    TenantRequiredError,
     UnboundValueError,
     UnknownCipherError,
     UnknownKeyError,
+    UnknownTenantError,
     UnsafePickleError,
 )
 
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
     from secure_serde._serializer import EncryptedSerializer
     from secure_serde.pickling import PickleFallbackSerializer
     from secure_serde.sealing import SealedSaver, SealedStore
+    from secure_serde.sealing._tenants import TenantKeys
 else:
     from secure_serde._lazy import lazy_attributes
 
@@ -73,6 +77,7 @@ else:
             "RowFailure": "secure_serde._rewrap._report",
             "SealedSaver": "secure_serde.sealing",
             "SealedStore": "secure_serde.sealing",
+            "TenantKeys": "secure_serde.sealing._tenants",
             "generate_encoded_key": "secure_serde._keys",
             "rewrap": "secure_serde._rewrap._api",
         },
@@ -108,11 +113,15 @@ __all__ = [
     "SealedStore",
     "SecretPicklingError",
     "SecureSerdeError",
+    "ShreddedError",
     "StoreIdentityError",
     "StrictDecodeError",
+    "TenantKeys",
+    "TenantRequiredError",
     "UnboundValueError",
     "UnknownCipherError",
     "UnknownKeyError",
+    "UnknownTenantError",
     "UnsafePickleError",
     "generate_encoded_key",
     "rewrap",
