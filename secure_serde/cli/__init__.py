@@ -63,6 +63,10 @@ _SUBCOMMANDS: Final = {
         "secure_serde.cli._adopt",
         "copy a store secure_serde 0.3 or a stock saver wrote into a new sealed store",
     ),
+    "tenants": (
+        "secure_serde.cli._tenants",
+        "crypto-shred a tenant's (or one thread's) key in a tenant key store",
+    ),
 }
 
 
