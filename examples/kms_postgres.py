@@ -150,7 +150,7 @@ def open_saver(
         with closing(sqlite3.connect(folder / "kms-example.sqlite", check_same_thread=False)) as c:
             yield SqliteSaver(c, serde=serde)
         return
-    from secure_serde.savers import V03PostgresSaver as PostgresSaver
+    from secure_serde.savers.postgres import PostgresSaver
 
     # secure_serde's PostgresSaver sends every channel value, primitives included, through the
     # serde; the stock saver would keep str/int/float/bool values as plaintext JSON.
@@ -178,6 +178,20 @@ def raw_rows(dsn: str | None, folder: Path, thread_id: str) -> list[tuple[str, b
             (thread_id, thread_id),
         ).fetchall()
     return [(t, bytes(b)) for t, b in rows]
+
+
+def stored_cipher(type_tag: str, blob: bytes) -> str:
+    """The cipher a stored value names: in its type tag, or inside a sealed cell.
+
+    On PostgreSQL the sealed saver stores each value as a cell (its layout is in
+    secure_serde/sealing/_cell.py): b"SSC1", a kind byte, the length of the serializer's
+    type tag (2 bytes) and that tag, which ends with the cipher's name.
+    """
+    if type_tag == "bytes" and blob[:4] == b"SSC1" and len(blob) >= 7:
+        size = int.from_bytes(blob[5:7], "big")
+        if len(blob) >= 7 + size:
+            return blob[7 : 7 + size].decode("ascii", "replace").rsplit("+", 1)[-1]
+    return type_tag.rsplit("+", 1)[-1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
         rows = raw_rows(dsn, folder, thread_id)
-        tags = Counter(tag.rsplit("+", 1)[-1] for tag, _ in rows)
+        tags = Counter(stored_cipher(tag, blob) for tag, blob in rows)
         leaked = sum(CODEWORD.encode() in blob for _, blob in rows)
         print(f"stored values by cipher: {dict(tags)}; values with the codeword in clear: {leaked}")
         if leaked or set(tags) != {"kms"}:

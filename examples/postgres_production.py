@@ -35,7 +35,6 @@ from typing import Any, TypedDict
 try:
     import psycopg
     from langchain_core.runnables import RunnableConfig
-    from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
     from langgraph.graph import END, START, StateGraph
     from langgraph.graph.state import CompiledStateGraph
     from langgraph.types import Command, interrupt
@@ -51,7 +50,7 @@ except ModuleNotFoundError as missing:  # pragma: no cover - a friendlier messag
 
 from secure_serde import EncryptedSerializer, generate_encoded_key
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers import V03PostgresSaver as PostgresSaver
+from secure_serde.savers.postgres import PostgresSaver
 
 DSN_ENV_VAR = "SECURE_SERDE_PG_DSN"
 KEY_ENV_VAR = "LANGGRAPH_AES_KEY"
@@ -146,7 +145,9 @@ def check_store(pool: ConnectionPool[Connection[DictRow]], thread_id: str, api_k
             (thread_id,),
         ).fetchall()
         blobs = conn.execute(
-            "SELECT count(*) AS n, count(*) FILTER (WHERE type LIKE '%%+aesgcm') AS encrypted"
+            # Sealed cells (secure_serde/sealing/_cell.py) start with b"SSC1".
+            "SELECT count(*) AS n,"
+            " count(*) FILTER (WHERE substring(blob from 1 for 4) = 'SSC1'::bytea) AS encrypted"
             " FROM checkpoint_blobs WHERE thread_id = %s",
             (thread_id,),
         ).fetchone()
@@ -178,7 +179,7 @@ def main() -> None:
         # MANAGED: run the migrations once per deploy, as a role allowed to create tables, and
         # give the service's own role only SELECT/INSERT/UPDATE/DELETE on the four tables.
         with pool.connection() as conn:
-            StockPostgresSaver(conn).setup()
+            PostgresSaver(conn, serde=serde).setup()  # the tables, and the store identity
 
         saver = PostgresSaver(pool, serde=serde, plaintext_metadata=PLAINTEXT_METADATA)
         graph = build_graph(saver)
