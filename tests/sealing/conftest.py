@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,3 +26,16 @@ def stores(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Stores]:
         yield made
     finally:
         made.close()
+
+
+@pytest.fixture(autouse=True)
+def _quiet_moto_server() -> Iterator[None]:
+    """The moto server's request log (one INFO line per HTTP call) is not captured here: with
+    thousands of DynamoDB calls per test, capturing it costs more than the calls."""
+    werkzeug = logging.getLogger("werkzeug")
+    level = werkzeug.level
+    werkzeug.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        werkzeug.setLevel(level)

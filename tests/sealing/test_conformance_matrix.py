@@ -20,11 +20,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.capabilities import BASE_CAPABILITIES
 
 from tests.sealing.backends_support import (
+    HEAVY_LANE_IDS,
+    HEAVY_LANES,
     SEALED_WRAPPER,
     STORE_THREAD,
     Lane,
@@ -45,6 +48,8 @@ BARE_EXTENDED = {
     "apostgres": ["prune"],
     "dynamodb": [],
 }
+
+pytestmark = pytest.mark.parametrize("lane", HEAVY_LANES, ids=HEAVY_LANE_IDS)
 
 
 async def test_conformance(lane: Lane, stores: Stores) -> None:

@@ -22,7 +22,16 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance.test_utils import generate_metadata
 
 from secure_serde import _langgraph as lg
-from tests.sealing.backends_support import SEALED_WRAPPER, Lane, Stores, sync_driven
+from tests.sealing.backends_support import (
+    HEAVY_LANE_IDS,
+    HEAVY_LANES,
+    SEALED_WRAPPER,
+    Lane,
+    Stores,
+    sync_driven,
+)
+
+pytestmark = pytest.mark.parametrize("lane", HEAVY_LANES, ids=HEAVY_LANE_IDS)
 
 
 @pytest.fixture
