@@ -227,3 +227,57 @@ def test_sealed_sqlite_savers_need_no_postgres_driver(tmp_path: Path) -> None:
     )
     assert "secure_serde.savers.sqlite" in loaded
     assert top_level(loaded) & set(HEAVY) == set()
+
+
+def test_sealed_postgres_savers_need_no_sqlite_packages(postgres_url: str) -> None:
+    """The postgres extra alone: langgraph-checkpoint-sqlite and aiosqlite are never imported."""
+    loaded = loaded_after(
+        f"""
+        import sys
+        for name in ("langgraph.checkpoint.sqlite", "aiosqlite", "sqlite3"):
+            sys.modules[name] = None  # as if not installed: importing it raises
+        from langgraph.checkpoint.base import empty_checkpoint
+        from secure_serde import EncryptedSerializer
+        from secure_serde.ciphers import EnvKeyCipher
+        from secure_serde.savers.postgres import PostgresSaver
+        serde = EncryptedSerializer(EnvKeyCipher(b"k" * 32))
+        with PostgresSaver.from_conn_string({postgres_url!r}, serde=serde) as saver:
+            saver.setup()
+            config = {{"configurable": {{"thread_id": "t", "checkpoint_ns": ""}}}}
+            saver.put(config, empty_checkpoint(), {{"source": "input", "step": -1}}, {{}})
+            saver.copy_thread("t", "t2")
+            assert saver.get_tuple({{"configurable": {{"thread_id": "t2"}}}}) is not None
+        for name in ("langgraph.checkpoint.sqlite", "aiosqlite", "sqlite3"):
+            del sys.modules[name]  # the placeholders, not loaded modules
+        """
+    )
+    assert "secure_serde.savers.postgres" in loaded
+    assert "aiosqlite" not in loaded
+
+
+@pytest.mark.parametrize(
+    ("module", "missing", "extra"),
+    [
+        ("secure_serde.savers.postgres", "psycopg", "postgres"),
+        ("secure_serde.savers.postgres", "langgraph.checkpoint.postgres", "postgres"),
+        ("secure_serde.savers.sqlite", "langgraph.checkpoint.sqlite", "sqlite"),
+        ("secure_serde.savers.sqlite", "aiosqlite", "sqlite"),
+    ],
+)
+def test_a_missing_extra_is_named(module: str, missing: str, extra: str) -> None:
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules[{missing!r}] = None
+        try:
+            import {module}
+        except ModuleNotFoundError as exc:
+            print(exc)
+        else:
+            print("imported")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert f"pip install 'secure-serde[{extra}]'" in done.stdout, done.stdout + done.stderr
