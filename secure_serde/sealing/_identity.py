@@ -28,6 +28,7 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, Checkpoint
 
 from secure_serde._binding import Location
 from secure_serde._errors import DecryptionError, StoreIdentityError
+from secure_serde._scrub import scrubbed
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing import _cell
 from secure_serde.sealing._index import INDEX_KEY_SIZE, BlindIndex
@@ -84,6 +85,7 @@ def identity_config() -> RunnableConfig:
     }
 
 
+@scrubbed  # the opened record holds the index key: no error leaves it in a frame local
 def open_identity(found: CheckpointTuple, serde: EncryptedSerializer) -> StoreIdentity:
     """The identity in ``found`` (the reserved thread's checkpoint), authenticated."""
     cell = _cell.from_text(found.metadata.get(IDENTITY_KEY), _cell.IDENTITY)
@@ -101,6 +103,7 @@ def open_identity(found: CheckpointTuple, serde: EncryptedSerializer) -> StoreId
     return _parse(record)
 
 
+@scrubbed
 def parse_record(record: object) -> StoreIdentity:
     """The identity in an opened identity record, or `StoreIdentityError`."""
     if not isinstance(record, dict):
@@ -131,6 +134,7 @@ def _parse(record: dict[str, Any]) -> StoreIdentity:
     return StoreIdentity(store_id, BlindIndex(index_key))
 
 
+@scrubbed
 def new_identity_put(
     serde: EncryptedSerializer,
 ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
