@@ -9,15 +9,18 @@ from collections.abc import Callable, Iterable
 from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import ConfigurationError
 from secure_serde._migration import Migration
-from secure_serde._rewrap._engine import rewrap_range
+from secure_serde._rewrap._engine import CellPlanner, rewrap_range
 from secure_serde._rewrap._plan import Planner
 from secure_serde._rewrap._report import RewrapProgress, RewrapReport, Tally
+from secure_serde._rewrap._sealed import SealedPlanner
 from secure_serde._rewrap._workers import rewrap_in_workers
 from secure_serde._scrub import scrubbed
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers._kms import KmsEnvelopeCipher
 from secure_serde.ciphers._protocol import BoundCipher
-from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store, open_store
+from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store
+from secure_serde.stores._open import open_layout
+from secure_serde.stores._sealed import identity_ref, is_sealed_layout
 
 __all__ = ["rewrap"]
 
@@ -114,9 +117,26 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
         compress=CompressedSerializer() if compress is True else compress or None,
     )
     owned = not isinstance(store, Store)
-    opened = open_store(store)
+    opened = open_layout(store)
+    owned = owned or opened is not store
+    sealed = is_sealed_layout(opened)
     started = time.monotonic()
+    chosen: CellPlanner = planner
     try:
+        if sealed:
+            chosen = _sealed_planner(
+                opened,
+                cipher,
+                decrypt_only,
+                dry_run=dry_run,
+                verify=verify,
+                switches=bool(
+                    (migration is not None and migration.active)
+                    or allow_plaintext
+                    or allow_legacy_pickle
+                ),
+                compress=bool(compress),
+            )
         if workers > 1 and opened.kind != "postgres":
             raise ConfigurationError(
                 f"workers > 1 applies to PostgreSQL stores only; {opened.kind} has one writer"
@@ -132,7 +152,7 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
                 owned = False
             tally = rewrap_in_workers(
                 location,
-                planner,
+                chosen,
                 ranges,
                 batch_size=batch_size,
                 dry_run=dry_run,
@@ -140,12 +160,13 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
                 started=started,
                 progress=progress,
                 kms=kms,
+                sealed=sealed,
             )
         else:
             display = opened.display
             tally = rewrap_range(
                 opened,
-                planner,
+                chosen,
                 ALL_THREADS,
                 batch_size=batch_size,
                 dry_run=dry_run,
@@ -158,10 +179,36 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
         tally,
         store=display,
         dry_run=dry_run,
-        primary=planner.primary,
+        primary=chosen.primary if isinstance(chosen, SealedPlanner) else planner.primary,
         elapsed=time.monotonic() - started,
         workers=len(ranges),
     )
+
+
+def _sealed_planner(  # noqa: PLR0913 - the store, its keys and the options the pass runs with
+    store: Store,
+    cipher: BoundCipher,
+    decrypt_only: tuple[BoundCipher, ...],
+    *,
+    dry_run: bool,
+    verify: bool,
+    switches: bool,
+    compress: bool,
+) -> SealedPlanner:
+    """The planner of a store SealedSaver sealed, its identity opened (_rewrap/_sealed.py)."""
+    if switches:
+        raise ConfigurationError(
+            f"{store.display} is sealed by SealedSaver: rewrap re-encrypts its sealed cells only,"
+            " and never seals a row that was not sealed (drop the migration switches)"
+        )
+    if compress:
+        raise ConfigurationError(
+            f"{store.display} is sealed by SealedSaver: its cells are compressed (or not) by the"
+            " saver's serializer as they are written; rewrap does not change that (drop compress)"
+        )
+    planner = SealedPlanner(cipher, decrypt_only, seal=not dry_run, verify=verify)
+    planner.identify(store.reload(identity_ref()))
+    return planner
 
 
 def _reporter(

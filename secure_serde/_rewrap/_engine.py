@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Final
+from typing import Final, Protocol
 
-from secure_serde._rewrap._plan import CURRENT, EMPTY, Planned, Planner, Skip, Unreadable
+from secure_serde._rewrap._plan import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde._rewrap._report import RowFailure, Tally
 from secure_serde.stores import Cell, Store, Swap, ThreadRange
 
-__all__ = ["MAX_ATTEMPTS", "rewrap_range"]
+__all__ = ["MAX_ATTEMPTS", "CellPlanner", "rewrap_range"]
 
 # A row rewritten by the application this many times in a row, between our
 # read and our swap, is reported instead of chased forever.
@@ -34,9 +34,15 @@ MAX_ATTEMPTS: Final = 5
 BatchDone = Callable[[Tally], None]
 
 
+class CellPlanner(Protocol):
+    """What the loop asks of a planner: `Planner` (0.3 layout) or `SealedPlanner` (_sealed.py)."""
+
+    def plan(self, cell: Cell) -> Skip | Unreadable | Planned: ...
+
+
 def rewrap_range(  # noqa: PLR0913 - the range, its store and the options it runs with
     store: Store,
-    planner: Planner,
+    planner: CellPlanner,
     thread_range: ThreadRange,
     *,
     batch_size: int,
@@ -55,7 +61,7 @@ def rewrap_range(  # noqa: PLR0913 - the range, its store and the options it run
 
 
 def _settle(  # noqa: C901 - one compare-and-swap round: each outcome of a row is one branch
-    store: Store, planner: Planner, cells: Sequence[Cell], tally: Tally, dry_run: bool
+    store: Store, planner: CellPlanner, cells: Sequence[Cell], tally: Tally, dry_run: bool
 ) -> None:
     pending: list[tuple[Swap, str]] = []
     for cell in cells:

@@ -21,11 +21,11 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError, SecureSerdeError
-from secure_serde._rewrap._engine import rewrap_range
-from secure_serde._rewrap._plan import Planner
+from secure_serde._rewrap._engine import CellPlanner, rewrap_range
 from secure_serde._rewrap._report import RewrapProgress, Tally
 from secure_serde.ciphers._kms import KmsEnvelopeCipher
 from secure_serde.stores import StoreError, ThreadRange, open_store
+from secure_serde.stores._sealed import open_sealed
 
 __all__ = ["rewrap_in_workers"]
 
@@ -44,7 +44,7 @@ def _fork_context() -> Any:
 
 def _worker(  # noqa: PLR0913 - what each forked worker needs, passed explicitly
     location: str,
-    planner: Planner,
+    planner: CellPlanner,
     thread_range: ThreadRange,
     batch_size: int,
     dry_run: bool,
@@ -52,6 +52,7 @@ def _worker(  # noqa: PLR0913 - what each forked worker needs, passed explicitly
     index: int,
     conn: Connection,
     kms: tuple[KmsEnvelopeCipher, ...],
+    sealed: bool,
 ) -> None:
     def on_batch(tally: Tally) -> None:
         base = index * _SLOTS
@@ -63,7 +64,8 @@ def _worker(  # noqa: PLR0913 - what each forked worker needs, passed explicitly
         # A boto3 client's pooled sockets came across the fork: build new ones.
         for cipher in kms:
             cipher.renew_client()
-        with open_store(location) as store:
+        # The same layout the parent found: a sealed store never opens as a 0.3 one.
+        with open_sealed(location) if sealed else open_store(location) as store:
             tally = rewrap_range(
                 store,
                 planner,
@@ -84,7 +86,7 @@ def _worker(  # noqa: PLR0913 - what each forked worker needs, passed explicitly
 
 def rewrap_in_workers(  # noqa: C901, PLR0913 - fork, run, reap in one place; explicit inputs
     location: str,
-    planner: Planner,
+    planner: CellPlanner,
     ranges: Sequence[ThreadRange],
     *,
     batch_size: int,
@@ -93,6 +95,7 @@ def rewrap_in_workers(  # noqa: C901, PLR0913 - fork, run, reap in one place; ex
     started: float,
     progress: Callable[[RewrapProgress], None] | None,
     kms: tuple[KmsEnvelopeCipher, ...] = (),
+    sealed: bool = False,
 ) -> Tally:
     """Run one forked worker per range; return the merged tally.
 
@@ -116,6 +119,7 @@ def rewrap_in_workers(  # noqa: C901, PLR0913 - fork, run, reap in one place; ex
                 index,
                 sender,
                 kms,
+                sealed,
             ),
             name=f"secure-serde-rewrap-{index}",
             daemon=True,

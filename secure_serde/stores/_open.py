@@ -10,7 +10,7 @@ from secure_serde._scrub import scrubbed
 from secure_serde.stores._base import SEALED_STORE_REFUSAL, Store, StoreError
 from secure_serde.stores._dsn import looks_like_conninfo, url_scheme
 
-__all__ = ["POSTGRES_SCHEMES", "open_store", "sealed_store_display"]
+__all__ = ["POSTGRES_SCHEMES", "open_layout", "open_store", "sealed_store_display"]
 
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 _SUPPORTED: Final = (
@@ -64,6 +64,46 @@ def sealed_store_display(location: str | os.PathLike[str]) -> str | None:
         store = SqliteStore(Path(location))
     with store:
         return store.display if store.sealed_by_saver() else None
+
+
+@scrubbed  # a DSN may hold a password: no error leaves it in a frame local
+def open_layout(location: str | os.PathLike[str] | Store) -> Store:
+    """As `open_store`, but a store `secure_serde.SealedSaver` sealed opens as its sealed rows.
+
+    Rotation reads both layouts: the 0.3 one (`open_store`'s stores) and
+    the sealed one (secure_serde/stores/_sealed.py, `is_sealed_layout`).
+    A `Store` of the 0.3 layout over a sealed store gives a new sealed
+    store at the same place, which the caller closes.
+    """
+    from secure_serde.stores._sealed import is_sealed_layout, open_sealed
+
+    if isinstance(location, Store):
+        if is_sealed_layout(location) or not location.sealed_by_saver():
+            return location
+        return open_sealed(location.location)
+    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
+        from secure_serde.stores._postgres import PostgresStore
+
+        store: Store = PostgresStore(location)
+    else:
+        if not isinstance(location, (str, os.PathLike)):
+            raise StoreError(
+                f"a store is a path or a postgresql:// URL, not {type(location).__name__}"
+            )
+        if isinstance(location, str) and not Path(location).exists():
+            _refuse_other_forms(location)
+        from secure_serde.stores._sqlite import SqliteStore
+
+        store = SqliteStore(Path(location))
+    try:
+        sealed = store.sealed_by_saver()
+    except BaseException:
+        store.close()
+        raise
+    if not sealed:
+        return store
+    store.close()
+    return open_sealed(location)
 
 
 def _refuse_sealed(store: Store) -> Store:
