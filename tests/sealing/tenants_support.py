@@ -58,8 +58,8 @@ def inner_saver(kind: str, where: Path | str) -> Iterator[BaseCheckpointSaver[An
         finally:
             conn.close()
     else:
-        with saver_connection(str(where)) as conn:
-            saver = PostgresSaver(conn)
+        with saver_connection(str(where)) as pg:
+            saver = PostgresSaver(pg)
             saver.setup()
             yield saver
 
