@@ -133,11 +133,12 @@ class AsyncMethods:
             )
         ]
         for found in listed:
+            if walk.full:
+                walk.peek(found)
+                continue
             opened = walk.take(found)
             if opened is not None:
                 yield await self._awith_sends(opened)
-            if walk.full:
-                break
         for parent in walk.unseen_parents(complete=not walk.full):
             if await self.inner.aget_tuple(parent) is None:
                 raise missing(parent)

@@ -254,11 +254,12 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             )
         )
         for found in listed:
+            if walk.full:
+                walk.peek(found)
+                continue
             opened = walk.take(found)
             if opened is not None:
                 yield self._with_sends(opened)
-            if walk.full:
-                break
         for parent in walk.unseen_parents(complete=not walk.full):
             if self.inner.get_tuple(parent) is None:
                 raise missing(parent)

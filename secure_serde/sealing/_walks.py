@@ -114,12 +114,12 @@ class ListWalk:
         self.limit = limit
         self.inner_config = None if config is None else reduced(config)
         all_threads = config is None or "thread_id" not in (config.get("configurable") or {})
-        if plan.residual:
+        if plan.residual or limit is None:
             self.inner_limit = None  # rows are matched here; the inner limit would cut early
-        elif limit is not None and all_threads:
-            self.inner_limit = limit + 1  # the identity record may be among them
         else:
-            self.inner_limit = limit
+            # One row past the page: usually the parent of its oldest row, whose existence
+            # then needs no query of its own. The identity record may be among all threads'.
+            self.inner_limit = limit + (2 if all_threads else 1)
         self.count = 0
         self.seen: set[Key] = set()
         self.parents: dict[Key, None] = {}
@@ -142,6 +142,10 @@ class ListWalk:
             self.parents[(thread, ns, opened.parent_id)] = None
         self.count += 1
         return opened
+
+    def peek(self, found: CheckpointTuple) -> None:
+        """A row past the page: not returned, only known to exist."""
+        self.seen.add(key_of(found))
 
     def unseen_parents(self, *, complete: bool) -> Iterator[RunnableConfig]:
         """Parents referenced but not listed; each must exist (a filtered list checks none)."""
