@@ -250,9 +250,10 @@ class Sealer:
         type_tag, ciphertext = serde.dumps_typed_at(value, location)
         cell = _cell.pack(_cell.VALUE, type_tag, ciphertext)
         if len(self._cache) >= _MAX_CACHED:
-            # Values are immutable per (thread, namespace, channel, version); the cache
-            # only spares re-encrypting unchanged channels on the next put.
-            self._cache.pop(next(iter(self._cache)))
+            # The cache only spares re-encrypting unchanged channels on the next put (a hit
+            # needs the very same object at the same version). Emptied when full: no
+            # eviction order to keep consistent across threads putting at once.
+            self._cache.clear()
         self._cache[key] = (value, cell)
         return cell
 
