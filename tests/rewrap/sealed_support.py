@@ -1,4 +1,4 @@
-"""Stores sealed by SealedSaver (the thin SQLite and PostgreSQL constructors), for the rotation tests.
+"""Stores sealed by SealedSaver (the thin SQLite and PostgreSQL constructors), for rotation tests.
 
 A store is written by a real graph under key A: the chat graph of rewrap_support (messages, a
 list channel, an ``interrupt()`` every turn, the last turn left waiting) and the DeltaChannel
@@ -155,5 +155,7 @@ def digest(rows: Mapping[str, list[tuple[Any, ...]]]) -> str:
     for table in sorted(rows):
         h.update(table.encode())
         for row in rows[table]:
-            h.update(repr(tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)).encode())
+            h.update(
+                repr(tuple(bytes(v) if isinstance(v, memoryview) else v for v in row)).encode()
+            )
     return h.hexdigest()
