@@ -24,6 +24,7 @@ committed: rerun to finish).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from typing import Any, Final, TextIO
@@ -40,7 +41,7 @@ from secure_serde.cli._rewrap_bind import (
     print_outcome,
 )
 from secure_serde.config import ConfiguredCiphers, require_ciphers
-from secure_serde.stores import DEFAULT_BATCH_SIZE
+from secure_serde.stores import DEFAULT_BATCH_SIZE, sealed_store_display
 
 __all__ = ["ProgressLine", "register"]
 
@@ -48,6 +49,8 @@ EXIT_OK: Final = 0
 EXIT_FAILED_ROWS: Final = 1
 EXIT_INTERRUPTED: Final = 130
 _REDRAW_SECONDS: Final = 0.1
+# Failing rows listed in text for a store SealedSaver sealed; --json lists every one kept.
+MAX_LISTED_SEALED: Final = 20
 
 
 def register(subparsers: Any) -> None:
@@ -117,6 +120,11 @@ def register(subparsers: Any) -> None:
             "also compress every value as CompressedSerializer writes it (zstd, or zlib"
             " without it); read SECURITY.md on compression and length leaks first"
         ),
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON, every failing row listed (by table and key only)",
     )
     add_arguments(parser)
     progress = parser.add_mutually_exclusive_group()
@@ -209,7 +217,13 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.finish()
-    _print_report(report, configured, sys.stdout)
+    if args.json:
+        json.dump(report_json(report), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        # A store SealedSaver sealed: its rotation (secure_serde/_rewrap/_sealed.py).
+        sealed = sealed_store_display(args.store) is not None
+        _print_report(report, configured, sys.stdout, MAX_LISTED_SEALED if sealed else None)
     if bound is not None and not bound.ok:
         print("secure-serde: some rows could not be bound", file=sys.stderr)
     if report.ok and (bound is None or bound.ok):
@@ -232,7 +246,40 @@ def _named(source: str, configured: ConfiguredCiphers) -> str:
     return for_terminal(f"{source} ({label})" if label else source)
 
 
-def _print_report(report: RewrapReport, configured: ConfiguredCiphers, out: TextIO) -> None:
+def report_json(report: RewrapReport) -> dict[str, Any]:
+    """The report as JSON: counts, and each failing row by table, key and error class."""
+    return {
+        "store": report.store,
+        "dry_run": report.dry_run,
+        "primary": report.primary,
+        "scanned": report.scanned,
+        "rewrapped": report.rewrapped,
+        "current": report.current,
+        "empty": report.empty,
+        "conflicts": report.conflicts,
+        "vanished": report.vanished,
+        "failure_count": report.failure_count,
+        "sources": dict(report.sources),
+        "failures": [
+            {
+                "table": failure.ref.table,
+                "key": {name: value for name, value in failure.ref.key},
+                "error": None if failure.error is None else failure.error.__name__,
+                "reason": failure.reason,
+            }
+            for failure in report.failures
+        ],
+        "elapsed": report.elapsed,
+        "workers": report.workers,
+    }
+
+
+def _print_report(
+    report: RewrapReport,
+    configured: ConfiguredCiphers,
+    out: TextIO,
+    max_listed: int | None = None,
+) -> None:
     verb = "would rewrap" if report.dry_run else "rewrapped"
     workers = f" with {report.workers} workers" if report.workers > 1 else ""
     print(f"store: {for_terminal(report.store)}", file=out)
@@ -254,8 +301,10 @@ def _print_report(report: RewrapReport, configured: ConfiguredCiphers, out: Text
         print(f"  {verb} from {_named(source, configured)}: {count:,}", file=out)
     if report.failures:
         print("rows that could not be rewrapped:", file=out)
-        for failure in report.failures:
+        listed = report.failures if max_listed is None else report.failures[:max_listed]
+        for failure in listed:
             print(f"  {for_terminal(failure)}", file=out)
-        hidden = report.failure_count - len(report.failures)
+        hidden = report.failure_count - len(listed)
         if hidden > 0:
-            print(f"  ... and {hidden:,} more", file=out)
+            more = " (--json lists them)" if max_listed is not None else ""
+            print(f"  ... and {hidden:,} more{more}", file=out)

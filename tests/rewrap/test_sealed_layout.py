@@ -1,4 +1,4 @@
-"""The constants stores/_sealed.py repeats from sealing (stores must not import it), pinned equal."""
+"""The constants stores/_sealed.py repeats from sealing (stores must not import it), pinned."""
 
 from __future__ import annotations
 

@@ -1,0 +1,155 @@
+"""``secure-serde rewrap STORE`` on a store SealedSaver sealed: the report, and SIGKILL mid-pass.
+
+The command runs as an operator runs it: a separate process, keys from a keyring file (B
+primary, A still decrypting). A kill at any moment leaves a store that reads exactly as before
+under A and B; a rerun finishes the job, after which key B alone reads it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from tests.rewrap.rewrap_support import KEY_A, KEY_B, KeyEnv, cli_command, run_cli
+from tests.rewrap.sealed_support import (
+    audit,
+    digest,
+    factory,
+    observe,
+    populate,
+    raw_rows,
+    serde_a,
+    serde_b,
+    serde_rotated,
+)
+
+KEYS = KeyEnv(env_key=None, keyring={"primary": "b", "keys": {"a": KEY_A, "b": KEY_B}})
+TAMPERED = 25
+
+
+def _written(tmp_path: Path, turns: int = 2) -> tuple[Path, dict[str, Any]]:
+    path = tmp_path / "sealed.sqlite"
+    populate(factory(path), turns=turns)
+    return path, observe(factory(path), serde_a())
+
+
+def _tamper_writes(path: Path, count: int) -> set[tuple[Any, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, value FROM writes"
+            " WHERE thread_id != '__secure_serde_store__' ORDER BY 1, 2, 3, 4, 5 LIMIT ?",
+            (count,),
+        ).fetchall()
+        for row in rows:
+            value = bytearray(row[5])
+            value[-1] ^= 1
+            conn.execute(
+                "UPDATE writes SET value = ? WHERE thread_id = ? AND checkpoint_ns = ?"
+                " AND checkpoint_id = ? AND task_id = ? AND idx = ?",
+                (bytes(value), *row[:5]),
+            )
+        conn.commit()
+    finally:
+        conn.close()
+    assert len(rows) == count
+    return {tuple(row[:5]) for row in rows}
+
+
+def test_text_lists_twenty_failures_and_json_lists_all(tmp_path: Path) -> None:
+    path, _ = _written(tmp_path)
+    bad = _tamper_writes(path, TAMPERED)
+
+    text = run_cli(KEYS, tmp_path, "rewrap", str(path), "--no-progress")
+    assert text.returncode == 1, text.stderr
+    listed = [line for line in text.stdout.splitlines() if line.startswith("  writes ")]
+    assert len(listed) == 20
+    assert f"... and {TAMPERED - 20} more (--json lists them)" in text.stdout
+    assert "DecryptionError" in text.stdout or "BindingError" in text.stdout
+    assert f"{TAMPERED:,} row(s) could not be rewrapped" in text.stderr
+
+    rerun = run_cli(KEYS, tmp_path, "rewrap", str(path), "--json", "--no-progress")
+    assert rerun.returncode == 1, rerun.stderr
+    report = json.loads(rerun.stdout)
+    assert report["failure_count"] == TAMPERED
+    assert report["rewrapped"] == 0  # the first run moved everything else
+    keys = {
+        tuple(
+            f["key"][c] for c in ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx")
+        )
+        for f in report["failures"]
+    }
+    assert keys == bad
+    assert {f["table"] for f in report["failures"]} == {"writes"}
+
+
+def test_dry_run_says_would_and_writes_nothing(tmp_path: Path) -> None:
+    path, _ = _written(tmp_path)
+    rows = digest(raw_rows(path))
+    result = run_cli(KEYS, tmp_path, "rewrap", str(path), "--dry-run", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert "would rewrap" in result.stdout
+    assert digest(raw_rows(path)) == rows
+
+
+def _kill_mid_pass(path: Path, tmp_path: Path, delay: float) -> bool:
+    """Run the command, SIGKILL it ``delay`` s after its first committed batch; True if killed."""
+    proc = subprocess.Popen(
+        cli_command("rewrap", str(path), "--batch-size", "1", "--progress"),
+        env=KEYS.environ(tmp_path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stderr is not None
+    seen = b""
+    try:
+        while b"rewrap [" not in seen:
+            chunk = os.read(proc.stderr.fileno(), 256)
+            if not chunk:
+                break
+            seen += chunk
+        if delay:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=delay)
+        killed = proc.poll() is None
+        if killed:
+            os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        proc.stderr.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return killed and proc.returncode == -signal.SIGKILL
+
+
+def test_sigkill_mid_pass_then_rerun_completes(tmp_path: Path) -> None:
+    path, before = _written(tmp_path, turns=3)
+    rng = random.Random(20261203)  # noqa: S311 - kill timing, not crypto
+    left_after_kill = []
+    for _ in range(4):
+        killed = _kill_mid_pass(path, tmp_path, rng.uniform(0, 0.05))
+        # Whatever moment the kill came at, A and B together read exactly what A wrote.
+        assert observe(factory(path), serde_rotated()) == before
+        found = audit(factory(path), serde_rotated())
+        assert found.findings == ()
+        if killed:
+            left_after_kill.append(found.not_under_primary)
+    assert any(left > 0 for left in left_after_kill), "no kill came in the middle of a pass"
+    pending = audit(factory(path), serde_rotated()).not_under_primary
+
+    result = run_cli(KEYS, tmp_path, "rewrap", str(path), "--json", "--no-progress")
+
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["failure_count"] == 0
+    assert (report["rewrapped"] > 0) == (pending > 0)
+    assert observe(factory(path), serde_b()) == before
+    assert audit(factory(path), serde_b()).not_under_primary == 0
