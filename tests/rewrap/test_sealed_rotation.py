@@ -184,33 +184,33 @@ def _tamper(location: str) -> list[tuple[str, tuple[Any, ...]]]:
             ("checkpoint_writes", tuple(row[:5])),
             ("checkpoints.metadata", (CHAT_THREADS[2], "", second[0])),
         ]
-    conn = sqlite3.connect(location)
+    lite = sqlite3.connect(location)
     try:
-        row = conn.execute(
+        row = lite.execute(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, idx, value FROM writes"
             " WHERE thread_id = ? ORDER BY 3 DESC, 4, 5 LIMIT 1",
             (CHAT_THREADS[1],),
         ).fetchone()
         blob = bytearray(row[5])
         blob[-1] ^= 1
-        conn.execute(
+        lite.execute(
             "UPDATE writes SET value = ? WHERE thread_id = ? AND checkpoint_ns = ?"
             " AND checkpoint_id = ? AND task_id = ? AND idx = ?",
             (bytes(blob), *row[:5]),
         )
-        first, second = conn.execute(
+        first, second = lite.execute(
             "SELECT checkpoint_id, json_extract(CAST(metadata AS TEXT), '$.__secure_serde__')"
             " FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id LIMIT 2",
             (CHAT_THREADS[2],),
         ).fetchall()
-        conn.execute(
+        lite.execute(
             "UPDATE checkpoints SET metadata = json_set(CAST(metadata AS TEXT),"
             " '$.__secure_serde__', ?) WHERE thread_id = ? AND checkpoint_id = ?",
             (first[1], CHAT_THREADS[2], second[0]),
         )
-        conn.commit()
+        lite.commit()
     finally:
-        conn.close()
+        lite.close()
     return [
         ("writes", tuple(row[:5])),
         ("checkpoints.metadata", (CHAT_THREADS[2], "", second[0])),
@@ -280,9 +280,9 @@ def _plant_plaintext(location: str) -> tuple[str, tuple[Any, ...]]:
         return "checkpoint_blobs", tuple(row)
     import ormsgpack
 
-    conn = sqlite3.connect(location)
+    lite = sqlite3.connect(location)
     try:
-        row = conn.execute(
+        row = lite.execute(
             "SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint FROM checkpoints"
             " WHERE thread_id = ? ORDER BY 3 DESC LIMIT 1",
             (CHAT_THREADS[0],),
@@ -290,14 +290,14 @@ def _plant_plaintext(location: str) -> tuple[str, tuple[Any, ...]]:
         checkpoint = ormsgpack.unpackb(row[3])
         channel = next(iter(checkpoint["channel_values"]))
         checkpoint["channel_values"][channel] = b"plaintext planted"
-        conn.execute(
+        lite.execute(
             "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_ns = ?"
             " AND checkpoint_id = ?",
             (ormsgpack.packb(checkpoint), *row[:3]),
         )
-        conn.commit()
+        lite.commit()
     finally:
-        conn.close()
+        lite.close()
     return "checkpoints", tuple(row[:3])
 
 
