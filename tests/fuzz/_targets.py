@@ -322,6 +322,19 @@ def keyring_json(data: bytes) -> None:
                 os.environ[name] = value
 
 
+def _sealing_targets() -> dict[str, Any]:
+    """The SealedSaver parsers' targets (issue 22), each kept beside its atheris harness."""
+    from tests.fuzz.fuzz_sealed_cell import sealed_cell
+    from tests.fuzz.fuzz_sealed_tuple import sealed_tuple
+    from tests.fuzz.fuzz_store_identity import store_identity
+
+    return {
+        "sealed_cell": sealed_cell,
+        "sealed_tuple": sealed_tuple,
+        "store_identity": store_identity,
+    }
+
+
 TARGETS: Final = {
     "v1_env": v1_env,
     "v1_rotation": v1_rotation,
@@ -331,4 +344,5 @@ TARGETS: Final = {
     "pickle_fallback": pickle_fallback,
     "metadata_envelope": metadata_envelope,
     "keyring_json": keyring_json,
+    **_sealing_targets(),
 }

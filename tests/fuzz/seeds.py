@@ -254,6 +254,19 @@ def cli() -> Iterator[bytes]:
         yield bytes([1, 1, thread, 0, 0, 0, 0, 9])
 
 
+def _sealing_seeders() -> dict[str, Callable[[], Iterator[bytes]]]:
+    """Seeds of the SealedSaver parsers' targets, kept beside their harnesses."""
+    from tests.fuzz.fuzz_sealed_cell import sealed_cell_seeds
+    from tests.fuzz.fuzz_sealed_tuple import sealed_tuple_seeds
+    from tests.fuzz.fuzz_store_identity import store_identity_seeds
+
+    return {
+        "sealed_cell": sealed_cell_seeds,
+        "sealed_tuple": sealed_tuple_seeds,
+        "store_identity": store_identity_seeds,
+    }
+
+
 SEEDERS: Final[dict[str, Callable[[], Iterator[bytes]]]] = {
     "v1_env": v1_env,
     "v1_rotation": v1_rotation,
@@ -264,6 +277,7 @@ SEEDERS: Final[dict[str, Callable[[], Iterator[bytes]]]] = {
     "metadata_envelope": metadata_envelope,
     "keyring_json": keyring_json,
     "cli": cli,
+    **_sealing_seeders(),
 }
 
 
