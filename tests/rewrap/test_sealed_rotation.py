@@ -417,3 +417,18 @@ def test_a_concurrent_writer_loses_nothing(written: tuple[str, dict[str, Any]]) 
     assert observe(open_saver, serde_b()) == before
     with open_saver(serde_b()) as saver:
         writer.check_turns_kept(build_graph(saver), base_turns=0)
+
+
+def test_postgres_workers_rotate_a_sealed_store(postgres_url: str) -> None:
+    """Forked workers, each on a range of thread ids, reopen the store as sealed rows."""
+    open_saver = factory(postgres_url)
+    populate(open_saver)
+    before = observe(open_saver, serde_a())
+
+    report = rewrap(postgres_url, serde_rotated(), workers=2, batch_size=7)
+
+    assert report.ok, report.failures
+    assert report.workers == 2
+    assert report.rewrapped > 0
+    assert observe(open_saver, serde_b()) == before
+    assert audit(open_saver, serde_b()).not_under_primary == 0
