@@ -432,3 +432,42 @@ def test_postgres_workers_rotate_a_sealed_store(postgres_url: str) -> None:
     assert report.rewrapped > 0
     assert observe(open_saver, serde_b()) == before
     assert audit(open_saver, serde_b()).not_under_primary == 0
+
+
+def test_a_stripped_and_forged_record_is_listed_never_sealed(tmp_path: Path) -> None:
+    """The review's attack 1: strip a record seal, forge the metadata, wait for maintenance."""
+    import json
+
+    path = tmp_path / "sealed.sqlite"
+    populate(factory(path))
+    lite = sqlite3.connect(path)
+    try:
+        checkpoint_id, metadata = lite.execute(
+            "SELECT checkpoint_id, CAST(metadata AS TEXT) FROM checkpoints WHERE thread_id = ?"
+            " ORDER BY checkpoint_id DESC LIMIT 1",
+            (CHAT_THREADS[0],),
+        ).fetchone()
+        forged = json.loads(metadata)
+        del forged["__secure_serde__"]
+        forged["user_id"] = "mallory"
+        lite.execute(
+            "UPDATE checkpoints SET metadata = ? WHERE thread_id = ? AND checkpoint_id = ?",
+            (json.dumps(forged), CHAT_THREADS[0], checkpoint_id),
+        )
+        lite.commit()
+    finally:
+        lite.close()
+
+    for run in (rewrap(path, serde_rotated()), rewrap(path, serde_rotated(), dry_run=True)):
+        assert [(f.ref.table, f.ref.key_values) for f in run.failures] == [
+            ("checkpoints.metadata", (CHAT_THREADS[0], "", checkpoint_id))
+        ]
+        assert "no sealed record" in run.failures[0].reason
+    after = _row_of(
+        sqlite_rows_of(path), "checkpoints.metadata", (CHAT_THREADS[0], "", checkpoint_id)
+    )
+    assert json.loads(after) == forged
+
+
+def sqlite_rows_of(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    return raw_rows(str(path))
