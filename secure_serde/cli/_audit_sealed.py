@@ -95,8 +95,8 @@ def _print(report: SealedAuditReport, display: str, out: TextIO, max_listed: int
     out.write(f"  under the primary key: {report.under_primary:,} of {cells:,} cells\n")
     if report.not_under_primary:
         out.write(
-            f"  {report.not_under_primary:,} cells are under older keys: copy the threads into a"
-            " store opened with the new keys before retiring them (SECURITY.md)\n"
+            f"  {report.not_under_primary:,} cells are under older keys: run `secure-serde"
+            " rewrap` before retiring them (docs/rotation.md)\n"
         )
     if not report.findings:
         out.write("  every checkpoint opens, and every history reaches its root\n")

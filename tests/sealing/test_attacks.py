@@ -35,7 +35,7 @@ from secure_serde import (
     rewrap,
 )
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.stores import StoreError
+from secure_serde.stores import StoreError, open_store
 from tests.graphs_support import linear_graph
 
 KEY = b"sealing-attacks-key-0123456789ab"
@@ -129,9 +129,13 @@ def test_a_stripped_record_seal_is_refused_by_every_reader_and_pass(tmp_path: Pa
         with pytest.raises(BindingError):
             saver.copy_thread("t", "copy")
         assert saver.get_tuple({"configurable": {"thread_id": "copy"}}) is None
-    # And the 0.3 passes over the table layout refuse a sealed store outright.
+    # Rotation lists the forged row and leaves it; it never seals it. The 0.3 passes over the
+    # table layout refuse a sealed store outright.
+    report = rewrap(db, EnvKeyCipher(KEY))
+    assert report.failure_count >= 1
+    assert any(newest in str(failure) for failure in report.failures)
     with pytest.raises(StoreError, match="SealedSaver"):
-        rewrap(db, EnvKeyCipher(KEY))
+        open_store(db)
     # Nothing above put a seal back on the forged row.
     (after,) = rows(db, "SELECT metadata FROM checkpoints WHERE checkpoint_id = ?", (newest,))[0]
     assert "__secure_serde__" not in json.loads(after)
