@@ -15,6 +15,7 @@ from tests.sealing.backends_support import (
     HEAVY_LANE_IDS,
     HEAVY_LANES,
     SEALED_WRAPPER,
+    STORE_THREAD,
     Lane,
     Stores,
 )
@@ -75,3 +76,19 @@ async def test_transplant_between_stores_is_refused(lane: Lane, stores: Stores) 
     assert len(target.checkpoints(THREAD)) == STEPS + 2
     # Refused, by every read, and named for what it is: rows from another store.
     assert await outcomes(target, lane) == dict.fromkeys(READS, StoreIdentityError.__name__)
+
+
+async def test_deleted_store_identity_is_refused(lane: Lane, stores: Stores) -> None:
+    """The identity record deleted: the store is refused, not given a new identity."""
+    store = stores.new(lane.kind)
+    await written(store, lane)
+    identity = store.checkpoints(STORE_THREAD)
+    assert identity
+    for row in identity:
+        store.delete_checkpoint(row)
+    try:
+        found = await outcomes(store, lane)
+    except StoreIdentityError:
+        found = dict.fromkeys(READS, StoreIdentityError.__name__)
+    assert found == dict.fromkeys(READS, StoreIdentityError.__name__)
+    assert store.checkpoints(STORE_THREAD) == []  # and no new identity was written
