@@ -78,8 +78,14 @@ async def test_transplant_between_stores_is_refused(lane: Lane, stores: Stores) 
     assert await outcomes(target, lane) == dict.fromkeys(READS, StoreIdentityError.__name__)
 
 
+# Savers that list one thread at a time (DynamoDBSaver.list(None) raises): SealedSaver cannot
+# tell an empty store there, so a deleted identity is replaced, with a warning, and the rows
+# sealed under the old one are refused (secure_serde/sealing/_identity.py, SECURITY.md).
+UNENUMERABLE = ("dynamodb",)
+
+
 async def test_deleted_store_identity_is_refused(lane: Lane, stores: Stores) -> None:
-    """The identity record deleted: the store is refused, not given a new identity."""
+    """The identity record deleted: the store is refused, and its rows are never read."""
     store = stores.new(lane.kind)
     await written(store, lane)
     identity = store.checkpoints(STORE_THREAD)
@@ -90,5 +96,9 @@ async def test_deleted_store_identity_is_refused(lane: Lane, stores: Stores) -> 
         found = await outcomes(store, lane)
     except StoreIdentityError:
         found = dict.fromkeys(READS, StoreIdentityError.__name__)
-    assert found == dict.fromkeys(READS, StoreIdentityError.__name__)
-    assert store.checkpoints(STORE_THREAD) == []  # and no new identity was written
+    if lane.kind in UNENUMERABLE:
+        assert "ok" not in found.values(), found
+        assert store.checkpoints(STORE_THREAD) != identity  # replaced, not restored
+    else:
+        assert found == dict.fromkeys(READS, StoreIdentityError.__name__)
+        assert store.checkpoints(STORE_THREAD) == []  # no new identity over the old rows
