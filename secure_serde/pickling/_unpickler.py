@@ -154,12 +154,23 @@ def _check_array_state(numpy: Any, state: Any) -> None:
         raise UnsafePickleError("refusing a pickle whose object-array items do not match its shape")
 
 
-# Admitted globals, once resolved: the C find_class goes through the import
-# machinery on every call (about 10 µs), for the same few dozen names. Only
-# names that passed the admission check above are resolved and kept, and an
-# admission is checked on every lookup, so the cache widens nothing.
-_RESOLVED: dict[tuple[str, str], Any] = {}
+# Admitted globals, once resolved, per admission: the C find_class goes
+# through the import machinery on every call (about 10 µs), for the same few
+# dozen names. A name enters an admission's table only after passing that
+# admission's check below, so a lookup there is the check; builtins.getattr,
+# which becomes a guarded stand-in, never enters.
+_RESOLVED: dict[Admission, dict[tuple[str, str], Any]] = {}
 _MAX_RESOLVED: Final = 4096
+_MAX_ADMISSIONS: Final = 64
+
+
+def _resolved_for(admission: Admission) -> dict[tuple[str, str], Any]:
+    table = _RESOLVED.get(admission)
+    if table is None:
+        table = {}
+        if len(_RESOLVED) < _MAX_ADMISSIONS:
+            table = _RESOLVED.setdefault(admission, table)
+    return table
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
@@ -171,6 +182,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
     def __init__(self, data: bytes, admission: Admission, layout: Layout | None = None) -> None:
         self._admission = admission
+        self._resolved = _resolved_for(admission)
         self._refusal: UnsafePickleError | None = None
         if layout is None:
             try:
@@ -186,22 +198,27 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return super().load()
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == GETATTR and self._admission.methods:
+        found = self._resolved.get((module, name))
+        if found is None:
+            found = self._find_class(module, name)
+        return found
+
+    def _find_class(self, module: str, name: str) -> Any:
+        """The admission check, then the real lookup, remembered for this admission."""
+        key = (module, name)
+        if key == GETATTR and self._admission.methods:
             return self._guarded_getattr()
-        if (module, name) not in self._admission.globals:
+        if key not in self._admission.globals:
             raise ForbiddenGlobalError(
                 f"refusing a pickle that names {module}.{name}, which is not admitted",
                 module=module,
                 name=name,
             )
-        key = (module, name)
-        found = _RESOLVED.get(key)
-        if found is None:
-            found = pickle.Unpickler.find_class(self, module, name)
-            if key in _EMPTY_ONLY:
-                found = _empty_only(found)
-            if len(_RESOLVED) < _MAX_RESOLVED:
-                _RESOLVED[key] = found
+        found = pickle.Unpickler.find_class(self, module, name)
+        if key in _EMPTY_ONLY:
+            found = _empty_only(found)
+        if len(self._resolved) < _MAX_RESOLVED:
+            self._resolved[key] = found
         return found
 
     def persistent_load(self, pid: Any) -> Any:
