@@ -28,7 +28,7 @@ values and writes (a wrong answer is a finding too).
 
 Metadata that is not a JSON object (the stock `SqliteSaver` hands over
 whatever ``json.loads`` returns) raises `AttributeError` in `Sealer.open`:
-finding S1 (docs/fuzzing.md), replayed by
+finding F11 (docs/fuzzing.md), replayed by
 tests/sealing/test_hostile_cells.py. Until it is fixed such inputs are
 skipped here, so the campaign can look for anything else.
 
@@ -126,6 +126,12 @@ def _store() -> _Store:
         cells.extend(v for v in found.checkpoint["channel_values"].values() if isinstance(v, bytes))
         cells.extend(raw for _, _, raw in found.pending_writes or ())
         cells.append(base64.b64decode(_record(found)))
+    # The big hostile values are built once, here, in the harness's warm-up call: building
+    # one inside a run would count against that run's one-second limit.
+    _huge_record()
+    for depth in _DEPTHS:
+        _deep(depth, True)
+        _deep(depth, False)
     return _Store(saver._ready(), tuples, tuple(cells), written)
 
 
@@ -150,10 +156,24 @@ def _json(source: Input) -> Any:
         return chunk.decode("utf-8", "replace")
 
 
+_DEPTHS: Final = (300, 999, 1000, 1001, 1500, 5000, 65535)
+
+
+@cache
+def _deep(depth: int, as_dict: bool) -> Any:
+    """A value nested ``depth`` deep, built once: building it per input costs more than a run."""
+    value: Any = None
+    for _ in range(depth):
+        value = {"k": value} if as_dict else [value]
+    return value
+
+
 def _nested(source: Input) -> Any:
-    depth = (source.byte() << 8) | source.byte()
-    value: Any = _json(source)
+    depth = source.byte()
     as_dict = source.flag()
+    if depth >= 0xF0:
+        return _deep(_DEPTHS[depth % len(_DEPTHS)], as_dict)
+    value: Any = _json(source)
     for _ in range(depth):
         value = {"k": value} if as_dict else [value]
     return value
@@ -329,7 +349,7 @@ def _bookkeeping(source: Input, store: _Store, found: CheckpointTuple, opened: O
     limit = source.pick((None, 1, 2))
     walk = _walks.ListWalk(sealer, plan, None if source.flag() else found.config, limit)
     took = walk.take(found)
-    # Finding S2: a plaintext key's filter is left to the inner saver and not checked
+    # Finding F12: a plaintext key's filter is left to the inner saver and not checked
     # against the sealed metadata (tests/sealing/test_hostile_cells.py); skipped here.
     checked = {k: v for k, v in (wanted or {}).items() if k not in _PLAINTEXT}
     if took is not None and not matches(took.tuple.metadata, checked):
@@ -359,7 +379,7 @@ def sealed_tuple(data: bytes) -> None:
     base = store.tuples[source.byte() % len(store.tuples)]
     metadata = _metadata(source, base, store)
     if not isinstance(metadata, Mapping):
-        return  # finding S1: AttributeError in Sealer.open (tests/sealing/test_hostile_cells.py)
+        return  # finding F11: AttributeError in Sealer.open (tests/sealing/test_hostile_cells.py)
     checkpoint = cast(
         Checkpoint, {**base.checkpoint, "channel_values": _values(source, base, store)}
     )

@@ -13,8 +13,8 @@ Some rows never reach the wrapper: the stock `SqliteSaver` parses the
 metadata column itself (``json.loads``) and SQLite's ``json_extract`` runs
 the filters. Those cases are documented below (what the bare saver raises),
 and their typed-error requirement is a strict ``xfail`` until `SealedSaver`
-turns the inner saver's failure into a typed one (docs/fuzzing.md, S5).
-The findings in secure_serde/sealing/ (S1 to S4) are strict ``xfail``\\ s too:
+turns the inner saver's failure into a typed one (docs/fuzzing.md, F15).
+The findings in secure_serde/sealing/ (F11 to F14) are strict ``xfail``\\ s too:
 each fails today with the exception it names, and passes once fixed.
 """
 
@@ -101,7 +101,7 @@ def db(tmp_path: Path) -> Path:
     return path
 
 
-# -- raw rows --------------------------------------------------------------------------------------
+# -- raw rows -------------------------------------------------------------------------------------
 
 
 def query(db: Path, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
@@ -188,7 +188,7 @@ def thread_of(found: Any) -> str:
     return str(found.config["configurable"]["thread_id"])
 
 
-# -- the readers -----------------------------------------------------------------------------------
+# -- the readers ----------------------------------------------------------------------------------
 
 
 def get_b(saver: SealedSaver) -> Any:
@@ -251,7 +251,7 @@ def assert_thread_a_reads_back(db: Path) -> None:
         ]
 
 
-# -- 1. cells the wrapper parses: a typed error for that row ---------------------------------------
+# -- 1. cells the wrapper parses: a typed error for that row --------------------------------------
 
 
 def _wrong_kind(db: Path) -> None:
@@ -304,7 +304,6 @@ WRAPPER_CASES: dict[str, tuple[Callable[[Path], None], type[Exception]]] = {
     "record text not base64": (_record_not_base64, BindingError),
     "record as a number": (_record_not_text, BindingError),
     "record as nested JSON": (_record_nested, BindingError),
-    "record text over 64 MiB": (_record_too_long, BindingError),
     "no metadata at all": (_no_metadata, BindingError),
     "truncated write cell": (_truncated_write, BindingError),
     "value cell where a write belongs": (_value_cell_as_write, BindingError),
@@ -331,6 +330,19 @@ def test_a_hostile_cell_meets_a_typed_error_in_every_reader(db: Path, case: str)
     assert_thread_a_reads_back(db)
 
 
+def test_a_record_text_over_its_bound_is_refused_before_decoding(db: Path) -> None:
+    """64 MiB and one unit of base64 text in the record entry: refused, and audit goes on."""
+    _record_too_long(db)
+    with sealed(db) as saver:
+        with pytest.raises(BindingError, match="too long"):
+            get_b(saver)
+        with pytest.raises(BindingError, match="too long"):
+            list_all(saver)
+        assert {(f.thread_id, f.error) for f in audit_sealed(saver).findings} == {
+            ("b", "BindingError")
+        }
+
+
 def test_a_row_without_metadata_is_not_returned_by_an_indexed_filter(db: Path) -> None:
     _no_metadata(db)
     with sealed(db) as saver:
@@ -351,7 +363,7 @@ def test_a_huge_unsealed_metadata_entry_is_ignored_not_returned(db: Path) -> Non
         assert audit_sealed(saver).findings == ()
 
 
-# -- 2. rows the stock SqliteSaver (or SQLite) cannot read: it raises before the wrapper sees them -
+# -- 2. rows the stock SqliteSaver (or SQLite) cannot read: it raises before the wrapper sees them
 
 
 def _nested_metadata(db: Path) -> None:
@@ -392,7 +404,7 @@ STOCK_CASES: dict[str, tuple[Callable[[Path], None], tuple[type[BaseException], 
 
 @pytest.mark.parametrize("case", sorted(STOCK_CASES))
 def test_the_stock_sqlite_saver_raises_before_the_wrapper_sees_the_row(db: Path, case: str) -> None:
-    """What the bare saver does with the row: the wrapper gets no row to check (reported, S5)."""
+    """What the bare saver does with the row: the wrapper gets no row to check (reported, F15)."""
     mutate, raised = STOCK_CASES[case]
     mutate(db)
     with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
@@ -406,7 +418,7 @@ def test_the_stock_sqlite_saver_raises_before_the_wrapper_sees_the_row(db: Path,
 @pytest.mark.xfail(
     strict=True,
     raises=UNTYPED,
-    reason="S5: the stock saver's RecursionError / driver error escapes SealedSaver untyped",
+    reason="F15: the stock saver's RecursionError / driver error escapes SealedSaver untyped",
 )
 @pytest.mark.parametrize("reader", sorted(READERS))
 @pytest.mark.parametrize("case", sorted(STOCK_CASES))
@@ -428,7 +440,7 @@ def test_a_row_the_stock_saver_cannot_read_meets_a_typed_error(
 @pytest.mark.xfail(
     strict=True,
     raises=UNTYPED,
-    reason="S5: audit stops at the stock saver's error instead of a finding for that row",
+    reason="F15: audit stops at the stock saver's error instead of a finding for that row",
 )
 @pytest.mark.parametrize("case", sorted(STOCK_CASES))
 def test_audit_reports_a_row_the_stock_saver_cannot_read_and_goes_on(db: Path, case: str) -> None:
@@ -438,13 +450,13 @@ def test_audit_reports_a_row_the_stock_saver_cannot_read_and_goes_on(db: Path, c
     assert [f.thread_id for f in report.findings] == ["b"]
 
 
-# -- 3. finding S1: metadata that is not a JSON object ---------------------------------------------
+# -- 3. finding F11: metadata that is not a JSON object -------------------------------------------
 
 
 @pytest.mark.xfail(
     strict=True,
     raises=AttributeError,
-    reason="S1: Sealer.open calls .get on metadata the stock saver parsed as a list",
+    reason="F11: Sealer.open calls .get on metadata the stock saver parsed as a list",
 )
 @pytest.mark.parametrize("reader", ["get_tuple", "list", "list(thread)", "audit"])
 def test_metadata_that_is_not_an_object_is_a_typed_refusal(db: Path, reader: str) -> None:
@@ -456,7 +468,7 @@ def test_metadata_that_is_not_an_object_is_a_typed_refusal(db: Path, reader: str
         READERS[reader](saver)
 
 
-# -- 4. duplicate keys: SQLite's json_extract takes the first, json.loads the last -----------------
+# -- 4. duplicate keys: SQLite's json_extract takes the first, json.loads the last ----------------
 
 
 def assert_filter_holds(saver: SealedSaver, wanted: dict[str, Any]) -> list[str]:
@@ -486,7 +498,7 @@ def test_a_duplicate_index_token_never_returns_another_users_row(db: Path) -> No
 @pytest.mark.xfail(
     strict=True,
     raises=AssertionError,
-    reason="S2: a plaintext key's filter is not checked against the sealed metadata",
+    reason="F12: a plaintext key's filter is not checked against the sealed metadata",
 )
 def test_a_duplicate_plaintext_key_never_returns_another_tenants_row(db: Path) -> None:
     prepend_key(db, "b", "tenant", "alice-co")  # json_extract: alice-co; json.loads: bob-co
@@ -518,7 +530,7 @@ def test_two_record_entries_the_last_of_which_is_another_rows_are_refused(db: Pa
         }
 
 
-# -- 5. finding S3: a stored encoding the saver did not write is read, not refused -----------------
+# -- 5. finding F13: a stored encoding the saver did not write is read, not refused ---------------
 
 
 def _moved_token(db: Path) -> None:
@@ -533,7 +545,7 @@ def _extra_key(db: Path) -> None:
 @pytest.mark.xfail(
     strict=True,
     raises=pytest.fail.Exception,
-    reason="S3: Sealer.open checks plaintext keys and parents, not the index tokens or extra keys",
+    reason="F13: Sealer.open checks plaintext keys and parents, not the index tokens or extra keys",
 )
 @pytest.mark.parametrize("mutate", [_moved_token, _extra_key], ids=["moved token", "extra key"])
 def test_a_non_canonical_metadata_encoding_is_refused(
@@ -544,13 +556,13 @@ def test_a_non_canonical_metadata_encoding_is_refused(
         get_b(saver)
 
 
-# -- 6. finding S4: canonical() is unbounded in depth ----------------------------------------------
+# -- 6. finding F14: canonical() is unbounded in depth --------------------------------------------
 
 
 @pytest.mark.xfail(
     strict=True,
     raises=RecursionError,
-    reason="S4: _index.canonical recurses once per level (two frames), below json.loads' limit",
+    reason="F14: _index.canonical recurses once per level (two frames), below json.loads' limit",
 )
 def test_matches_on_deeply_nested_metadata_is_bounded() -> None:
     deep = json.loads("[" * 600 + "]" * 600)  # what the stock saver's json.loads accepts
