@@ -37,6 +37,7 @@ location, ``b""``, which no `Location` encodes to.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ _KIND_BYTES: Final[dict[str, int]] = {
     "item": 6,
 }
 _NONE: Final = b"\x00"
+_HEAD: Final = struct.Struct(">BI")
 _STR: Final = 1
 _BYTES: Final = 2
 
@@ -141,10 +143,16 @@ class Location:
                 + bytes([_KIND_BYTES[self.kind]])
                 + _fields((self.thread_id, self.checkpoint_ns, *self.coordinates))
             )
-        return (
-            _MAGIC_IN_STORE
-            + bytes([_KIND_BYTES[self.kind]])
-            + _fields((self.store, self.thread_id, self.checkpoint_ns, *self.coordinates))
+        # Same bytes as _fields over (store, thread, ns, *coordinates); the prefix every
+        # value of one thread and namespace shares is encoded once (sealed reads and writes
+        # encode a location per value).
+        return b"".join(
+            (
+                _MAGIC_IN_STORE,
+                bytes([_KIND_BYTES[self.kind], 3 + len(self.coordinates)]),
+                _shared_prefix(self.store, self.thread_id, self.checkpoint_ns),
+                *map(_field, self.coordinates),
+            )
         )
 
     def __repr__(self) -> str:
@@ -165,16 +173,20 @@ def _namespace_bytes(namespace: Sequence[str]) -> bytes:
 
 
 def _fields(values: Sequence[Coordinate]) -> bytes:
-    parts = [bytes([len(values)])]
-    for value in values:
-        if value is None:
-            parts.append(_NONE)
-            continue
-        if isinstance(value, str):
-            # surrogatepass: a lone surrogate in an id must not make a row unwritable.
-            raw, marker = value.encode("utf-8", "surrogatepass"), _STR
-        else:
-            raw, marker = bytes(value), _BYTES
-        parts.append(struct.pack(">BI", marker, len(raw)))
-        parts.append(raw)
-    return b"".join(parts)
+    return bytes([len(values)]) + b"".join(map(_field, values))
+
+
+def _field(value: Coordinate) -> bytes:
+    if value is None:
+        return _NONE
+    if isinstance(value, str):
+        # surrogatepass: a lone surrogate in an id must not make a row unwritable.
+        raw, marker = value.encode("utf-8", "surrogatepass"), _STR
+    else:
+        raw, marker = bytes(value), _BYTES
+    return _HEAD.pack(marker, len(raw)) + raw
+
+
+@functools.lru_cache(maxsize=1024)
+def _shared_prefix(store: bytes, thread_id: str, checkpoint_ns: str) -> bytes:
+    return _field(store) + _field(thread_id) + _field(checkpoint_ns)
