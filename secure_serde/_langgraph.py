@@ -163,8 +163,8 @@ POSTGRES_SAVER_HOOKS: Final[tuple[PrivateName, ...]] = (
         ("get_tuple", "list", "put"),
         ("aget_tuple", "alist", "aput"),
         copied=False,
-        why="called, not overridden: the delta chain check and reseal_postgres_metadata"
-        " run their SQL on the saver's own connection, under its lock",
+        why="called, not overridden: the delta chain check runs its SQL on the saver's own"
+        " connection, under its lock",
     ),
 )
 

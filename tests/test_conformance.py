@@ -130,10 +130,6 @@ class SyncSqliteSaver(_AsyncBySync, SqliteSaver):
 class SyncSealedSqliteSaver(_AsyncBySync, SealedSqliteSaver):
     """Our sealed SqliteSaver, driven through its sync methods."""
 
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        # Here, not on _AsyncBySync: the stock SqliteSaver has no copy_thread to call.
-        self.copy_thread(source_thread_id, target_thread_id)
-
 
 def _types_in_sqlite(path: Path) -> list[str]:
     with closing(sqlite3.connect(path)) as conn:
@@ -239,10 +235,11 @@ CASES = {
     "InMemorySaver": [],
     "SqliteSaver": [],
     "AsyncSqliteSaver": [],
-    # The sealed savers copy threads (re-encrypting every row for the target thread).
-    "secure_serde.AsyncPostgresSaver": ["copy_thread", "prune"],
-    "secure_serde.sealed-SqliteSaver": ["copy_thread"],
-    "secure_serde.sealed-AsyncSqliteSaver": ["copy_thread"],
+    # 0.3's sealed savers, kept to read 0.3 stores, copy no threads (SealedSaver does:
+    # tests/sealing/test_conformance_matrix.py).
+    "secure_serde.AsyncPostgresSaver": ["prune"],
+    "secure_serde.sealed-SqliteSaver": [],
+    "secure_serde.sealed-AsyncSqliteSaver": [],
 }
 
 

@@ -49,7 +49,7 @@ _SUBCOMMANDS: Final = {
     ),
     "rewrap": (
         "secure_serde.cli._rewrap",
-        "re-encrypt every stored value under the current primary key (--bind: bind it to its row)",
+        "re-encrypt every stored value under the current primary key",
     ),
     "audit": (
         "secure_serde.cli._audit",

@@ -9,13 +9,11 @@ AES keys then only read: that is how a store moves from an env key to KMS).
 Run it with the configuration of step 4 of the README's rotation runbook:
 the new key primary, the old keys still present and not retired.
 
-With ``--bind``, the rows a stock saver or secure_serde 0.1 wrote are first
-bound to where they live (``_rewrap_bind``), so the sealed savers read the
-store with no migration switch; ``--seal-metadata`` also seals plaintext
-metadata.
+``--bind`` and ``--seal-metadata`` (0.3) are refused, naming ``secure-serde
+adopt`` (``_rewrap_bind``).
 
 Exit codes: 0 when every row is under the primary (or, with ``--dry-run``,
-can be put there); 1 when some rows could not be rewrapped or bound (they
+can be put there); 1 when some rows could not be rewrapped (they
 are listed by table and primary key, never by content); 2 for usage,
 configuration or store errors; 130 when interrupted (committed batches stay
 committed: rerun to finish).
@@ -33,13 +31,7 @@ from secure_serde._migration import Migration
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
 from secure_serde.cli._args import positive_int
 from secure_serde.cli._pretty import for_terminal
-from secure_serde.cli._rewrap_bind import (
-    BindOutcome,
-    add_arguments,
-    bind_store,
-    check_options,
-    print_outcome,
-)
+from secure_serde.cli._rewrap_bind import add_arguments, check_options
 from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE, sealed_store_display
 
@@ -56,10 +48,7 @@ MAX_LISTED_SEALED: Final = 20
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "rewrap",
-        help=(
-            "re-encrypt every stored value under the current primary key"
-            " (--bind: bind it to its row)"
-        ),
+        help="re-encrypt every stored value under the current primary key",
         description=(
             "Re-encrypt every serialized value of a LangGraph checkpoint store (checkpoints,"
             " writes, blobs) under the current primary key, in batches of one transaction"
@@ -73,7 +62,7 @@ def register(subparsers: Any) -> None:
             " then only read."
         ),
         epilog=(
-            "exit status: 0 all rows under the primary; 1 some rows could not be rewrapped or bound"
+            "exit status: 0 all rows under the primary; 1 some rows could not be rewrapped"
             " (listed by table and key, never by content); 2 usage, configuration or store"
             " error; 130 interrupted (rerun to finish)."
         ),
@@ -178,22 +167,7 @@ def run(args: argparse.Namespace) -> int:
     configured = require_ciphers()
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = ProgressLine(sys.stderr, dry_run=args.dry_run) if show else None
-    bound: BindOutcome | None = None
     try:
-        if args.bind:
-            # Bound first, under the primary: the rewrap below then skips those rows,
-            # and moves only what was bound already under an older key.
-            bound = bind_store(
-                args,
-                configured,
-                Migration(
-                    unbound=True,
-                    inline_values=True,
-                    plaintext=args.allow_plaintext,
-                    legacy_pickle=args.allow_legacy_pickle,
-                ),
-            )
-            print_outcome(bound, sys.stdout)
         report = rewrap(
             args.store,
             configured.primary,
@@ -224,9 +198,7 @@ def run(args: argparse.Namespace) -> int:
         # A store SealedSaver sealed: its rotation (secure_serde/_rewrap/_sealed.py).
         sealed = sealed_store_display(args.store) is not None
         _print_report(report, configured, sys.stdout, MAX_LISTED_SEALED if sealed else None)
-    if bound is not None and not bound.ok:
-        print("secure-serde: some rows could not be bound", file=sys.stderr)
-    if report.ok and (bound is None or bound.ok):
+    if report.ok:
         return EXIT_OK
     if not report.ok:
         print(

@@ -10,22 +10,14 @@ below need no database driver until they are called:
   a `SealedSaver`, after a dry run that lists every row it cannot vouch for;
 * ``V03PostgresSaver``, ``V03SqliteSaver`` and their async twins are
   secure_serde 0.3's savers, kept only to read the stores 0.3 wrote
-  (``adopt``'s source, ``rewrap --bind``, ``inspect``);
-* `bind_postgres` and `bind_sqlite` bind the rows of an existing 0.3 store
-  (one the stock saver or secure_serde 0.1 wrote) to where they live, in place.
+  (``adopt``'s source, ``inspect``); they copy no threads.
 """
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from secure_serde.savers._adopt import AdoptReport, Unvouched, adopt
-    from secure_serde.savers._bind_in_place import BindReport, bind_postgres, bind_sqlite
     from secure_serde.savers._metadata import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
-    from secure_serde.savers._reseal import (
-        ResealReport,
-        reseal_postgres_metadata,
-        reseal_sqlite_metadata,
-    )
     from secure_serde.savers._v03_postgres import V03AsyncPostgresSaver, V03PostgresSaver
     from secure_serde.savers._v03_sqlite import V03AsyncSqliteSaver, V03SqliteSaver
 else:
@@ -35,8 +27,6 @@ else:
         __name__,
         {
             "AdoptReport": "secure_serde.savers._adopt",
-            "BindReport": "secure_serde.savers._bind_in_place",
-            "ResealReport": "secure_serde.savers._reseal",
             "SEALED_METADATA_KEY": "secure_serde.savers._metadata",
             "STRUCTURAL_METADATA_KEYS": "secure_serde.savers._metadata",
             "Unvouched": "secure_serde.savers._adopt",
@@ -45,10 +35,6 @@ else:
             "V03PostgresSaver": "secure_serde.savers._v03_postgres",
             "V03SqliteSaver": "secure_serde.savers._v03_sqlite",
             "adopt": "secure_serde.savers._adopt",
-            "bind_postgres": "secure_serde.savers._bind_in_place",
-            "bind_sqlite": "secure_serde.savers._bind_in_place",
-            "reseal_postgres_metadata": "secure_serde.savers._reseal",
-            "reseal_sqlite_metadata": "secure_serde.savers._reseal",
         },
     )
 
@@ -56,16 +42,10 @@ __all__ = [
     "SEALED_METADATA_KEY",
     "STRUCTURAL_METADATA_KEYS",
     "AdoptReport",
-    "BindReport",
-    "ResealReport",
     "Unvouched",
     "V03AsyncPostgresSaver",
     "V03AsyncSqliteSaver",
     "V03PostgresSaver",
     "V03SqliteSaver",
     "adopt",
-    "bind_postgres",
-    "bind_sqlite",
-    "reseal_postgres_metadata",
-    "reseal_sqlite_metadata",
 ]

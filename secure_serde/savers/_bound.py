@@ -30,13 +30,24 @@ from typing import Any, Final
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde._binding import Location
-from secure_serde._errors import BindingError, DecryptionError, UnboundValueError
+from secure_serde._errors import (
+    BindingError,
+    DecryptionError,
+    UnboundValueError,
+)
 from secure_serde._migration import Migration
 from secure_serde._readrule import ReadRule
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.stores import RECORD_KEY, canonical, metadata_record
 
-__all__ = ["RECORD_KEY", "Binder", "BoundSerde", "binder_for", "canonical", "metadata_record"]
+__all__ = [
+    "RECORD_KEY",
+    "Binder",
+    "BoundSerde",
+    "binder_for",
+    "canonical",
+    "metadata_record",
+]
 
 _TYPE: Final = "type"
 _DATA: Final = "data"

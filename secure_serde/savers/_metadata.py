@@ -273,10 +273,6 @@ class MetadataSealer:
         nullable = frozenset(k for k, v in wanted.items() if v is None)
         return FilterPlan(plain, tuple(per_key.values()), nullable)
 
-    def check_filter(self, filter: Mapping[str, Any] | None) -> None:
-        """`plan_filter`, for its refusal only."""
-        self.plan_filter(filter)
-
 
 def unseal_metadata(serde: SerializerProtocol, metadata: CheckpointMetadata) -> CheckpointMetadata:
     """``metadata`` with its sealed entry, if any, decrypted and merged back in, unchecked.

@@ -39,7 +39,6 @@ from secure_serde._errors import ConfigurationError
 from secure_serde._langgraph import postgres_hook
 from secure_serde._migration import Migration
 from secure_serde.savers._bound import Binder, binder_for
-from secure_serde.savers._copy_thread import ThreadCopier, require_copy_binder
 from secure_serde.savers._index_sql import postgres_index_predicate, with_predicate
 from secure_serde.savers._inline import InlineValueGuard, blob_channels
 from secure_serde.savers._metadata import (
@@ -100,13 +99,6 @@ class SealedPostgresBase(BasePostgresSaver):
         if binder is None or binder.serde is not self.serde:
             binder = self._binder = binder_for(self.serde, self._migration)
         return binder
-
-    def _copier(self, source_thread_id: str, target_thread_id: str) -> ThreadCopier:
-        """What re-encrypts a thread's rows for ``copy_thread`` (``_copy_thread``)."""
-        binder = require_copy_binder(self._bound(), source_thread_id, target_thread_id)
-        return ThreadCopier(
-            binder, self._metadata_opener, str(source_thread_id), str(target_thread_id)
-        )
 
     @property
     def metadata_sealer(self) -> MetadataSealer | None:

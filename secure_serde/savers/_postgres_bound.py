@@ -49,7 +49,6 @@ __all__ = [
     "dump_bound_writes",
     "load_bound_tuple",
     "seal_put",
-    "seal_stored_record",
     "verify_chain",
 ]
 

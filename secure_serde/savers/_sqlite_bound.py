@@ -22,7 +22,7 @@ a stock reader cannot name their locations).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -41,10 +41,7 @@ from secure_serde._binding import Location
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
-    DecryptionError,
-    UnboundValueError,
 )
-from secure_serde.ciphers._protocol import LocatingCipher
 from secure_serde.savers._bound import Binder, canonical, metadata_record
 from secure_serde.savers._index_sql import sqlite_search_where
 from secure_serde.savers._metadata import MetadataOpener, MetadataSealer, refuse_reserved_key
@@ -117,15 +114,6 @@ class SqliteRows:
     @property
     def binder(self) -> Binder:
         return self._binder
-
-    @property
-    def opener(self) -> MetadataOpener:
-        return self._opener
-
-    @staticmethod
-    def metadata_of(stored: bytes | None) -> Any:
-        """A ``metadata`` column as JSON (``{}`` for NULL, as the stock saver reads it)."""
-        return _metadata_record(stored)
 
     @staticmethod
     def metadata_bytes(metadata: Any) -> bytes:
@@ -225,57 +213,6 @@ class SqliteRows:
             )
         return rows
 
-    def open_record(
-        self,
-        row: tuple[str, str, str],
-        parent_id: str | None,
-        data: tuple[str, bytes | None],
-        metadata: Any,
-    ) -> Callable[[Any], tuple[str, bytes]]:
-        """Authenticate a checkpoint blob at its row now; what moves it to new metadata later.
-
-        The returned function gives the ``(type, checkpoint)`` columns for the
-        blob bound where metadata ``new`` binds it: the bytes are decrypted
-        here and encrypted there under the primary key, never deserialized
-        (as rewrap moves a value). A blob with no binding (the stock saver's,
-        read under ``Migration(unbound=True)``) is returned as it is: its
-        record was never authenticated, and this does not start vouching
-        for it.
-
-        Raises:
-            BindingError: the blob does not authenticate at its row (moved,
-                re-parented, or its metadata edited).
-            UnboundValueError: an unbound blob, outside ``Migration(unbound=True)``.
-        """
-        type_tag, blob = data
-        if blob is None:
-            raise BindingError("checkpoint row holds no checkpoint")
-        old_at = Location.checkpoint(*row, parent_id, canonical(metadata_record(metadata)))
-        serde = self._binder.serde
-        route = serde.read_rule.route(type_tag)
-        cipher = route.cipher
-        plaintext = None
-        if isinstance(cipher, LocatingCipher):
-            plaintext = _open_at(cipher, route.cipher_name, route.inner, blob, old_at)
-        if plaintext is None:
-            if not self._binder.migration.unbound:
-                raise UnboundValueError(
-                    "checkpoint blob carries no binding to its row; reseal it under"
-                    " Migration(unbound=True)"
-                )
-            return lambda new: (type_tag, blob)
-        opened = plaintext
-
-        def move(new: Any) -> tuple[str, bytes]:
-            record = metadata_record(json.loads(self.metadata_bytes(new)))
-            new_at = Location.checkpoint(*row, parent_id, canonical(record))
-            name, sealed = cast(LocatingCipher, serde.cipher).encrypt_at(
-                opened, route.inner, new_at.encode()
-            )
-            return f"{route.inner}+{name}", bytes(sealed)
-
-        return move
-
     def load(self, row: Sequence[Any], writes: Iterable[Sequence[Any]]) -> CheckpointTuple:
         """A tuple from a ``SELECT_*`` row and its ``pending_writes_sql`` rows."""
         thread_id, checkpoint_ns, checkpoint_id, parent_id, type_tag, blob, stored_metadata = row
@@ -309,26 +246,6 @@ class SqliteRows:
             {"configurable": {**ids, "checkpoint_id": parent_id}} if parent_id else None,
             pending,
         )
-
-
-def _open_at(
-    cipher: LocatingCipher, name: str, inner: str, blob: bytes, at: Location
-) -> bytes | None:
-    """The plaintext of a blob bound at ``at``; ``None`` for one bound nowhere."""
-    try:
-        return cipher.decrypt_at(name, blob, inner, at.encode())
-    except UnboundValueError:
-        return None  # a format that carries no binding (v1)
-    except BindingError:
-        pass  # not bound here; maybe written unbound through serde=
-    try:
-        cipher.decrypt_at(name, blob, inner, b"")
-    except DecryptionError:
-        raise BindingError(
-            "checkpoint blob does not authenticate at its row: moved, re-parented,"
-            " or its metadata edited"
-        ) from None
-    return None
 
 
 def require_binder(binder: Binder | None) -> Binder:

@@ -49,6 +49,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
@@ -67,7 +68,6 @@ from secure_serde._langgraph import async_postgres_cursor, postgres_cursor, post
 from secure_serde._migration import Migration
 from secure_serde.ciphers._v1cipher import V1Cipher
 from secure_serde.savers._connect import Dsn, aconnect, connect
-from secure_serde.savers._copy_thread_sql import acopy_postgres, copy_on_loop, copy_postgres
 from secure_serde.savers._metadata import (
     SEALED_METADATA_KEY,
     STRUCTURAL_METADATA_KEYS,
@@ -75,17 +75,14 @@ from secure_serde.savers._metadata import (
 )
 from secure_serde.savers._postgres_base import SealedPostgresBase
 from secure_serde.savers._postgres_bound import CHAIN_SQL, verify_chain
-from secure_serde.savers._reseal import ResealReport, reseal_postgres_metadata
 
 __all__ = [
     "SEALED_METADATA_KEY",
     "STRUCTURAL_METADATA_KEYS",
     "AsyncPostgresSaver",
     "PostgresSaver",
-    "ResealReport",
     "V03AsyncPostgresSaver",
     "V03PostgresSaver",
-    "reseal_postgres_metadata",
 ]
 
 
@@ -217,20 +214,9 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         self._stored_primitives.record(*stored)
         return next_config
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint, blob and pending write of a thread to a new thread.
-
-        Each value is authenticated at its source row and re-encrypted for
-        the target thread (the same inner bytes, never deserialized), each
-        record sealed again, in one transaction: a source row that fails
-        authentication raises its `DecryptionError` subclass and nothing is
-        written. A source with no rows copies nothing.
-
-        Raises:
-            ConfigurationError: the target thread has rows already, or is the source.
-            DecryptionError: a subclass, for a source row a read would refuse.
-        """
-        copy_postgres(self, self._copier(source_thread_id, target_thread_id))
+    # 0.3's savers are kept to read the stores 0.3 wrote: they copy no threads
+    # (langgraph's NotImplementedError; adopt the store, then SealedSaver copies).
+    copy_thread = BaseCheckpointSaver.copy_thread
 
     @postgres_hook
     def _load_checkpoint_tuple(self, value: DictRow) -> CheckpointTuple:
@@ -388,13 +374,10 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         self._stored_primitives.record(*stored)
         return next_config
 
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """`PostgresSaver.copy_thread`, async; the cipher work runs off the event loop."""
-        await acopy_postgres(self, self._copier(source_thread_id, target_thread_id))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """`acopy_thread`, from a thread other than the saver's event loop."""
-        copy_on_loop(self.loop, self.acopy_thread(source_thread_id, target_thread_id))
+    # 0.3's savers are kept to read the stores 0.3 wrote: they copy no threads
+    # (langgraph's NotImplementedError; adopt the store, then SealedSaver copies).
+    acopy_thread = BaseCheckpointSaver.acopy_thread
+    copy_thread = BaseCheckpointSaver.copy_thread
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -66,14 +66,11 @@ from langgraph.checkpoint.sqlite.utils import pending_writes_sql
 from secure_serde._langgraph import sqlite_has_task_path
 from secure_serde._migration import Migration
 from secure_serde.savers._bound import binder_for
-from secure_serde.savers._copy_thread import ThreadCopier, require_copy_binder
-from secure_serde.savers._copy_thread_sql import acopy_sqlite, copy_on_loop, copy_sqlite
 from secure_serde.savers._metadata import (
     SEALED_METADATA_KEY,
     STRUCTURAL_METADATA_KEYS,
     MetadataSealer,
 )
-from secure_serde.savers._reseal import ResealReport, reseal_sqlite_metadata
 from secure_serde.savers._sqlite_bound import (
     INSERT_CHECKPOINT_SQL,
     SELECT_BY_ID_SQL,
@@ -88,11 +85,9 @@ __all__ = [
     "SEALED_METADATA_KEY",
     "STRUCTURAL_METADATA_KEYS",
     "AsyncSqliteSaver",
-    "ResealReport",
     "SqliteSaver",
     "V03AsyncSqliteSaver",
     "V03SqliteSaver",
-    "reseal_sqlite_metadata",
 ]
 
 # The type of ``index_key=``: one key, or several with the writer first.
@@ -128,12 +123,6 @@ class _SealedSqlite:
             binder = require_binder(binder_for(self.serde, self._migration))
             rows = self._rows = SqliteRows(binder, self._sealer)
         return rows
-
-    def _copier(self, source_thread_id: str, target_thread_id: str) -> ThreadCopier:
-        """What re-encrypts a thread's rows for ``copy_thread`` (``_copy_thread``)."""
-        rows = self.rows
-        binder = require_copy_binder(rows.binder, source_thread_id, target_thread_id)
-        return ThreadCopier(binder, rows.opener, str(source_thread_id), str(target_thread_id))
 
 
 def _policy(
@@ -277,20 +266,9 @@ class SqliteSaver(_SealedSqlite, _StockSqliteSaver):
         with self.cursor() as cur:
             cur.executemany(writes_sql(writes), rows)
 
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """Copy every checkpoint and pending write of a thread to a new thread.
-
-        Each checkpoint and write is authenticated at its source row and
-        re-encrypted for the target thread (the same inner bytes, never
-        deserialized), in one transaction: a source row that fails
-        authentication raises its `DecryptionError` subclass and nothing is
-        written. A source with no rows copies nothing.
-
-        Raises:
-            ConfigurationError: the target thread has rows already, or is the source.
-            DecryptionError: a subclass, for a source row a read would refuse.
-        """
-        copy_sqlite(self, self._copier(source_thread_id, target_thread_id))
+    # 0.3's savers are kept to read the stores 0.3 wrote: they copy no threads
+    # (langgraph's NotImplementedError; adopt the store, then SealedSaver copies).
+    copy_thread = BaseCheckpointSaver.copy_thread
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
@@ -408,13 +386,10 @@ class AsyncSqliteSaver(_SealedSqlite, _StockAsyncSqliteSaver):
             await cur.executemany(writes_sql(writes), rows)
             await self.conn.commit()
 
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """`SqliteSaver.copy_thread`, async; the cipher work runs off the event loop."""
-        await acopy_sqlite(self, self._copier(source_thread_id, target_thread_id))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        """`acopy_thread`, from a thread other than the saver's event loop."""
-        copy_on_loop(self.loop, self.acopy_thread(source_thread_id, target_thread_id))
+    # 0.3's savers are kept to read the stores 0.3 wrote: they copy no threads
+    # (langgraph's NotImplementedError; adopt the store, then SealedSaver copies).
+    acopy_thread = BaseCheckpointSaver.acopy_thread
+    copy_thread = BaseCheckpointSaver.copy_thread
 
     async def aget_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]

@@ -201,3 +201,14 @@ def test_the_vector_is_what_make_vector_writes(tmp_path: Path) -> None:
 
 if __name__ == "__main__":
     make_vector(Path(sys.argv[1]))
+
+
+def test_the_0_3_savers_copy_no_threads(store: Path) -> None:
+    """0.3's savers only read: copying a thread is adopt's job, then SealedSaver's."""
+    before = store.read_bytes()
+    with v03(store) as saver:
+        assert saver.get_tuple(THREAD) is not None
+        with pytest.raises(NotImplementedError):
+            saver.copy_thread("chat-1", "chat-2")
+        assert saver.get_tuple({"configurable": {"thread_id": "chat-2"}}) is None
+    assert store.read_bytes() == before

@@ -38,11 +38,7 @@ from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
 from secure_serde.savers._index_sql import sqlite_search_where
 from secure_serde.savers._metadata import MetadataOpener, MetadataSealer
-from secure_serde.savers._v03_postgres import (
-    AsyncPostgresSaver,
-    PostgresSaver,
-    reseal_postgres_metadata,
-)
+from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver
 from secure_serde.stores import SEALED_METADATA_KEY
 from tests import canary_support as canary
 from tests.fixtures_services import PostgresServer, pg_dump, saver_connection
@@ -451,49 +447,3 @@ def test_sqlite_filter_matches_the_index(tmp_path: Path) -> None:
         assert steps(config_of("t1"), {"user_id": "u1"}) == [1]
         assert steps(None, {"source": "loop"}) == [2, 4, 5]
         assert steps(None, {"user_id": "nobody"}) == []
-
-
-# --------------------------------------------------------------------------------------------
-# Migration: plaintext rows (0.1.0's default) and rows indexed under an old key
-
-
-def test_reseal_seals_plaintext_rows_and_reindexes_under_the_new_key(
-    postgres_server: PostgresServer, postgres_url: str
-) -> None:
-    with saver_connection(postgres_url) as conn:
-        StockSaver(conn).setup()
-        put(
-            PostgresSaver(conn, serde=serde(KEY_A), seal_metadata=False),
-            "plain",
-            "input",
-            "acme",
-            "u1",
-            1,
-        )
-        put(PostgresSaver(conn, serde=serde(KEY_A), **OPTIONS), "old-key", "loop", "acme", "u1", 2)
-        strict = PostgresSaver(conn, serde=serde(KEY_B, KEY_A), **OPTIONS)
-        with pytest.raises(MetadataDowngradeError):
-            strict.get_tuple(config_of("plain"))
-        migrating = PostgresSaver(
-            conn,
-            serde=serde(KEY_B, KEY_A),
-            migration=Migration(plaintext_metadata=True, unbound=True),
-            **OPTIONS,
-        )
-        dry = reseal_postgres_metadata(migrating, dry_run=True)
-        assert (dry.scanned, dry.rewritten, dry.current) == (2, 2, 0)
-        report = reseal_postgres_metadata(migrating, batch_size=1)
-        assert (report.scanned, report.rewritten, report.current, report.failed) == (2, 2, 0, [])
-        again = reseal_postgres_metadata(migrating)
-        assert (again.rewritten, again.current) == (0, 2)
-        # Both rows: sealed, indexed under B's index key, readable with no migration switch.
-        tokens = {
-            stored(postgres_url, t, s)[INDEX_METADATA_KEY]["user_id"]
-            for t, s in [("plain", 1), ("old-key", 2)]
-        }
-        assert len(tokens) == 1
-        assert found(strict.list(None, filter={"user_id": "u1"})) == [("old-key", 2), ("plain", 1)]
-        tup = strict.get_tuple(config_of("plain"))
-        assert tup is not None
-        assert tup.metadata.get("api_key") == "sk-plain-1"
-    assert b"sk-plain-1" not in pg_dump(postgres_server, postgres_url)

@@ -2,7 +2,7 @@
 
 Real SQLite files. Filters are compared with the stock ``SqliteSaver`` over the same puts
 (plaintext, indexed and structural keys, sync and async); tampering is refused with a typed
-error; `reseal_sqlite_metadata` seals and indexes rows written before, in place.
+error.
 
 A sealed SQLite checkpoint blob is bound to its row *and* its plaintext metadata, so every
 metadata rewrite fails the blob first (`BindingError`). To reach the metadata checks
@@ -31,16 +31,13 @@ from secure_serde import (
     EncryptedSerializer,
     MetadataDowngradeError,
     Migration,
-    UnknownKeyError,
 )
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
-from secure_serde.savers import _reseal as reseal_module
 from secure_serde.savers._blind_index import INDEX_METADATA_KEY
 from secure_serde.savers._v03_sqlite import (
     STRUCTURAL_METADATA_KEYS,
     AsyncSqliteSaver,
     SqliteSaver,
-    reseal_sqlite_metadata,
 )
 from secure_serde.stores import METADATA_TABLE, SEALED_METADATA_KEY, SqliteStore, Swap
 from tests.cli.cli_support import run_main
@@ -384,126 +381,7 @@ def test_sealed_entry_moved_to_another_row_is_refused(two_rows: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Migration: plaintext rows, stock rows, rows indexed under an old key
-
-
-def _legacy_store(path: Path) -> None:
-    with connect(path) as conn:
-        put(
-            SqliteSaver(conn, serde=serde(KEY_A), seal_metadata=False),
-            "plain",
-            "input",
-            "acme",
-            "u1",
-            1,
-        )
-        put(SqliteSaver(conn, serde=serde(KEY_A), **OPTIONS), "old-key", "loop", "acme", "u1", 2)
-        put(StockSaver(conn, serde=serde(KEY_A)), "stock", "loop", "acme", "u1", 3)
-
-
-def test_reseal_seals_and_reindexes_in_place(tmp_path: Path) -> None:
-    path = tmp_path / "legacy.sqlite"
-    _legacy_store(path)
-    with connect(path) as conn:
-        strict = SqliteSaver(conn, serde=serde(KEY_B, KEY_A), **OPTIONS)
-        with pytest.raises(MetadataDowngradeError):
-            strict.get_tuple(config_of("plain"))
-        migrating = SqliteSaver(
-            conn,
-            serde=serde(KEY_B, KEY_A),
-            migration=Migration(plaintext_metadata=True, unbound=True),
-            **OPTIONS,
-        )
-        dry = reseal_sqlite_metadata(migrating, dry_run=True)
-        assert (dry.scanned, dry.rewritten, dry.current, dry.failed) == (3, 3, 0, [])
-        assert stored(path, "plain", 1)["api_key"] == "sk-plain-1"  # a dry run writes nothing
-        report = reseal_sqlite_metadata(migrating, batch_size=1)
-        assert (report.scanned, report.rewritten, report.current, report.failed) == (3, 3, 0, [])
-        again = reseal_sqlite_metadata(migrating)
-        assert (again.rewritten, again.current) == (0, 3)
-        # Every row sealed and indexed under B's index key; the bound ones read strictly.
-        tokens = {
-            stored(path, t, s)[INDEX_METADATA_KEY]["user_id"]
-            for t, s in [("plain", 1), ("old-key", 2), ("stock", 3)]
-        }
-        assert len(tokens) == 1
-        assert found(migrating.list(None, filter={"user_id": "u1"})) == [
-            ("old-key", 2),
-            ("plain", 1),
-            ("stock", 3),
-        ]
-        for thread in ("plain", "old-key"):
-            tup = strict.get_tuple(config_of(thread))
-            assert tup is not None
-            assert meta(tup)["user_id"] == "u1"
-        # The stock row's blob stays unbound: resealing vouches for no unauthenticated record.
-        with pytest.raises(BindingError):
-            strict.get_tuple(config_of("stock"))
-        conn.execute("VACUUM")  # overwritten plaintext may linger in free pages until then
-    assert b"sk-plain-1" not in path.read_bytes()
-
-
-def test_reseal_moves_rows_off_an_old_key(tmp_path: Path) -> None:
-    """SQLite's entry is not re-sealed by a rewrap cell pass alone: this pass re-seals it."""
-    path = tmp_path / "rotate.sqlite"
-    with connect(path) as conn:
-        old = SqliteSaver(conn, serde=serde(KEY_A), **OPTIONS)
-        put(old, "t", "input", "acme", "u1", 1)
-        put(old, "t", "loop", "acme", "<absent>", 2)  # nothing indexed: only the entry is old
-        only_b = SqliteSaver(conn, serde=serde(KEY_B), **OPTIONS)
-        with pytest.raises(UnknownKeyError):
-            only_b.get_tuple(config_of("t"))
-        rotated = SqliteSaver(conn, serde=serde(KEY_B, KEY_A), **OPTIONS)
-        report = reseal_sqlite_metadata(rotated)
-        assert (report.rewritten, report.failed) == (2, [])
-        assert reseal_sqlite_metadata(rotated).current == 2
-        # The entry, the index and the blob (moved to its new record) are all under B now.
-        assert found(only_b.list(None, filter={"user_id": "u1"})) == [("t", 1)]
-        assert [meta(t)["api_key"] for t in only_b.list(config_of("t"))] == ["sk-t-2", "sk-t-1"]
-
-
-def test_reseal_reports_a_tampered_row_and_leaves_it(two_rows: Path) -> None:
-    victim, other = stored(two_rows, "victim", 1), stored(two_rows, "other", 2)
-    other[INDEX_METADATA_KEY] = victim[INDEX_METADATA_KEY]
-    overwrite(two_rows, "other", 2, other)
-    with reader(two_rows, Migration.EVERYTHING) as saver:
-        report = reseal_sqlite_metadata(saver)
-    assert report.failed == [(("other", "", _id(2)), "BindingError")]
-    assert stored(two_rows, "other", 2) == other
-
-
-def test_reseal_needs_a_sealing_saver(tmp_path: Path) -> None:
-    with (
-        SqliteSaver.from_conn_string(
-            str(tmp_path / "x.sqlite"), serde=serde(), seal_metadata=False
-        ) as saver,
-        pytest.raises(ConfigurationError, match="seal_metadata=True"),
-    ):
-        reseal_sqlite_metadata(saver)
-
-
-def test_reseal_leaves_a_row_the_application_rewrote_meanwhile(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The compare-and-swap: a row re-put between planning and writing is not overwritten."""
-    path = tmp_path / "race.sqlite"
-    with connect(path) as conn:
-        put(SqliteSaver(conn, serde=serde(), seal_metadata=False), "t", "input", "acme", "u1", 1)
-    planner = reseal_module._plan_sqlite_row
-
-    def racing(*args: Any) -> Any:
-        planned = planner(*args)
-        with connect(path) as other:  # the application re-puts the checkpoint meanwhile
-            put(SqliteSaver(other, serde=serde(), **OPTIONS), "t", "input", "acme", "u9", 1)
-        return planned
-
-    monkeypatch.setattr(reseal_module, "_plan_sqlite_row", racing)
-    with reader(path, Migration(plaintext_metadata=True)) as saver:
-        report = reseal_sqlite_metadata(saver)
-        assert (report.rewritten, report.raced) == (0, 1)
-        tup = saver.get_tuple(config_of("t"))
-        assert tup is not None
-        assert meta(tup)["user_id"] == "u9"
+# The stores layer and the tools
 
 
 def test_store_swaps_a_sealed_entry_only_while_it_is_unchanged(tmp_path: Path) -> None:

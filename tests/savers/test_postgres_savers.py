@@ -741,11 +741,9 @@ def test_pin_stock_hooks_we_override() -> None:
         "_check_row",
         "_unseal",
         "metadata_sealer",
-        # Public API the stock savers lack: forks re-encrypted for the target thread (its own
-        # SQL in _copy_thread_sql, no stock statement changed).
+        # Set back to BaseCheckpointSaver's (NotImplementedError): 0.3's savers only read.
         "copy_thread",
         "acopy_thread",
-        "_copier",
     }
 
 
