@@ -23,9 +23,11 @@ from langgraph.types import Send
 
 from secure_serde import (
     BindingError,
+    BlindIndexError,
     ConfigurationError,
     EncryptedSerializer,
     HistoryError,
+    MetadataDowngradeError,
     SealedSaver,
     SecureSerdeError,
     StoreIdentityError,
@@ -649,3 +651,220 @@ def test_list_walk_bookkeeping() -> None:
     _walks.check_complete(rows)
     with pytest.raises(HistoryError, match=cid(2)):
         _walks.check_complete([r for r in rows if _walks.key_of(r[0]) != ("src", "", cid(2))])
+
+
+# -- survivors of the first run (docs/mutation.md) -------------------------------------------------
+
+
+def test_surrogates_in_keys_task_paths_and_values_are_carried_not_refused() -> None:
+    index = _index.BlindIndex(bytes(range(32)))
+    assert index.token("k\ud800", "v") != index.token("k", "v")
+    assert index.token("k", "v\udfff") != index.token("k", "v")
+    raw = _cell.pack_write("t", "p\ud800", 1, b"")
+    cell = _cell.unpack(raw, _cell.WRITE)
+    assert (cell.kind, cell.task_path) == (_cell.WRITE, "p\ud800")
+
+
+def _inner_rows(inner: InMemorySaver) -> str:
+    return repr((dict(inner.storage), dict(inner.writes), dict(inner.blobs)))
+
+
+def test_a_record_carries_no_values_and_the_inner_saver_no_sends_or_maps() -> None:
+    inner = InMemorySaver()
+    saver = SealedSaver(inner, serde=serde())
+    put(saver, "t", 1, {"a": "x" * 20_000})
+    found = inner.get_tuple(config("t"))
+    assert found is not None
+    assert len(str(dict(found.metadata)[_codec.RECORD_KEY])) < 4_000  # no values in it
+    # A v3 checkpoint's pending sends, and a metadata map of strings, stay sealed.
+    old = checkpoint(cid(2), {"a": 1}, v=3, version=2)
+    old["pending_sends"] = ["send-canary"]  # type: ignore[typeddict-unknown-key]
+    saver.put(
+        config("t", 1),
+        old,
+        cast(CheckpointMetadata, {"step": 2, "labels": {"owner": "map-canary"}}),
+        {"a": 2},
+    )
+    rows = _inner_rows(inner)
+    assert "send-canary" not in rows
+    assert "map-canary" not in rows
+    stored = inner.get_tuple(config("t", 2))
+    assert stored is not None
+    assert stored.checkpoint["v"] == 4  # the inner saver never rebuilds sends from cells
+    opened = read(saver, "t", 2)
+    assert opened.checkpoint["v"] == 3
+    assert meta(opened)["labels"] == {"owner": "map-canary"}
+
+
+def test_a_channel_put_again_at_its_version_stores_the_new_value() -> None:
+    saver = SealedSaver(InMemorySaver(), serde=serde())
+    first, second = ["first"], ["second"]
+    saver.put(config("t"), checkpoint(cid(1), {"a": first}), cast(CheckpointMetadata, {}), {"a": 1})
+    saver.put(
+        config("t", 1), checkpoint(cid(2), {"a": second}), cast(CheckpointMetadata, {}), {"a": 1}
+    )
+    assert read(saver, "t", 2).checkpoint["channel_values"] == {"a": ["second"]}
+
+
+def test_writes_come_back_in_the_stock_savers_order() -> None:
+    bare = InMemorySaver()
+    saver = SealedSaver(InMemorySaver(), serde=serde())
+    batches: list[tuple[str, str, list[tuple[str, Any]]]] = [
+        ("b-task", "~a", [("x", 1), ("__error__", "boom")]),
+        ("a-task", "~b", [("x", 2), ("y", 3)]),
+        ("c-task", "~a", [("x", 4)]),
+    ]
+    for target in (bare, saver):
+        written = target.put(config("t"), checkpoint(cid(1), {}), cast(CheckpointMetadata, {}), {})
+        for task_id, path, writes in batches:
+            target.put_writes(written, writes, task_id, path)
+    expected = bare.get_tuple(config("t"))
+    assert expected is not None
+    assert read(saver, "t").pending_writes == expected.pending_writes
+    raw = saver.inner.get_tuple(config("t"))
+    assert raw is not None
+    shuffled = raw._replace(pending_writes=list(reversed(raw.pending_writes or ())))
+    assert saver._ready().open(shuffled).tuple.pending_writes == expected.pending_writes
+
+
+def test_opening_some_channels_opens_only_those() -> None:
+    saver = SealedSaver(InMemorySaver(), serde=serde())
+    written = put(saver, "t", 1, {"a": 1, "b": 2, "c": 3})
+    saver.put_writes(written, [("a", 10), ("c", 30)], "task")
+    raw = saver.inner.get_tuple(config("t"))
+    assert raw is not None
+    opened = saver._ready().open(raw, channels=("b", "c"))
+    assert opened.tuple.checkpoint["channel_values"] == {"b": 2, "c": 3}
+    assert [(w[1], w[2]) for w in opened.tuple.pending_writes or ()] == [("c", 30)]
+    assert saver._ready().open(raw, channels=()).tuple.checkpoint["channel_values"] == {}
+
+
+def test_a_read_returns_the_parent_config() -> None:
+    saver = SealedSaver(InMemorySaver(), serde=serde())
+    put(saver, "t", 1, {"a": 1})
+    put(saver, "t", 2, {"a": 2}, parent=1)
+    assert read(saver, "t").parent_config == config("t", 1)
+    assert read(saver, "t", 1).parent_config is None
+
+
+def test_tampered_plaintext_metadata_and_parents_are_refused_by_name() -> None:
+    inner = InMemorySaver()
+    saver = SealedSaver(inner, serde=serde(), plaintext_metadata=["tenant"])
+    put(saver, "t", 1, {"a": 1}, tenant="acme", parents={"": "p-1"})
+    raw = inner.get_tuple(config("t"))
+    assert raw is not None
+    assert dict(raw.metadata)["parents"] == {"": "p-1"}
+    sealer = saver._ready()
+    for key, forged in (("tenant", "evil"), ("parents", {"": "p-2"}), ("parents", {})):
+        metadata = cast(CheckpointMetadata, {**raw.metadata, key: forged})
+        with pytest.raises(MetadataDowngradeError) as refused:
+            sealer.open(raw._replace(metadata=metadata))
+        assert refused.value.keys == (key,)
+
+
+def test_a_forged_index_token_names_its_key() -> None:
+    saver = SealedSaver(InMemorySaver(), serde=serde(), indexed_metadata=["user_id"])
+    put(saver, "t", 1, {"a": 1}, user_id="bob")
+    raw = saver.inner.get_tuple(config("t"))
+    assert raw is not None
+    opened = saver._ready().open(raw).tuple
+    with pytest.raises(BlindIndexError) as refused:
+        saver._ready().check_filter(opened, {"user_id": "alice", "step": 1})
+    assert refused.value.key == "step, user_id"
+
+
+def test_a_record_under_a_cipher_that_does_not_bind_or_a_composite_tag_is_refused() -> None:
+    saver = SealedSaver(InMemorySaver(), serde=serde())
+    put(saver, "t", 1, {"a": 1})
+    raw = saver.inner.get_tuple(config("t"))
+    assert raw is not None
+    record = _cell.from_text(dict(raw.metadata)[_codec.RECORD_KEY], _cell.RECORD)
+    for tag, reason in (("msgpack+aes", "binding"), ("msgpack+zlib+aesgcm", "does not write")):
+        text = _cell.to_text(_cell.pack(_cell.RECORD, tag, record.ciphertext))
+        forged = raw._replace(
+            metadata=cast(CheckpointMetadata, {**raw.metadata, _codec.RECORD_KEY: text})
+        )
+        with pytest.raises(BindingError, match=reason):
+            saver._ready().open(forged)
+
+
+def test_pages_count_their_rows_and_check_the_parents_beyond_them() -> None:
+    inner = InMemorySaver()
+    saver = SealedSaver(inner, serde=serde(), indexed_metadata=["team"])
+    put(saver, "t", 1, {"a": 1}, team="red")
+    for n in range(2, 6):
+        put(saver, "t", n, {"a": n}, parent=n - 1, team="blue" if n % 2 else "red")
+    put(saver, "t", 1, {"a": 1}, ns="child")
+    put(saver, "t", 2, {"a": 2}, ns="child", parent=1)
+    for page in (1, 2, 3):
+        assert len(list(saver.list(thread_config("t"), limit=page))) == page
+        assert len(list(saver.list(None, limit=page))) == page
+    assert len(list(saver.list(config("t", ns="child"), limit=1))) == 1
+    red = [read_id(f) for f in saver.list(None, filter={"team": "red"})]
+    assert red == [cid(4), cid(2), cid(1)]
+    assert [read_id(f) for f in saver.list(None, filter={"step": 3})] == [cid(3)]
+    # The oldest row of a page lost its parent: the page says so.
+    del inner.storage["t"][""][cid(4)]
+    for page in (1, 2):
+        with pytest.raises(HistoryError):
+            list(saver.list(config("t"), limit=page))
+
+
+def read_id(found: CheckpointTuple) -> str:
+    return str(found.config["configurable"]["checkpoint_id"])
+
+
+def test_history_in_a_namespace_walks_that_namespace() -> None:
+    saver = SealedSaver(InMemorySaver(), serde=serde())
+    first = put(saver, "t", 1, {"a": 1}, ns="child")
+    saver.put_writes(first, [("a", 10)], "task")
+    put(saver, "t", 2, {"b": 2}, ns="child", parent=1)
+    history = saver.get_delta_channel_history(config=config("t", ns="child"), channels=["a"])
+    assert history["a"]["seed"] == 1
+    assert [w[2] for w in history["a"]["writes"]] == [10]
+
+
+def test_a_detached_row_moved_under_another_parent_is_refused() -> None:
+    inner = PruningSaver()
+    saver = SealedSaver(inner, serde=serde())
+    _thread_with_history(saver)
+    saver.prune(["src"])
+    stored = inner.storage["src"][""][cid(3)]
+    inner.storage["src"][""][cid(3)] = (stored[0], stored[1], cid(9))
+    with pytest.raises(BindingError, match="re-parented"):
+        read(saver, "src")
+
+
+def test_delete_for_runs_detaches_every_orphan_of_the_deleted_rows() -> None:
+    saver = SealedSaver(PruningSaver(), serde=serde())
+    put(saver, "t", 1, {"a": 1}, run_id="r1")
+    for n, run in ((2, "r2"), (3, "r1"), (4, "r2")):
+        put(saver, "t", n, {"a": n}, parent=n - 1, run_id=run)
+    saver.delete_for_runs(["r1"])
+    assert [read_id(f) for f in saver.list(thread_config("t"))] == [cid(4), cid(2)]
+
+
+def test_a_prune_that_fails_after_detaching_leaves_every_parent_pointer() -> None:
+    class FailingPrune(PruningSaver):
+        def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+            raise RuntimeError("the database went away")
+
+    saver = SealedSaver(FailingPrune(), serde=serde())
+    _thread_with_history(saver)
+    with pytest.raises(RuntimeError):
+        saver.prune(["src"])
+    assert read(saver, "src").parent_config == config("src", 2)
+    assert len(list(saver.list(thread_config("src")))) == 4
+
+
+def test_a_copy_of_a_pruned_thread_stays_detached() -> None:
+    saver = SealedSaver(PruningSaver(), serde=serde())
+    _thread_with_history(saver)
+    put(saver, "src", 2, {"n": 2}, ns="child", parent=1)
+    saver.prune(["src"])
+    saver.copy_thread("src", "dst")
+    assert len(list(saver.list(thread_config("dst")))) == 2
+    assert saver.get_delta_channel_history(config=config("dst"), channels=["b"]) == {
+        "b": {"writes": []}
+    }
+    assert len(list(saver.list(config("src", ns="child")))) == 1
