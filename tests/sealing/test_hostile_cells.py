@@ -37,6 +37,7 @@ from secure_serde import (
     BindingError,
     DecryptionError,
     EncryptedSerializer,
+    MetadataDowngradeError,
     SealedSaver,
     SecureSerdeError,
 )
@@ -351,11 +352,16 @@ def test_a_row_without_metadata_is_not_returned_by_an_indexed_filter(db: Path) -
     assert all(meta(t)["user_id"] == "bob" for t in found)
 
 
-def test_a_huge_unsealed_metadata_entry_is_ignored_not_returned(db: Path) -> None:
-    """16 MiB of extra metadata in a row: readers return the sealed metadata only."""
+def test_a_huge_unsealed_metadata_entry_is_refused_or_ignored(db: Path) -> None:
+    """16 MiB of extra metadata in a row: a typed refusal (F13), or the sealed metadata only."""
     edit_metadata(db, "b", lambda m: m.__setitem__("padding", "x" * (16 * 1024 * 1024)))
     with sealed(db) as saver:
-        found = get_b(saver)
+        try:
+            found = get_b(saver)
+        except MetadataDowngradeError:
+            findings = {(f.thread_id, f.error) for f in audit_sealed(saver).findings}
+            assert findings == {("b", "MetadataDowngradeError")}
+            return
         assert found is not None
         assert "padding" not in found.metadata
         assert meta(found)["user_id"] == "bob"
