@@ -869,3 +869,26 @@ def test_a_copy_of_a_pruned_thread_stays_detached() -> None:
         "b": {"writes": []}
     }
     assert len(list(saver.list(config("src", ns="child")))) == 1
+
+
+def test_a_filter_on_a_sealed_only_key_returns_exactly_the_matching_rows() -> None:
+    saver = SealedSaver(InMemorySaver(), serde=serde())
+    put(saver, "t", 1, {"a": 1}, colour="red")
+    put(saver, "t", 2, {"a": 2}, parent=1, colour="blue")
+    put(saver, "t", 3, {"a": 3}, parent=2)
+    assert [read_id(f) for f in saver.list(None, filter={"colour": "red"})] == [cid(1)]
+    assert [read_id(f) for f in saver.list(None, filter={"colour": "blue"})] == [cid(2)]
+    assert list(saver.list(None, filter={"colour": "green"})) == []
+
+
+def test_a_page_checks_a_parent_beyond_it_in_its_own_namespace() -> None:
+    inner = InMemorySaver()
+    saver = SealedSaver(inner, serde=serde())
+    put(saver, "t", 1, {"a": 1}, ns="child")
+    put(saver, "t", 2, {"a": 2}, ns="child", parent=1)
+    put(saver, "t", 3, {"a": 3}, ns="child", parent=1)  # a fork: 2 is not 3's parent
+    page = list(saver.list(config("t", ns="child"), limit=1))
+    assert [read_id(f) for f in page] == [cid(3)]
+    del inner.storage["t"]["child"][cid(1)]
+    with pytest.raises(HistoryError):
+        list(saver.list(config("t", ns="child"), limit=1))
