@@ -150,7 +150,7 @@ def store_identity(data: bytes) -> None:
             except (ValueError, RecursionError):
                 return  # not JSON: the store's driver would not hand it over
             if not isinstance(metadata, dict):
-                return  # a saver hands over a JSON object (finding S1 is Sealer.open's)
+                return  # finding F11 (open_identity calls .get on it): test_hostile_cells.py
             _check(open_identity(_tuple(metadata), serde))
         elif mode == 1:
             mutated = _mutated(source, _real_cell())

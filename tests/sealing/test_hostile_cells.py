@@ -40,6 +40,7 @@ from secure_serde import (
     MetadataDowngradeError,
     SealedSaver,
     SecureSerdeError,
+    StoreIdentityError,
 )
 from secure_serde.sealing import audit_sealed
 from secure_serde.sealing._index import matches
@@ -472,6 +473,17 @@ def test_metadata_that_is_not_an_object_is_a_typed_refusal(db: Path, reader: str
         return
     with sealed(db) as saver, pytest.raises(BindingError):
         READERS[reader](saver)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    raises=AttributeError,
+    reason="F11: open_identity calls .get on identity metadata the stock saver parsed as a list",
+)
+def test_identity_metadata_that_is_not_an_object_is_a_typed_refusal(db: Path) -> None:
+    execute(db, "UPDATE checkpoints SET metadata = ? WHERE thread_id = ?", (b"[1, 2]", IDENTITY))
+    with pytest.raises(StoreIdentityError), sealed(db) as saver:
+        get_b(saver)
 
 
 # -- 4. duplicate keys: SQLite's json_extract takes the first, json.loads the last ----------------
