@@ -50,6 +50,7 @@ from secure_serde._errors import (
     UnknownCipherError,
     UnknownKeyError,
     UnknownTenantError,
+    UnreadableRowError,
     UnsafePickleError,
 )
 
@@ -122,6 +123,7 @@ __all__ = [
     "UnknownCipherError",
     "UnknownKeyError",
     "UnknownTenantError",
+    "UnreadableRowError",
     "UnsafePickleError",
     "generate_encoded_key",
     "rewrap",

@@ -40,6 +40,7 @@ __all__ = [
     "UnknownCipherError",
     "UnknownKeyError",
     "UnknownTenantError",
+    "UnreadableRowError",
     "UnsafePickleError",
 ]
 
@@ -328,4 +329,15 @@ class UnknownTenantError(SecureSerdeError, LookupError):
     Raised by ``shred`` and ``shred_thread`` for a tenant or thread that
     never had a key, and when a stored row needs a key the key store does
     not hold (a key store restored from a backup older than the row).
+    """
+
+
+class UnreadableRowError(DecryptionError):
+    """The inner saver could not read a stored row, so nothing of it was checked or returned.
+
+    A hostile or damaged cell can make the inner saver's own decoding fail
+    before `SealedSaver` sees the row: JSON nested past the recursion limit,
+    text that is not UTF-8, a value the database's JSON functions refuse.
+    The message names the inner saver and the error class only, never the
+    cell, which may hold what the driver quoted from the row.
     """

@@ -22,6 +22,7 @@ from secure_serde import ConfigurationError, EncryptedSerializer
 from secure_serde.cli._pretty import for_terminal
 from secure_serde.config import serializer_from_env
 from secure_serde.sealing import SealedAuditReport, SealedSaver, audit_sealed
+from secure_serde.stores import store_thread_ids
 
 __all__ = ["run_sealed"]
 
@@ -50,8 +51,9 @@ def run_sealed(args: argparse.Namespace, display: str) -> int:
             f"{display} is sealed by SealedSaver: its rows are checked by opening them, which"
             " needs the keys (drop --no-decrypt)"
         )
+    threads = store_thread_ids(args.store)
     with _saver(args.store, serializer_from_env()) as saver:
-        report = audit_sealed(saver)
+        report = audit_sealed(saver, thread_ids=threads)
     code = _CLEAN if report.clean else _FINDINGS
     if args.json:
         json.dump(report_json(report, display, code), sys.stdout, indent=2)

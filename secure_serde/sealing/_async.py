@@ -34,6 +34,7 @@ from secure_serde.sealing._identity import (
     unenumerable,
 )
 from secure_serde.sealing._index import plan_filter
+from secure_serde.sealing._inner import guarded_async, read_errors, unreadable
 from secure_serde.sealing._walks import (
     History,
     ListWalk,
@@ -104,10 +105,22 @@ class AsyncMethods:
             return True
         return False
 
+    async def _aread(self, config: RunnableConfig) -> CheckpointTuple | None:
+        try:
+            return await self.inner.aget_tuple(config)
+        except read_errors() as exc:
+            error = exc
+        raise unreadable(self.inner, error) from None
+
+    def _arows(
+        self, config: RunnableConfig | None, **kwargs: Any
+    ) -> AsyncIterator[CheckpointTuple]:
+        return guarded_async(self.inner, self.inner.alist(config, **kwargs))
+
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         sealer = await self._aready()
         ids(config)
-        found = await self.inner.aget_tuple(reduced(config))
+        found = await self._aread(reduced(config))
         if found is None:
             return None
         return await self._awith_sends(sealer.open(found))
@@ -125,7 +138,7 @@ class AsyncMethods:
         walk = ListWalk(sealer, plan, config, limit)
         listed = [
             found
-            async for found in self.inner.alist(
+            async for found in self._arows(
                 walk.inner_config,
                 filter=plan.inner,
                 before=None if before is None else reduced(before),
@@ -140,14 +153,14 @@ class AsyncMethods:
             if opened is not None:
                 yield await self._awith_sends(opened)
         for parent in walk.unseen_parents(complete=not walk.full):
-            if await self.inner.aget_tuple(parent) is None:
+            if await self._aread(parent) is None:
                 raise missing(parent)
 
     async def _awith_sends(self, opened: Opened) -> CheckpointTuple:
         found = opened.tuple
         if opened.parent_id is None or not needs_sends(found, opened.parent_id):
             return found
-        parent = await self.inner.aget_tuple(parent_config(found, opened.parent_id))
+        parent = await self._aread(parent_config(found, opened.parent_id))
         sealer = await self._aready()
         sends = sealer.open(parent, channels=(TASKS,)) if parent is not None else None
         return add_sends(self, found, sends)  # type: ignore[arg-type]
@@ -159,12 +172,12 @@ class AsyncMethods:
             return {}
         sealer = await self._aready()
         history = History(channels)
-        found = await self.inner.aget_tuple(reduced(config))
+        found = await self._aread(reduced(config))
         if found is None:
             return history.result()
         cursor = history.start(sealer.open(found, channels=()))
         while cursor is not None:
-            found = await self.inner.aget_tuple(cursor)
+            found = await self._aread(cursor)
             if found is None:
                 if history.optional:
                     break
@@ -201,7 +214,7 @@ class AsyncMethods:
         sealer = await self._aready()
         ids({"configurable": {"thread_id": target_thread_id}})
         source: RunnableConfig = {"configurable": {"thread_id": str(source_thread_id)}}
-        rows = [(f, sealer.open(f, channels=())) async for f in self.inner.alist(source)]
+        rows = [(f, sealer.open(f, channels=())) async for f in self._arows(source)]
         check_complete(rows)
         for found, opened in sorted(rows, key=oldest_first):
             put_args, writes = copy_of(sealer, found, opened, str(target_thread_id))
@@ -225,7 +238,7 @@ class AsyncMethods:
             sealer = await self._aready()
             for thread_id in thread_ids:
                 config: RunnableConfig = {"configurable": {"thread_id": str(thread_id)}}
-                rows = [(f, sealer.open(f, channels=())) async for f in self.inner.alist(config)]
+                rows = [(f, sealer.open(f, channels=())) async for f in self._arows(config)]
                 await self._adetach(latest_per_namespace(rows))
         await self.inner.aprune(thread_ids, strategy=strategy)
 
@@ -236,10 +249,10 @@ class AsyncMethods:
         tokens = [sealer.token("run_id", str(r)) for r in run_ids]
         doomed = set()
         for token in tokens:
-            async for found in self.inner.alist(None, filter={"run_id": token}):
+            async for found in self._arows(None, filter={"run_id": token}):
                 doomed.add(key_of(found))
         for thread in sorted({key[0] for key in doomed}):
             config: RunnableConfig = {"configurable": {"thread_id": thread}}
-            rows = [(f, sealer.open(f, channels=())) async for f in self.inner.alist(config)]
+            rows = [(f, sealer.open(f, channels=())) async for f in self._arows(config)]
             await self._adetach(orphans_after(rows, doomed))
         await self.inner.adelete_for_runs(tokens)

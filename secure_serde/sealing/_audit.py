@@ -10,13 +10,14 @@ be checked. Nothing here writes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
-from secure_serde._errors import HistoryError, SecureSerdeError
+from secure_serde._errors import HistoryError, SecureSerdeError, UnreadableRowError
 from secure_serde.ciphers._headers import current_test
 from secure_serde.sealing import _cell
 from secure_serde.sealing._codec import RECORD_KEY
@@ -58,9 +59,18 @@ class SealedAuditReport:
 
 
 def audit_sealed(
-    saver: SealedSaver, *, progress: Callable[[int], None] | None = None
+    saver: SealedSaver,
+    *,
+    thread_ids: Iterable[str] | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> SealedAuditReport:
-    """Open every checkpoint of the store, as the application would, and count what is there."""
+    """Open every checkpoint of the store, as the application would, and count what is there.
+
+    ``thread_ids``: the store's threads, listed one by one (the CLI reads them from the
+    table). A thread whose rows the inner saver cannot even decode is then a finding, and
+    the pass goes on; without them, one ``list(None)`` reads every thread, and such a row
+    stops the pass with `UnreadableRowError`.
+    """
     sealer = saver._ready()
     is_current, _, _ = current_test(saver._encrypting.cipher)
     counts = {"values": 0, "writes": 0, "records": 0, "current": 0, "other": 0}
@@ -74,7 +84,7 @@ def audit_sealed(
         cipher_name = tag.rpartition("+")[2]
         counts["current" if is_current(cipher_name, ciphertext) else "other"] += 1
 
-    for found in _every_row(saver):
+    for found in _every_row(saver, thread_ids, findings):
         thread, ns, checkpoint_id = key_of(found)
         threads.add(thread)
         seen.add((thread, ns, checkpoint_id))
@@ -112,18 +122,34 @@ def audit_sealed(
     )
 
 
-def _every_row(saver: SealedSaver) -> Iterator[CheckpointTuple]:
+def _every_row(
+    saver: SealedSaver, thread_ids: Iterable[str] | None, findings: list[AuditFinding]
+) -> Iterator[CheckpointTuple]:
     """Every checkpoint of every thread but the identity's.
 
-    One unpaged ``list(None)``: ``before`` pages are ordered across threads
-    by some savers (SQL) and per thread by others (InMemorySaver), so paging
-    through the public API could skip rows. The stock SQL savers read the
-    whole result before yielding anyway.
+    Without ``thread_ids``: one unpaged ``list(None)``. ``before`` pages are ordered
+    across threads by some savers (SQL) and per thread by others (InMemorySaver), so
+    paging through the public API could skip rows; the stock SQL savers read the whole
+    result before yielding anyway.
     """
-    for found in saver.inner.list(None):
-        configurable: dict[str, Any] = found.config.get("configurable") or {}
-        if str(configurable.get("thread_id")) != IDENTITY_THREAD:
-            yield found
+    if thread_ids is None:
+        listings: Iterable[tuple[str | None, RunnableConfig | None]] = [(None, None)]
+    else:
+        listings = [(t, {"configurable": {"thread_id": t}}) for t in thread_ids]
+    for thread, config in listings:
+        if thread == IDENTITY_THREAD:
+            continue
+        try:
+            rows = list(saver._rows(config))
+        except UnreadableRowError as exc:
+            if thread is None:
+                raise
+            findings.append(AuditFinding(thread, "", "", type(exc).__name__, str(exc)))
+            continue
+        for found in rows:
+            configurable: dict[str, Any] = found.config.get("configurable") or {}
+            if str(configurable.get("thread_id")) != IDENTITY_THREAD:
+                yield found
 
 
 def _finding(found: CheckpointTuple, exc: SecureSerdeError) -> AuditFinding:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, cast
@@ -88,6 +89,8 @@ def identity_config() -> RunnableConfig:
 @scrubbed  # the opened record holds the index key: no error leaves it in a frame local
 def open_identity(found: CheckpointTuple, serde: EncryptedSerializer) -> StoreIdentity:
     """The identity in ``found`` (the reserved thread's checkpoint), authenticated."""
+    if not isinstance(found.metadata, Mapping):
+        raise StoreIdentityError("this store's identity record is not one secure_serde wrote")
     cell = _cell.from_text(found.metadata.get(IDENTITY_KEY), _cell.IDENTITY)
     try:
         record = serde.loads_typed_at((cell.type_tag, cell.ciphertext), _LOCATION)

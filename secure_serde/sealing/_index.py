@@ -25,7 +25,7 @@ from typing import Any, Final
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
 
-from secure_serde._errors import ConfigurationError
+from secure_serde._errors import BlindIndexError, ConfigurationError
 from secure_serde._primitives import SecretHolder
 
 __all__ = ["TOKEN_PREFIX", "BlindIndex", "FilterPlan", "canonical"]
@@ -33,6 +33,9 @@ __all__ = ["TOKEN_PREFIX", "BlindIndex", "FilterPlan", "canonical"]
 TOKEN_PREFIX: Final = "ssix1:"  # noqa: S105 - a format marker, not a secret
 _TOKEN_SIZE: Final = 16
 INDEX_KEY_SIZE: Final = 32
+# Metadata values are compared and tokenized through their canonical JSON; deeper values are
+# refused (typed) well before Python's recursion limit.
+MAX_DEPTH: Final = 100
 
 
 def canonical(value: Any) -> str:
@@ -40,13 +43,18 @@ def canonical(value: Any) -> str:
     return json.dumps(_normal(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _normal(value: Any) -> Any:
+def _normal(value: Any, depth: int = 0) -> Any:
+    if depth > MAX_DEPTH:
+        raise BlindIndexError(
+            f"a metadata value nested deeper than {MAX_DEPTH} levels cannot be indexed or matched",
+            key="",
+        )
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):
-        return {str(k): _normal(v) for k, v in value.items()}
+        return {str(k): _normal(v, depth + 1) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_normal(v) for v in value]
+        return [_normal(v, depth + 1) for v in value]
     return value
 
 
@@ -106,7 +114,10 @@ def plan_filter(
             inner[key] = index.token(key, value)
             checked[key] = value
         elif key in plain_keys:
+            # The store's own match is not trusted either (a duplicate JSON key reads one
+            # way in the store's JSON functions and another way in json.loads).
             inner[key] = value
+            checked[key] = value
         else:
             residual[key] = value
     return FilterPlan(inner or None, checked, residual)

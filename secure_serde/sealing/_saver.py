@@ -45,6 +45,7 @@ from secure_serde.sealing._identity import (
     unenumerable,
 )
 from secure_serde.sealing._index import plan_filter
+from secure_serde.sealing._inner import guarded, read_errors, unreadable
 from secure_serde.sealing._walks import (
     History,
     ListWalk,
@@ -219,6 +220,18 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             raise StoreIdentityError("the inner saver did not keep the store identity record")
         return found
 
+    def _read(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The inner saver's ``get_tuple``; its failure to decode the row is typed."""
+        try:
+            return self.inner.get_tuple(config)
+        except read_errors() as exc:
+            error = exc
+        raise unreadable(self.inner, error) from None
+
+    def _rows(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
+        """The inner saver's ``list``; its failure to decode a row is typed."""
+        return guarded(self.inner, self.inner.list(config, **kwargs))
+
     def _sealer_for(self, identity: StoreIdentity) -> Sealer:
         return Sealer(self._encrypting, identity, self._indexed, self._plaintext)
 
@@ -227,7 +240,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         sealer = self._ready()
         ids(config)
-        found = self.inner.get_tuple(reduced(config))
+        found = self._read(reduced(config))
         if found is None:
             return None
         return self._with_sends(sealer.open(found))
@@ -246,7 +259,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         # Read to the end before calling the inner saver again: stock savers hold their
         # connection's lock for as long as their list generator lives.
         listed = list(
-            self.inner.list(
+            self._rows(
                 walk.inner_config,
                 filter=plan.inner,
                 before=None if before is None else reduced(before),
@@ -261,14 +274,14 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             if opened is not None:
                 yield self._with_sends(opened)
         for parent in walk.unseen_parents(complete=not walk.full):
-            if self.inner.get_tuple(parent) is None:
+            if self._read(parent) is None:
                 raise missing(parent)
 
     def _with_sends(self, opened: Opened) -> CheckpointTuple:
         found = opened.tuple
         if opened.parent_id is None or not needs_sends(found, opened.parent_id):
             return found
-        parent = self.inner.get_tuple(parent_config(found, opened.parent_id))
+        parent = self._read(parent_config(found, opened.parent_id))
         sends = self._ready().open(parent, channels=(TASKS,)) if parent is not None else None
         return add_sends(self, found, sends)
 
@@ -279,12 +292,12 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             return {}
         sealer = self._ready()
         history = History(channels)
-        found = self.inner.get_tuple(reduced(config))
+        found = self._read(reduced(config))
         if found is None:
             return history.result()
         cursor = history.start(sealer.open(found, channels=()))
         while cursor is not None:
-            found = self.inner.get_tuple(cursor)
+            found = self._read(cursor)
             if found is None:
                 if history.optional:
                     break
@@ -327,7 +340,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         sealer = self._ready()
         ids({"configurable": {"thread_id": target_thread_id}})
         source: RunnableConfig = {"configurable": {"thread_id": str(source_thread_id)}}
-        rows = [(f, sealer.open(f, channels=())) for f in self.inner.list(source)]
+        rows = [(f, sealer.open(f, channels=())) for f in self._rows(source)]
         check_complete(rows)
         for found, opened in sorted(rows, key=oldest_first):
             put_args, writes = copy_of(sealer, found, opened, str(target_thread_id))
@@ -354,7 +367,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             sealer = self._ready()
             for thread_id in thread_ids:
                 config: RunnableConfig = {"configurable": {"thread_id": str(thread_id)}}
-                rows = [(f, sealer.open(f, channels=())) for f in self.inner.list(config)]
+                rows = [(f, sealer.open(f, channels=())) for f in self._rows(config)]
                 self._detach(latest_per_namespace(rows))
         self.inner.prune(thread_ids, strategy=strategy)
 
@@ -366,11 +379,11 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         doomed = {
             key_of(found)
             for token in tokens
-            for found in self.inner.list(None, filter={"run_id": token})
+            for found in self._rows(None, filter={"run_id": token})
         }
         for thread in sorted({key[0] for key in doomed}):
             config: RunnableConfig = {"configurable": {"thread_id": thread}}
-            rows = [(f, sealer.open(f, channels=())) for f in self.inner.list(config)]
+            rows = [(f, sealer.open(f, channels=())) for f in self._rows(config)]
             self._detach(orphans_after(rows, doomed))
         self.inner.delete_for_runs(tokens)
 

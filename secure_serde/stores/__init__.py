@@ -138,7 +138,7 @@ if TYPE_CHECKING:
         parse_envelope,
     )
     from secure_serde.stores._history import CheckpointId, HistoryView
-    from secure_serde.stores._open import open_store, sealed_store_display
+    from secure_serde.stores._open import open_store, sealed_store_display, store_thread_ids
     from secure_serde.stores._postgres import PostgresStore
     from secure_serde.stores._record import canonical, metadata_record
     from secure_serde.stores._sqlite import SqliteStore
@@ -178,6 +178,7 @@ else:
             "metadata_record": "secure_serde.stores._record",
             "open_store": "secure_serde.stores._open",
             "sealed_store_display": "secure_serde.stores._open",
+            "store_thread_ids": "secure_serde.stores._open",
             "parse_envelope": "secure_serde.stores._envelope",
             "scan_json_columns": "secure_serde.stores._columns",
         },
@@ -216,4 +217,5 @@ __all__ = [
     "parse_envelope",
     "scan_json_columns",
     "sealed_store_display",
+    "store_thread_ids",
 ]

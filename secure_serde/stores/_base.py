@@ -232,6 +232,10 @@ class Store(abc.ABC):
     def close(self) -> None: ...
 
     @abc.abstractmethod
+    def thread_ids(self) -> list[str]:
+        """Every thread id of the ``checkpoints`` table (ids only, read without a key)."""
+
+    @abc.abstractmethod
     def holds_thread(self, thread_id: str) -> bool:
         """Whether the ``checkpoints`` table has a row of ``thread_id``."""
 

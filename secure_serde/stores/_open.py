@@ -10,7 +10,13 @@ from secure_serde._scrub import scrubbed
 from secure_serde.stores._base import SEALED_STORE_REFUSAL, Store, StoreError
 from secure_serde.stores._dsn import looks_like_conninfo, url_scheme
 
-__all__ = ["POSTGRES_SCHEMES", "open_layout", "open_store", "sealed_store_display"]
+__all__ = [
+    "POSTGRES_SCHEMES",
+    "open_layout",
+    "open_store",
+    "sealed_store_display",
+    "store_thread_ids",
+]
 
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
 _SUPPORTED: Final = (
@@ -64,6 +70,26 @@ def sealed_store_display(location: str | os.PathLike[str]) -> str | None:
         store = SqliteStore(Path(location))
     with store:
         return store.display if store.sealed_by_saver() else None
+
+
+@scrubbed  # a DSN may hold a password: no error leaves it in a frame local
+def store_thread_ids(location: str | os.PathLike[str]) -> list[str]:
+    """Every thread id of a store's ``checkpoints`` table, read with no key and no saver."""
+    store = _raw_store(location)
+    with store:
+        return store.thread_ids()
+
+
+def _raw_store(location: str | os.PathLike[str]) -> Store:
+    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
+        from secure_serde.stores._postgres import PostgresStore
+
+        return PostgresStore(location)
+    if isinstance(location, str) and not Path(location).exists():
+        _refuse_other_forms(location)
+    from secure_serde.stores._sqlite import SqliteStore
+
+    return SqliteStore(Path(location))
 
 
 @scrubbed  # a DSN may hold a password: no error leaves it in a frame local

@@ -249,6 +249,10 @@ class PostgresStore(Store):
         highs: list[str | None] = [*bounds, None]
         return [ThreadRange(low, high) for low, high in zip(lows, highs, strict=True)]
 
+    def thread_ids(self) -> list[str]:
+        query = sql.SQL("SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id")
+        return [str(row[0]) for row in self._fetch(query, [])]
+
     def holds_thread(self, thread_id: str) -> bool:
         query = sql.SQL("SELECT 1 FROM checkpoints WHERE thread_id = %s LIMIT 1")
         return bool(self._fetch(query, [thread_id]))

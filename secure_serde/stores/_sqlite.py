@@ -249,6 +249,10 @@ class SqliteStore(Store):
         # One writer at a time: splitting a SQLite file buys nothing.
         return [ALL_THREADS]
 
+    def thread_ids(self) -> list[str]:
+        query = "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
+        return [str(row[0]) for row in self._execute(query, []).fetchall()]
+
     def holds_thread(self, thread_id: str) -> bool:
         query = "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1"
         return self._execute(query, [thread_id]).fetchone() is not None

@@ -11,11 +11,11 @@ for that row, and the pass goes on), never ``RecursionError``,
 
 Some rows never reach the wrapper: the stock `SqliteSaver` parses the
 metadata column itself (``json.loads``) and SQLite's ``json_extract`` runs
-the filters. Those cases are documented below (what the bare saver raises),
-and their typed-error requirement is a strict ``xfail`` until `SealedSaver`
-turns the inner saver's failure into a typed one (docs/fuzzing.md, F15).
-The findings in secure_serde/sealing/ (F11 to F14) are strict ``xfail``\\ s too:
-each fails today with the exception it names, and passes once fixed.
+the filters. Those cases are documented below (what the bare saver raises), and
+`SealedSaver` turns the inner saver's failure into `UnreadableRowError`
+(docs/fuzzing.md, F15). The findings in secure_serde/sealing/ (F11 to F14)
+are fixed, and each test here failed before its fix with the exception it
+names in docs/fuzzing.md.
 """
 
 from __future__ import annotations
@@ -41,9 +41,11 @@ from secure_serde import (
     SealedSaver,
     SecureSerdeError,
     StoreIdentityError,
+    UnreadableRowError,
 )
 from secure_serde.sealing import audit_sealed
 from secure_serde.sealing._index import matches
+from secure_serde.stores import store_thread_ids
 
 KEY = b"hostile-cells-key-0123456789abcd"
 RECORD = "__secure_serde__"
@@ -422,11 +424,6 @@ def test_the_stock_sqlite_saver_raises_before_the_wrapper_sees_the_row(db: Path,
             list(bare.list(None))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=UNTYPED,
-    reason="F15: the stock saver's RecursionError / driver error escapes SealedSaver untyped",
-)
 @pytest.mark.parametrize("reader", sorted(READERS))
 @pytest.mark.parametrize("case", sorted(STOCK_CASES))
 def test_a_row_the_stock_saver_cannot_read_meets_a_typed_error(
@@ -440,31 +437,25 @@ def test_a_row_the_stock_saver_cannot_read_meets_a_typed_error(
             return
     # A filter the row does not match never reads it; the row itself must still be refused
     # with a typed error when it is read.
-    with sealed(db) as saver:
+    with sealed(db) as saver, pytest.raises(SecureSerdeError):
         get_b(saver)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=UNTYPED,
-    reason="F15: audit stops at the stock saver's error instead of a finding for that row",
-)
 @pytest.mark.parametrize("case", sorted(STOCK_CASES))
 def test_audit_reports_a_row_the_stock_saver_cannot_read_and_goes_on(db: Path, case: str) -> None:
     STOCK_CASES[case][0](db)
     with sealed(db) as saver:
-        report = audit_sealed(saver)
+        # Thread by thread (the CLI reads the ids from the table): one unreadable thread is a
+        # finding. In one list(None), the stock saver's failure ends the listing, typed.
+        report = audit_sealed(saver, thread_ids=store_thread_ids(db))
+        with pytest.raises(UnreadableRowError):
+            audit_sealed(saver)
     assert [f.thread_id for f in report.findings] == ["b"]
 
 
 # -- 3. finding F11: metadata that is not a JSON object -------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="F11: Sealer.open calls .get on metadata the stock saver parsed as a list",
-)
 @pytest.mark.parametrize("reader", ["get_tuple", "list", "list(thread)", "audit"])
 def test_metadata_that_is_not_an_object_is_a_typed_refusal(db: Path, reader: str) -> None:
     set_metadata(db, "b", b"[1, 2]")
@@ -475,11 +466,6 @@ def test_metadata_that_is_not_an_object_is_a_typed_refusal(db: Path, reader: str
         READERS[reader](saver)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AttributeError,
-    reason="F11: open_identity calls .get on identity metadata the stock saver parsed as a list",
-)
 def test_identity_metadata_that_is_not_an_object_is_a_typed_refusal(db: Path) -> None:
     execute(db, "UPDATE checkpoints SET metadata = ? WHERE thread_id = ?", (b"[1, 2]", IDENTITY))
     with pytest.raises(StoreIdentityError), sealed(db) as saver:
@@ -513,11 +499,6 @@ def test_a_duplicate_index_token_never_returns_another_users_row(db: Path) -> No
         assert meta(found)["user_id"] == "bob"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="F12: a plaintext key's filter is not checked against the sealed metadata",
-)
 def test_a_duplicate_plaintext_key_never_returns_another_tenants_row(db: Path) -> None:
     prepend_key(db, "b", "tenant", "alice-co")  # json_extract: alice-co; json.loads: bob-co
     with sealed(db) as saver:
@@ -560,11 +541,6 @@ def _extra_key(db: Path) -> None:
     edit_metadata(db, "b", lambda m: m.__setitem__("user_email", "mallory@example.com"))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="F13: Sealer.open checks plaintext keys and parents, not the index tokens or extra keys",
-)
 @pytest.mark.parametrize("mutate", [_moved_token, _extra_key], ids=["moved token", "extra key"])
 def test_a_non_canonical_metadata_encoding_is_refused(
     db: Path, mutate: Callable[[Path], None]
@@ -577,11 +553,6 @@ def test_a_non_canonical_metadata_encoding_is_refused(
 # -- 6. finding F14: canonical() is unbounded in depth --------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=RecursionError,
-    reason="F14: _index.canonical recurses once per level (two frames), below json.loads' limit",
-)
 def test_matches_on_deeply_nested_metadata_is_bounded() -> None:
     deep = json.loads("[" * 600 + "]" * 600)  # what the stock saver's json.loads accepts
     with suppress(SecureSerdeError):
