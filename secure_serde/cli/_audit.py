@@ -146,10 +146,10 @@ class _AuditProgress:
 
 
 def run(args: argparse.Namespace) -> int:
+    ciphers = None if args.no_decrypt else require_ciphers()  # a bad keyring fails first
     sealed = sealed_store_display(args.store)
     if sealed is not None:
         return run_sealed(args, sealed)
-    ciphers = None if args.no_decrypt else require_ciphers()
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = _AuditProgress(sys.stderr) if show else None
     with open_store(args.store) as store:
