@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import ConfigurationError
 from secure_serde._migration import Migration
 from secure_serde._rewrap._engine import CellPlanner, rewrap_range
+from secure_serde._rewrap._items import merged, open_items_at, rewrap_items
 from secure_serde._rewrap._plan import Planner
 from secure_serde._rewrap._report import RewrapProgress, RewrapReport, Tally
 from secure_serde._rewrap._sealed import SealedPlanner
@@ -18,7 +20,9 @@ from secure_serde._scrub import scrubbed
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers._kms import KmsEnvelopeCipher
 from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.sealing._tenants import TenantKeys
 from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store
+from secure_serde.stores._items import ItemsLayout
 from secure_serde.stores._open import open_layout
 from secure_serde.stores._sealed import identity_ref, is_sealed_layout
 
@@ -42,6 +46,7 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
     compress: bool | CompressedSerializer = False,
     workers: int = 1,
     progress: Progress | None = None,
+    tenant_keys: TenantKeys | None = None,
 ) -> RewrapReport:
     """Re-encrypt every serialized value in ``store`` under ``cipher``'s primary key.
 
@@ -87,6 +92,20 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
             KMS client (`KmsEnvelopeCipher.renew_client`); a KMS cipher
             built on a client of the caller's raises `ConfigurationError`.
         progress: called with a `RewrapProgress` after each batch.
+        tenant_keys: for a store written by ``SealedSaver(..., tenant_keys=...)``,
+            its tenant key store (`secure_serde.TenantKeys`): the rows of its
+            tenants are skipped and counted in ``report.skipped`` as
+            ``"tenant-keyed"``, or ``"shredded"`` for shredded tenants and
+            threads; their keys rotate with ``TenantKeys.rewrap``. Without it,
+            a row under a tenant's thread id that does not open under the store
+            keys is counted as ``"tenant-keyed"`` too (_rewrap/_sealed.py).
+
+    A database that also holds a `secure_serde.SealedStore`'s ``store``
+    table (SQLite or PostgreSQL, with or without checkpoint tables) has its
+    items rewrapped too, after the checkpoints, in one process
+    (secure_serde/_rewrap/_items.py): only each item's sealed entry changes,
+    plaintext items are listed as failures and never sealed, and
+    ``migration`` and ``compress`` do not apply to items.
 
     Returns a `RewrapReport`; its ``failures`` list unreadable rows by table
     and primary key (never their contents). Raises `ConfigurationError` for
@@ -94,6 +113,98 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
     be opened, read or written; batches committed before such an error stay
     committed, and a rerun continues from there.
     """
+    _check_positive("batch_size", batch_size)
+    _check_positive("workers", workers)
+    items = open_items_at(store)
+    options: dict[str, Any] = {
+        "decrypt_only": decrypt_only,
+        "batch_size": batch_size,
+        "dry_run": dry_run,
+        "migration": migration,
+        "allow_plaintext": allow_plaintext,
+        "allow_legacy_pickle": allow_legacy_pickle,
+        "verify": verify,
+        "compress": compress,
+        "workers": workers,
+        "progress": progress,
+        "tenant_keys": tenant_keys,
+    }
+    if items is None:
+        return _rewrap_tables(store, cipher, **options)
+    with items:
+        return _with_items(items, store, cipher, options)
+
+
+def _with_items(
+    items: ItemsLayout,
+    store: Store | str | os.PathLike[str],
+    cipher: BoundCipher | EncryptedSerializer,
+    options: dict[str, Any],
+) -> RewrapReport:
+    """The checkpoint tables' pass (when the database has them), then the SealedStore items'."""
+    decrypt_only = tuple(options["decrypt_only"])
+    if isinstance(cipher, EncryptedSerializer):
+        decrypt_only = (*cipher.decrypt_ciphers, *decrypt_only)
+        cipher = cipher.cipher
+    dry_run, verify = bool(options["dry_run"]), bool(options["verify"])
+    if not items.holds_checkpoints:
+        migration = options["migration"]
+        if (
+            (migration is not None and migration.active)
+            or options["allow_plaintext"]
+            or options["allow_legacy_pickle"]
+            or options["compress"]
+        ):
+            raise ConfigurationError(
+                f"{items.display} holds a SealedStore's items: rewrap re-encrypts their sealed"
+                " cells only, never seals an item that was not sealed and does not compress"
+                " (drop the migration switches and compress)"
+            )
+        if options["workers"] > 1 and items.kind != "postgres":
+            raise ConfigurationError(
+                f"workers > 1 applies to PostgreSQL stores only; {items.kind} has one writer"
+            )
+    started = time.monotonic()
+    report = None
+    if items.holds_checkpoints:
+        report = _rewrap_tables(store, cipher, **options)
+    tally, primary = rewrap_items(
+        items,
+        cipher,
+        decrypt_only,
+        batch_size=options["batch_size"],
+        dry_run=dry_run,
+        verify=verify,
+    )
+    if report is None:
+        return RewrapReport.from_tally(
+            tally,
+            store=items.display,
+            dry_run=dry_run,
+            primary=primary,
+            elapsed=time.monotonic() - started,
+            workers=1,
+        )
+    return merged(report, tally)
+
+
+def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each with a safe default
+    store: Store | str | os.PathLike[str],
+    cipher: BoundCipher | EncryptedSerializer,
+    *,
+    decrypt_only: Iterable[BoundCipher] = (),
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    dry_run: bool = False,
+    migration: Migration | None = None,
+    allow_plaintext: bool = False,
+    allow_legacy_pickle: bool = False,
+    verify: bool = False,
+    compress: bool | CompressedSerializer = False,
+    workers: int = 1,
+    progress: Progress | None = None,
+    tenant_keys: TenantKeys | None = None,
+) -> RewrapReport:
+    """`rewrap` over the checkpoint tables (both layouts)."""
     _check_positive("batch_size", batch_size)
     _check_positive("workers", workers)
     strict = None
@@ -136,6 +247,12 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
                     or allow_legacy_pickle
                 ),
                 compress=bool(compress),
+                tenant_keys=tenant_keys,
+            )
+        elif tenant_keys is not None:
+            raise ConfigurationError(
+                f"{opened.display} is not sealed by SealedSaver: tenant_keys= applies to a"
+                " store SealedSaver(..., tenant_keys=...) wrote"
             )
         if workers > 1 and opened.kind != "postgres":
             raise ConfigurationError(
@@ -194,6 +311,7 @@ def _sealed_planner(  # noqa: PLR0913 - the store, its keys and the options the 
     verify: bool,
     switches: bool,
     compress: bool,
+    tenant_keys: TenantKeys | None = None,
 ) -> SealedPlanner:
     """The planner of a store SealedSaver sealed, its identity opened (_rewrap/_sealed.py)."""
     if switches:
@@ -208,6 +326,8 @@ def _sealed_planner(  # noqa: PLR0913 - the store, its keys and the options the 
         )
     planner = SealedPlanner(cipher, decrypt_only, seal=not dry_run, verify=verify)
     planner.identify(store.reload(identity_ref()))
+    if tenant_keys is not None:
+        planner.use_tenant_keys(tenant_keys)
     return planner
 
 

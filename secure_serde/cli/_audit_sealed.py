@@ -21,8 +21,15 @@ from typing import Any, Final, TextIO
 from secure_serde import ConfigurationError, EncryptedSerializer
 from secure_serde.cli._pretty import for_terminal
 from secure_serde.config import serializer_from_env
-from secure_serde.sealing import SealedAuditReport, SealedSaver, audit_sealed
-from secure_serde.stores import store_thread_ids
+from secure_serde.sealing import (
+    SealedAuditReport,
+    SealedSaver,
+    SealedStore,
+    StoreAuditReport,
+    audit_sealed,
+    audit_store_items,
+)
+from secure_serde.stores import sealed_items_at, store_thread_ids
 
 __all__ = ["run_sealed"]
 
@@ -51,6 +58,9 @@ def run_sealed(args: argparse.Namespace, display: str) -> int:
             f"{display} is sealed by SealedSaver: its rows are checked by opening them, which"
             " needs the keys (drop --no-decrypt)"
         )
+    # SealedStore items (issue 26): a database with only a store table; see the block below.
+    if sealed_items_at(args.store) is False:
+        return run_store_items(args, display)
     threads = store_thread_ids(args.store)
     with _saver(args.store, serializer_from_env()) as saver:
         report = audit_sealed(saver, thread_ids=threads)
@@ -109,6 +119,81 @@ def _print(report: SealedAuditReport, display: str, out: TextIO, max_listed: int
             f"    {finding.error}: thread {for_terminal(finding.thread_id)!s}"
             f" ns {for_terminal(finding.checkpoint_ns)!s} checkpoint"
             f" {for_terminal(finding.checkpoint_id)!s}\n"
+        )
+    if len(report.findings) > max_listed:
+        out.write(f"    ... and {len(report.findings) - max_listed:,} more (--json lists all)\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# SealedStore items (issue 26): a database holding only a SealedStore's ``store`` table,
+# audited by secure_serde/sealing/_store_audit.py (every item opened through SealedStore).
+
+
+@contextmanager
+def _sealed_store(location: str, serde: EncryptedSerializer) -> Iterator[SealedStore]:
+    if location.startswith(_POSTGRES):
+        from langgraph.store.postgres import PostgresStore
+
+        with PostgresStore.from_conn_string(location) as pg:
+            yield SealedStore(pg, serde=serde)
+    else:
+        import sqlite3
+
+        from langgraph.store.sqlite import SqliteStore
+
+        conn = sqlite3.connect(location, check_same_thread=False, isolation_level=None)
+        try:
+            yield SealedStore(SqliteStore(conn), serde=serde)
+        finally:
+            conn.close()
+
+
+def run_store_items(args: argparse.Namespace, display: str) -> int:
+    """Audit a SealedStore's items: 0 clean, 1 findings or cells under older keys."""
+    with _sealed_store(args.store, serializer_from_env()) as store:
+        report = audit_store_items(store)
+    code = _CLEAN if report.clean else _FINDINGS
+    if args.json:
+        json.dump(store_items_json(report, display, code), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print_items(report, display, sys.stdout, args.max_listed)
+    return code
+
+
+def store_items_json(report: StoreAuditReport, display: str, code: int) -> dict[str, Any]:
+    return {
+        "store": display,
+        "layout": "sealed_store",
+        "exit_code": code,
+        "items": report.items,
+        "under_primary": report.under_primary,
+        "not_under_primary": report.not_under_primary,
+        "findings": [
+            {"namespace": list(f.namespace), "key": f.key, "error": f.error}
+            for f in report.findings
+        ],
+    }
+
+
+def _print_items(report: StoreAuditReport, display: str, out: TextIO, max_listed: int) -> None:
+    cells = report.under_primary + report.not_under_primary
+    out.write(f"store: {for_terminal(display)} (items sealed by SealedStore)\n")
+    out.write(f"  {report.items:,} items; under the primary key: {report.under_primary:,}")
+    out.write(f" of {cells:,} cells (the store identity's included)\n")
+    if report.not_under_primary:
+        out.write(
+            f"  {report.not_under_primary:,} cells are under older keys: run `secure-serde"
+            " rewrap` before retiring them (docs/store.md)\n"
+        )
+    if not report.findings:
+        out.write("  every item opens at its place\n")
+        return
+    out.write(f"  {len(report.findings):,} items do not open:\n")
+    for finding in report.findings[:max_listed]:
+        out.write(
+            f"    {finding.error}: namespace {for_terminal('.'.join(finding.namespace))!s}"
+            f" key {for_terminal(finding.key)!s}\n"
         )
     if len(report.findings) > max_listed:
         out.write(f"    ... and {len(report.findings) - max_listed:,} more (--json lists all)\n")

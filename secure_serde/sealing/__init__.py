@@ -16,6 +16,7 @@ Modules, each with one job:
 from secure_serde.sealing._audit import AuditFinding, SealedAuditReport, audit_sealed
 from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, SealedSaver
 from secure_serde.sealing._store import SealedStore
+from secure_serde.sealing._store_audit import StoreAuditReport, StoreItemFinding, audit_store_items
 
 __all__ = [
     "DEFAULT_INDEXED_METADATA",
@@ -23,5 +24,8 @@ __all__ = [
     "SealedAuditReport",
     "SealedSaver",
     "SealedStore",
+    "StoreAuditReport",
+    "StoreItemFinding",
     "audit_sealed",
+    "audit_store_items",
 ]

@@ -138,6 +138,7 @@ if TYPE_CHECKING:
         parse_envelope,
     )
     from secure_serde.stores._history import CheckpointId, HistoryView
+    from secure_serde.stores._items import sealed_items_at
     from secure_serde.stores._open import open_store, sealed_store_display, store_thread_ids
     from secure_serde.stores._postgres import PostgresStore
     from secure_serde.stores._record import canonical, metadata_record
@@ -177,6 +178,7 @@ else:
             "envelope_cell": "secure_serde.stores._envelope",
             "metadata_record": "secure_serde.stores._record",
             "open_store": "secure_serde.stores._open",
+            "sealed_items_at": "secure_serde.stores._items",
             "sealed_store_display": "secure_serde.stores._open",
             "store_thread_ids": "secure_serde.stores._open",
             "parse_envelope": "secure_serde.stores._envelope",
@@ -216,6 +218,7 @@ __all__ = [
     "open_store",
     "parse_envelope",
     "scan_json_columns",
+    "sealed_items_at",
     "sealed_store_display",
     "store_thread_ids",
 ]

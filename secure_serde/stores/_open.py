@@ -57,7 +57,16 @@ def sealed_store_display(location: str | os.PathLike[str]) -> str | None:
     """Where the store is (safe to print) if `secure_serde.SealedSaver` sealed it, else ``None``.
 
     Raises `StoreError` as `open_store` does for a store that cannot be opened.
+    A database holding only a `secure_serde.SealedStore`'s ``store`` table
+    (no checkpoint tables) is sealed too (secure_serde/stores/_items.py).
     """
+    from secure_serde.stores._items import open_items
+
+    items = open_items(location)
+    if items is not None:
+        with items:
+            if not items.holds_checkpoints:
+                return items.display
     if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
         from secure_serde.stores._postgres import PostgresStore
 

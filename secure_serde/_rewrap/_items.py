@@ -1,0 +1,179 @@
+"""Rotation of a `secure_serde.SealedStore`'s items: each item cell re-encrypted where it lies.
+
+The rows come from secure_serde/stores/_items.py (langgraph's ``store``
+table, SQLite or PostgreSQL); the cells inside them are laid out by
+secure_serde/sealing/_cell.py and _store_codec.py. As for a SealedSaver
+store (_sealed.py, whose cell re-encryption this reuses), each cell is opened
+by the cipher its type tag names, at the place `SealedStore` binds it to,
+and sealed again by the primary cipher at that same place and under the
+same inner type tag: no value is ever deserialized.
+
+================  ====================================================================
+cell              location
+================  ====================================================================
+item              ``Location.item(namespace, key).in_store(store id)``, the namespace
+                  being the row's ``prefix`` split at ``"."``
+store identity    ``Location.item(("__secure_serde_store__",), "identity")``, no store
+================  ====================================================================
+
+The store id comes from the identity item, opened first (`identify`); a
+table whose identity does not open is refused as a whole. Only the sealed
+entry of each value changes: index tokens and searchable fields are left
+as they are (they do not depend on the cipher's keys).
+
+A sealed store has no "not migrated yet": an item without a sealed entry
+(plaintext), a cell of another kind, an item moved or copied from another
+key, or a tampered one is a failure, listed by prefix and key and left as
+it is; nothing is ever sealed that was not sealed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Final
+
+from secure_serde._binding import Location
+from secure_serde._errors import BindingError, SecureSerdeError, StoreIdentityError
+from secure_serde._rewrap._engine import rewrap_range
+from secure_serde._rewrap._plan import CURRENT, Planned, Skip, Unreadable
+from secure_serde._rewrap._report import RewrapReport, Tally
+from secure_serde._rewrap._sealed import SealedPlanner, _Refused
+from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.sealing import _cell
+from secure_serde.sealing._identity import parse_record
+from secure_serde.sealing._store_identity import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE
+from secure_serde.stores import ALL_THREADS, Cell, Store
+from secure_serde.stores._items import (
+    IDENTITY_PREFIX,
+    SEALED_FIELD,
+    ItemsLayout,
+    identity_item_ref,
+    is_items_layout,
+    namespace_of,
+    open_items,
+)
+
+__all__ = ["ItemsPlanner", "merged", "open_items_at", "rewrap_items"]
+
+_IDENTITY_AT: Final = Location.item(RESERVED_NAMESPACE, IDENTITY_ITEM_KEY)
+_NOT_A_CELL: Final = "this store is sealed: an item without a sealed cell is refused, never sealed"
+
+
+class ItemsPlanner(SealedPlanner):
+    """Turns the items of a SealedStore table into swaps under the primary cipher.
+
+    Same contract as `SealedPlanner` (the batch loop and the report are
+    shared); `identify` must run first.
+    """
+
+    def identify(self, identity: Cell | None) -> None:
+        """Open the store identity item: the store id every item cell names.
+
+        Raises:
+            StoreIdentityError: no identity item, or one that does not open under these keys.
+        """
+        if identity is None or identity.data is None:
+            raise StoreIdentityError(
+                "this store table has no readable store identity item: it cannot be rewrapped"
+                f" (restore the item {IDENTITY_ITEM_KEY!r} of the namespace"
+                f" {RESERVED_NAMESPACE!r} from a backup)"
+            )
+        failed = False
+        try:
+            cell = _cell.from_text(identity.data.decode("utf-8"), _cell.IDENTITY)
+            record = self._serde.loads_typed_at((cell.type_tag, cell.ciphertext), _IDENTITY_AT)
+        except (SecureSerdeError, UnicodeDecodeError):
+            failed = True
+        if failed:
+            # Raised outside the handler: nothing of the record rides along as context.
+            raise StoreIdentityError(
+                "this store's identity item does not open under the given keys: it was"
+                " forged, or the store is sealed under other keys"
+            )
+        self._store = parse_record(record).store_id
+
+    def plan(self, cell: Cell) -> Skip | Unreadable | Planned:
+        try:
+            return self._plan_item(cell)
+        except _Refused as refused:
+            return refused.outcome
+
+    def _plan_item(self, cell: Cell) -> Skip | Unreadable | Planned:
+        if cell.data is None or cell.type_tag != SEALED_FIELD:
+            return Unreadable.of(
+                BindingError, f"the item's value holds no {SEALED_FIELD!r} text: {_NOT_A_CELL}"
+            )
+        try:
+            text = cell.data.decode("utf-8")
+        except UnicodeDecodeError:
+            return Unreadable.of(BindingError, "the item's sealed entry is not text")
+        ref = cell.ref
+        if ref.get("prefix") == IDENTITY_PREFIX:
+            if ref.get("key") != IDENTITY_ITEM_KEY:
+                return Unreadable.of(
+                    BindingError, "the reserved namespace holds an item that is not the identity"
+                )
+            kind, at = _cell.IDENTITY, _IDENTITY_AT
+        else:
+            kind = _cell.ITEM
+            at = self._in_store(Location.item(namespace_of(ref), str(ref.get("key"))))
+        try:
+            raw = _cell.from_text(text, kind)
+        except BindingError as exc:
+            return Unreadable.of(type(exc), str(exc))
+        new, source = self._rekey(_cell.pack(kind, raw.type_tag, raw.ciphertext), kind, at)
+        if source is None:
+            return CURRENT
+        stored = None if new is None else _cell.to_text(new).encode("ascii")
+        return self._planned(cell, SEALED_FIELD, stored, source)
+
+
+def merged(report: RewrapReport, tally: Tally) -> RewrapReport:
+    """``report`` (the checkpoint tables' pass) with the items' pass added in."""
+    whole = Tally(
+        scanned=report.scanned,
+        rewrapped=report.rewrapped,
+        current=report.current,
+        empty=report.empty,
+        conflicts=report.conflicts,
+        vanished=report.vanished,
+        failure_count=report.failure_count,
+        failures=list(report.failures),
+    )
+    whole.sources.update(report.sources)
+    whole.merge(tally)
+    return RewrapReport.from_tally(
+        whole,
+        store=report.store,
+        dry_run=report.dry_run,
+        primary=report.primary,
+        elapsed=report.elapsed,
+        workers=report.workers,
+    )
+
+
+def open_items_at(store: Store | str | os.PathLike[str]) -> ItemsLayout | None:
+    """The SealedStore items in the same database as ``store``, or ``None`` when it has none."""
+    if isinstance(store, Store):
+        return None if is_items_layout(store) else open_items(store.location)
+    return open_items(store)
+
+
+def rewrap_items(  # noqa: PLR0913 - the table, its keys and the options the pass runs with
+    items: Store,
+    cipher: BoundCipher,
+    decrypt_only: tuple[BoundCipher, ...],
+    *,
+    batch_size: int,
+    dry_run: bool,
+    verify: bool,
+    on_batch: Callable[[Tally], None] | None = None,
+) -> tuple[Tally, str]:
+    """Rewrap every item of a SealedStore table: (the tally, the primary's name)."""
+    planner = ItemsPlanner(cipher, decrypt_only, seal=not dry_run, verify=verify)
+    planner.identify(items.reload(identity_item_ref()))
+    tally = rewrap_range(
+        items, planner, ALL_THREADS, batch_size=batch_size, dry_run=dry_run, on_batch=on_batch
+    )
+    return tally, planner.primary

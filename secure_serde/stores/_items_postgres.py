@@ -1,0 +1,174 @@
+"""`SealedItemsPostgresStore`: the ``store`` table langgraph's ``PostgresStore`` keeps, sealed.
+
+The layout is described in secure_serde/stores/_items.py. A swap replaces
+the sealed entry inside the ``value`` JSONB with ``jsonb_set`` on its one
+key, while that key still holds the text read; nothing else of the row
+changes (not ``updated_at`` either).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+from secure_serde.stores._base import (
+    ALL_THREADS,
+    DEFAULT_BATCH_SIZE,
+    Cell,
+    RowRef,
+    StoreError,
+    Swap,
+    TableSpec,
+    ThreadRange,
+    check_batch_size,
+)
+from secure_serde.stores._items import (
+    ITEM_KEY,
+    ITEMS,
+    SEALED_FIELD,
+    ItemsLayout,
+    check_swap,
+    item_cell,
+)
+from secure_serde.stores._postgres import _COLUMNS_SQL, _LOCK_TIMEOUT, _reason, display_url
+
+with contextlib.suppress(ImportError):  # refused in __init__ without the extra
+    import psycopg
+    from psycopg import errors as pg_errors
+
+__all__ = ["SealedItemsPostgresStore"]
+
+_SELECT: Final = "SELECT prefix, key, value FROM store"
+_FIRST: Final = f"{_SELECT} ORDER BY prefix, key LIMIT %s"
+_PAGE: Final = f"{_SELECT} WHERE (prefix, key) > (%s, %s) ORDER BY prefix, key LIMIT %s"
+_RELOAD: Final = f"{_SELECT} WHERE prefix = %s AND key = %s"
+# Only the sealed entry changes, and only while it still holds the text read.
+_SWAP: Final = (
+    "UPDATE store SET value = jsonb_set(value, ARRAY[%s::text], to_jsonb(%s::text))"
+    " WHERE prefix = %s AND key = %s AND value ->> %s::text = %s::text RETURNING 1"
+)
+
+
+class SealedItemsPostgresStore(ItemsLayout):
+    """A PostgreSQL database whose ``store`` table langgraph's ``PostgresStore`` wrote.
+
+    Autocommit reads, one statement per page; each `compare_and_swap` is one
+    transaction under a short lock timeout (a lost lock: every swap of the
+    batch reported not applied, and the loop retries them).
+    """
+
+    kind = "postgres"
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self._display = display_url(url)
+        problem = None
+        try:
+            self._conn = psycopg.connect(url, autocommit=True)
+        except NameError:
+            problem = "PostgreSQL stores need psycopg: pip install 'secure-serde[postgres]'"
+        except psycopg.Error as exc:
+            problem = f"cannot connect to {self._display}: {_reason(exc)}"
+        if problem is not None:
+            # Raised outside the handler: libpq's error may quote the DSN.
+            raise StoreError(problem)
+        try:
+            columns = {r[0] for r in self._conn.execute(_COLUMNS_SQL, (ITEMS,)).fetchall()}
+            checkpoints = self._conn.execute(_COLUMNS_SQL, ("checkpoints",)).fetchone()
+        except psycopg.Error as exc:
+            self._conn.close()
+            raise StoreError(f"cannot read the schema of {self._display}: {_reason(exc)}") from None
+        self.holds_checkpoints = checkpoints is not None
+        self.tables: tuple[TableSpec, ...] = ()
+        if columns:
+            if not {"prefix", "key", "value"} <= columns:
+                self._conn.close()
+                raise StoreError(f"the store table in {self._display} is not langgraph's")
+            self.tables = (TableSpec(ITEMS, "value", "value", ITEM_KEY),)
+
+    @property
+    def display(self) -> str:
+        return self._display
+
+    @property
+    def location(self) -> str:
+        return self._url
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def count(self, table: TableSpec, thread_range: ThreadRange = ALL_THREADS) -> int:
+        if not self.tables:
+            return 0
+        return int(self._fetch("SELECT count(*) FROM store", ())[0][0])
+
+    def iter_batches(
+        self,
+        table: TableSpec,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        thread_range: ThreadRange = ALL_THREADS,
+    ) -> Iterator[list[Cell]]:
+        """Every item, by ``(prefix, key)``; items have no thread, so ``thread_range`` is unused."""
+        check_batch_size(batch_size)
+        rows = self._fetch(_FIRST, (batch_size,))
+        while rows:
+            yield [item_cell(r[0], r[1], r[2]) for r in rows]
+            if len(rows) < batch_size:
+                return
+            rows = self._fetch(_PAGE, (rows[-1][0], rows[-1][1], batch_size))
+
+    def reload(self, ref: RowRef) -> Cell | None:
+        if not self.tables:
+            return None
+        rows = self._fetch(_RELOAD, ref.key_values)
+        return item_cell(rows[0][0], rows[0][1], rows[0][2]) if rows else None
+
+    def compare_and_swap(self, swaps: Sequence[Swap]) -> list[bool]:
+        for swap in swaps:
+            check_swap(swap)
+        problem = None
+        try:
+            return self._swap_once(swaps)
+        except (pg_errors.LockNotAvailable, pg_errors.DeadlockDetected):
+            return [False] * len(swaps)
+        except psycopg.Error as exc:
+            problem = f"writing to {self._display} failed: {_reason(exc)}"
+        raise StoreError(problem)
+
+    def _swap_once(self, swaps: Sequence[Swap]) -> list[bool]:
+        applied = []
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(f"SET LOCAL lock_timeout = '{_LOCK_TIMEOUT}'")
+            for swap in swaps:
+                cell = swap.cell
+                data = cell.data or b""
+                cur.execute(
+                    _SWAP,
+                    (
+                        SEALED_FIELD,
+                        swap.new_data.decode("utf-8"),
+                        *cell.ref.key_values,
+                        SEALED_FIELD,
+                        data.decode("utf-8"),
+                    ),
+                )
+                applied.append(cur.fetchone() is not None)
+        return applied
+
+    def thread_ranges(self, parts: int) -> list[ThreadRange]:
+        return [ALL_THREADS]
+
+    def thread_ids(self) -> list[str]:
+        return []
+
+    def holds_thread(self, thread_id: str) -> bool:
+        return False
+
+    def _fetch(self, query: str, params: Sequence[object]) -> list[Any]:
+        problem = None
+        try:
+            return list(self._conn.execute(query, params).fetchall())
+        except psycopg.Error as exc:
+            problem = f"reading {self._display} failed: {_reason(exc)}"
+        raise StoreError(problem)
