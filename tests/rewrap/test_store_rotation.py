@@ -238,3 +238,26 @@ def test_cli_rewrap_store_table(tmp_path: Path) -> None:
     assert "store prefix='team' key='charter'" in text.stdout
     assert KEY_A not in text.stdout + text.stderr
     assert KEY_B not in text.stdout + text.stderr
+
+
+def test_one_database_with_checkpoints_and_items_rotates_both(lane: Lane) -> None:
+    from tests.rewrap.sealed_support import audit as audit_saver
+    from tests.rewrap.sealed_support import factory
+    from tests.rewrap.sealed_support import observe as observe_saver
+    from tests.rewrap.sealed_support import populate as populate_saver
+
+    open_saver = factory(lane.location)
+    populate_saver(open_saver, turns=1)
+    populate(lane)
+    seen = observe_saver(open_saver, serde_a())
+
+    report = rewrap(lane.location, serde_rotated())
+
+    assert report.ok, report.failures
+    assert {f.ref.table for f in report.failures} == set()
+    assert report.rewrapped > len(ITEMS) + 1  # the checkpoint rows, then every item
+    assert read_all(lane, serde_b()) == ITEMS
+    assert observe_saver(open_saver, serde_b()) == seen
+    assert audit_saver(open_saver, serde_b()).clean
+    assert audit(lane, serde_b()).clean
+    assert rewrap(lane.location, serde_rotated()).rewrapped == 0
