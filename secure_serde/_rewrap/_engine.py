@@ -107,6 +107,8 @@ def _classify(
         tally.current += 1
     elif outcome is EMPTY:
         tally.empty += 1
+    elif isinstance(outcome, Skip):
+        tally.skipped[outcome.kind] += 1
     elif isinstance(outcome, Unreadable):
         tally.fail(RowFailure(cell.ref, outcome.reason, outcome.error))
     elif isinstance(outcome, Planned):

@@ -63,6 +63,7 @@ class Tally:
     failure_count: int = 0
     failures: list[RowFailure] = field(default_factory=list)
     sources: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)
 
     def fail(self, failure: RowFailure) -> None:
         self.failure_count += 1
@@ -80,6 +81,7 @@ class Tally:
         room = MAX_LISTED_FAILURES - len(self.failures)
         self.failures.extend(other.failures[: max(room, 0)])
         self.sources.update(other.sources)
+        self.skipped.update(other.skipped)
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,10 @@ class RewrapReport:
             cipher name.
         primary: the cipher name (and key id, for format v1) rows now use.
         elapsed: seconds.
+        skipped: rows left alone that are not the store keys' business, by kind:
+            ``"tenant-keyed"`` (a tenant's rows, under its thread keys, which
+            ``TenantKeys.rewrap`` rotates) and ``"shredded"`` (rows of a shredded
+            tenant or thread). Neither is a failure.
     """
 
     store: str
@@ -119,6 +125,17 @@ class RewrapReport:
     primary: str
     elapsed: float
     workers: int = 1
+    skipped: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def tenant_skipped(self) -> int:
+        """Rows of live tenants, skipped (their keys rotate with ``TenantKeys.rewrap``)."""
+        return self.skipped.get("tenant-keyed", 0)
+
+    @property
+    def shredded_skipped(self) -> int:
+        """Rows of shredded tenants or threads, skipped."""
+        return self.skipped.get("shredded", 0)
 
     @property
     def ok(self) -> bool:
@@ -155,4 +172,5 @@ class RewrapReport:
             primary=primary,
             elapsed=elapsed,
             workers=workers,
+            skipped=MappingProxyType(dict(sorted(tally.skipped.items()))),
         )

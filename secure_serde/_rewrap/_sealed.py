@@ -36,6 +36,24 @@ that does not authenticate at its place. A row is rewritten whole or not
 at all, so a SQLite checkpoint with one bad value keeps all its values.
 Counts are per row: a SQLite checkpoint row counts once, whatever number
 of value cells it holds.
+
+**Tenant rows** (a store of ``SealedSaver(..., tenant_keys=...)``) are not
+under the store's keys: each tenant's cells are under its thread keys, kept
+in the tenant key store and wrapped under the primary, and those wrapped
+keys rotate with ``TenantKeys.rewrap``. The planner tells a tenant row by
+its thread id: ``sst1:<token>:<thread>``, where the token is the tenant id's
+blind-index token under the store identity's index key
+(secure_serde/sealing/_tenant_saver.py). With the tenant key store
+(``rewrap(..., tenant_keys=...)``), the prefixes of its tenants are computed
+from the identity, so a row under a tenant's prefix is skipped, counted as
+``tenant-keyed`` (or ``shredded`` when its tenant or thread was shredded),
+and a row under a prefix no tenant has is rewrapped if it opens under the
+store keys (an application thread named that way) and a failure if not.
+Without the key store, a row under a tenant-shaped prefix is rewrapped if
+it opens under the store keys and skipped as ``tenant-keyed`` if it does
+not: rewrap is not an integrity check of tenant rows (``secure-serde audit
+--tenant-keys`` is). The store identity and every other row are rewrapped
+as above.
 """
 
 from __future__ import annotations
@@ -53,6 +71,7 @@ from secure_serde._errors import (
     DecryptionError,
     SecureSerdeError,
     StoreIdentityError,
+    UnknownTenantError,
 )
 from secure_serde._migration import Migration
 from secure_serde._readrule import ReadRule
@@ -63,10 +82,16 @@ from secure_serde.ciphers._headers import current_test
 from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, parse_record
+from secure_serde.sealing._index import BlindIndex
+from secure_serde.sealing._tenant_saver import tenant_prefix, tenant_thread_prefix
+from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
 from secure_serde.stores import Cell, Swap
 from secure_serde.stores._sealed import IDENTITY_KEY, RECORD_KEY, RECORDS, SealedRow
 
-__all__ = ["SealedPlanner"]
+__all__ = ["SHREDDED", "TENANT_KEYED", "SealedPlanner"]
+
+TENANT_KEYED: Final = Skip("tenant-keyed")
+SHREDDED: Final = Skip("shredded")
 
 _BYTES: Final = "bytes"
 _MSGPACK: Final = "msgpack"
@@ -119,6 +144,9 @@ class SealedPlanner:
         self._strict = StrictDecoder()
         self._encoder = JsonPlusSerializer()
         self._store: bytes | None = None
+        self._index: BlindIndex | None = None
+        self._tenants: dict[str, str] | None = None
+        self._shredded = ShreddedScopes(frozenset(), frozenset())
 
     def identify(self, identity: Cell | None) -> None:
         """Open the store identity (its row, as the store reads it): the store id every cell names.
@@ -143,13 +171,48 @@ class SealedPlanner:
                 "this store's identity record does not open under the given keys: it was"
                 " forged, or the store is sealed under other keys"
             )
-        self._store = parse_record(record).store_id
+        parsed = parse_record(record)
+        self._store = parsed.store_id
+        self._index = parsed.index
+
+    def use_tenant_keys(self, tenant_keys: TenantKeys) -> None:
+        """Map each tenant of the key store to its rows' thread-id prefix; read its tombstones.
+
+        Runs after `identify` (the prefixes are keyed by the identity's index key).
+        The key store itself is not kept: the planner holds ids and prefixes only.
+        """
+        if not isinstance(tenant_keys, TenantKeys):
+            raise ConfigurationError(
+                f"tenant_keys= takes a TenantKeys, not {type(tenant_keys).__name__}"
+            )
+        index = self._index
+        if index is None:
+            raise ConfigurationError("SealedPlanner.identify must run before use_tenant_keys")
+        self._tenants = {tenant_prefix(index, t): t for t in tenant_keys.tenant_ids()}
+        self._shredded = tenant_keys.shredded_scopes()
 
     def plan(self, cell: Cell) -> Skip | Unreadable | Planned:
+        thread = cell.ref.thread_id
+        prefix = tenant_thread_prefix(thread)
+        if prefix is not None and self._tenants is not None:
+            tenant = self._tenants.get(prefix)
+            if tenant is not None:
+                if self._shredded.covers(tenant, thread[len(prefix) :]):
+                    return SHREDDED
+                return TENANT_KEYED
         try:
-            return self._plan(cell)
+            outcome = self._plan(cell)
         except _Refused as refused:
-            return refused.outcome
+            outcome = refused.outcome
+        if prefix is None or not isinstance(outcome, Unreadable):
+            return outcome
+        if self._tenants is None:
+            return TENANT_KEYED
+        return Unreadable.of(
+            UnknownTenantError,
+            "the row is under a tenant's thread id, the tenant key store holds no tenant for it,"
+            " and it does not open under the store keys: planted, or another key store's",
+        )
 
     def _plan(self, cell: Cell) -> Skip | Unreadable | Planned:
         table = cell.ref.table

@@ -36,6 +36,7 @@ import time
 from typing import Any, Final, TextIO
 
 from secure_serde._compress import compression_line
+from secure_serde._errors import ConfigurationError
 from secure_serde.cli._args import positive_int
 from secure_serde.cli._audit_scan import (
     LANGGRAPH_METADATA_KEYS,
@@ -110,6 +111,16 @@ def register(subparsers: Any) -> None:
         default=_DEFAULT_LISTED,
         help=f"rows listed by id per kind of problem, text output (default {_DEFAULT_LISTED})",
     )
+    parser.add_argument(
+        "--tenant-keys",
+        metavar="LOCATION",
+        help=(
+            "the tenant key store (a SQLite path or a postgresql:// URL) of a store written by"
+            " SealedSaver(..., tenant_keys=...): each tenant's rows are opened with its keys,"
+            " and the rows of shredded tenants and threads are reported as shredded, not as"
+            " findings"
+        ),
+    )
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument(
         "--progress",
@@ -150,6 +161,11 @@ def run(args: argparse.Namespace) -> int:
     sealed = sealed_store_display(args.store)
     if sealed is not None:
         return run_sealed(args, sealed)
+    if args.tenant_keys is not None:
+        raise ConfigurationError(
+            "--tenant-keys applies to a store SealedSaver(..., tenant_keys=...) wrote, and"
+            " this one is not sealed by SealedSaver"
+        )
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = _AuditProgress(sys.stderr) if show else None
     with open_store(args.store) as store:

@@ -7,6 +7,12 @@ environment. Prints counts, ids and error class names only. Exit codes as
 for the 0.3 layout: 0 clean, 1 findings (a row that does not open, a cut
 history, a cell not under the primary key), 2 usage, configuration or store
 error.
+
+With ``--tenant-keys LOCATION`` (a store of ``SealedSaver(...,
+tenant_keys=...)``), each tenant's rows are opened with that tenant's keys,
+and the rows of shredded tenants and threads are counted and listed as
+shredded: erased on purpose, not a finding, so they alone never make the
+exit code 1.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Final, TextIO
 
-from secure_serde import ConfigurationError, EncryptedSerializer
+from secure_serde import ConfigurationError, EncryptedSerializer, TenantKeys
 from secure_serde.cli._pretty import for_terminal
 from secure_serde.config import serializer_from_env
 from secure_serde.sealing import (
@@ -61,9 +67,15 @@ def run_sealed(args: argparse.Namespace, display: str) -> int:
     # SealedStore items (issue 26): a database with only a store table; see the block below.
     if sealed_items_at(args.store) is False:
         return run_store_items(args, display)
-    threads = store_thread_ids(args.store)
-    with _saver(args.store, serializer_from_env()) as saver:
-        report = audit_sealed(saver, thread_ids=threads)
+    serde = serializer_from_env()
+    keys = None if args.tenant_keys is None else TenantKeys.open(args.tenant_keys)
+    try:
+        threads = store_thread_ids(args.store)
+        with _saver(args.store, serde) as saver:
+            report = audit_sealed(saver, thread_ids=threads, tenant_keys=keys)
+    finally:
+        if keys is not None:
+            keys.close()
     code = _CLEAN if report.clean else _FINDINGS
     if args.json:
         json.dump(report_json(report, display, code), sys.stdout, indent=2)
@@ -85,6 +97,19 @@ def report_json(report: SealedAuditReport, display: str, code: int) -> dict[str,
         "writes": report.writes,
         "under_primary": report.under_primary,
         "not_under_primary": report.not_under_primary,
+        "tenant_checkpoints": report.tenant_checkpoints,
+        "tenant_cells": report.tenant_cells,
+        "shredded": report.shredded,
+        "shredded_rows": [
+            {
+                "thread_id": row.thread_id,
+                "checkpoint_ns": row.checkpoint_ns,
+                "checkpoint_id": row.checkpoint_id,
+                "tenant_id": row.tenant_id,
+                "status": row.status,
+            }
+            for row in report.shredded_rows
+        ],
         "findings": [
             {
                 "thread_id": f.thread_id,
@@ -105,6 +130,27 @@ def _print(report: SealedAuditReport, display: str, out: TextIO, max_listed: int
         f" {report.records:,} records, {report.values:,} values, {report.writes:,} writes\n"
     )
     out.write(f"  under the primary key: {report.under_primary:,} of {cells:,} cells\n")
+    if report.tenant_checkpoints:
+        out.write(
+            f"  {report.tenant_checkpoints:,} checkpoints of tenants, opened with their keys"
+            f" ({report.tenant_cells:,} cells under thread keys: `TenantKeys.rewrap` rotates"
+            " those keys)\n"
+        )
+    if report.shredded:
+        out.write(
+            f"  {report.shredded:,} checkpoints of shredded tenants or threads: erased on"
+            " purpose, not findings\n"
+        )
+        for row in report.shredded_rows[:max_listed]:
+            out.write(
+                f"    shredded: thread {for_terminal(row.thread_id)!s}"
+                f" ns {for_terminal(row.checkpoint_ns)!s} checkpoint"
+                f" {for_terminal(row.checkpoint_id)!s}\n"
+            )
+        if len(report.shredded_rows) > max_listed:
+            out.write(
+                f"    ... and {len(report.shredded_rows) - max_listed:,} more (--json lists all)\n"
+            )
     if report.not_under_primary:
         out.write(
             f"  {report.not_under_primary:,} cells are under older keys: run `secure-serde"

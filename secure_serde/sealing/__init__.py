@@ -13,7 +13,7 @@ Modules, each with one job:
   `SealedStore`, the same sealing for long-term memory (any ``BaseStore``).
 """
 
-from secure_serde.sealing._audit import AuditFinding, SealedAuditReport, audit_sealed
+from secure_serde.sealing._audit import AuditFinding, SealedAuditReport, ShreddedRow, audit_sealed
 from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, SealedSaver
 from secure_serde.sealing._store import SealedStore
 from secure_serde.sealing._store_audit import StoreAuditReport, StoreItemFinding, audit_store_items
@@ -24,6 +24,7 @@ __all__ = [
     "SealedAuditReport",
     "SealedSaver",
     "SealedStore",
+    "ShreddedRow",
     "StoreAuditReport",
     "StoreItemFinding",
     "audit_sealed",

@@ -6,26 +6,50 @@ reach a root. A row that fails is listed with its typed error class and the
 pass goes on with the next. Cells are counted by whether the primary key
 sealed them (told from their header, never decrypted twice), so rotation can
 be checked. Nothing here writes.
+
+**Tenant rows.** A store of ``SealedSaver(..., tenant_keys=...)`` keeps each
+tenant's rows under inner thread ids ``sst1:<token>:<thread>``, where the
+token is the tenant id's blind-index token under the store identity's index
+key (secure_serde/sealing/_tenant_saver.py). With the tenant key store
+(a routing saver, or ``tenant_keys=``), every tenant of the key store is
+mapped to its prefix, and each row under a tenant's prefix is opened with
+that tenant's keys and binding. A row whose tenant (or thread) was shredded
+is not opened: it is counted as shredded, with a per-row entry, and is no
+finding. A row under a tenant-shaped prefix that no tenant of the key store
+has is a finding (`UnknownTenantError`), and so is one read without the
+key store. Tenant cells are under thread keys, not the primary: they are
+counted apart (``tenant_cells``), and rotate with ``TenantKeys.rewrap``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
-from secure_serde._errors import HistoryError, SecureSerdeError, UnreadableRowError
+from secure_serde._errors import (
+    ConfigurationError,
+    HistoryError,
+    SecureSerdeError,
+    ShreddedError,
+    UnknownTenantError,
+    UnreadableRowError,
+)
 from secure_serde.ciphers._headers import current_test
 from secure_serde.sealing import _cell
-from secure_serde.sealing._codec import RECORD_KEY
+from secure_serde.sealing._codec import RECORD_KEY, Sealer
 from secure_serde.sealing._identity import IDENTITY_THREAD
 from secure_serde.sealing._saver import SealedSaver
+from secure_serde.sealing._tenant_saver import TenantInner, tenant_prefix, tenant_thread_prefix
+from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
 from secure_serde.sealing._walks import key_of
 
-__all__ = ["AuditFinding", "SealedAuditReport", "audit_sealed"]
+__all__ = ["AuditFinding", "SealedAuditReport", "ShreddedRow", "audit_sealed"]
+
+SHREDDED: Final = "shredded"
 
 
 @dataclass(frozen=True)
@@ -40,8 +64,28 @@ class AuditFinding:
 
 
 @dataclass(frozen=True)
+class ShreddedRow:
+    """One checkpoint whose tenant's (or thread's) key was shredded: erased, not corrupt.
+
+    ``thread_id`` is the id the checkpoint store holds (``sst1:<token>:<thread>``).
+    """
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    tenant_id: str
+    status: str = SHREDDED
+
+
+@dataclass(frozen=True)
 class SealedAuditReport:
-    """What a pass over a SealedSaver store found."""
+    """What a pass over a SealedSaver store found.
+
+    ``shredded`` counts the checkpoints of shredded tenants and threads (listed in
+    ``shredded_rows``); they are not findings. ``tenant_checkpoints`` counts the
+    checkpoints opened with a tenant's keys, ``tenant_cells`` their cells (under
+    thread keys, not under the primary: ``TenantKeys.rewrap`` rotates those).
+    """
 
     threads: int
     checkpoints: int
@@ -51,18 +95,76 @@ class SealedAuditReport:
     under_primary: int
     not_under_primary: int
     findings: tuple[AuditFinding, ...] = field(default=())
+    shredded: int = 0
+    shredded_rows: tuple[ShreddedRow, ...] = field(default=())
+    tenant_checkpoints: int = 0
+    tenant_cells: int = 0
 
     @property
     def clean(self) -> bool:
-        """Every row opens, every history is complete, every cell under the primary key."""
+        """Every row opens (or was shredded), every history is complete, store cells current."""
         return not self.findings and self.not_under_primary == 0
 
 
-def audit_sealed(
+class _Tenants:
+    """The tenants of a key store by their inner thread-id prefix, and their sealers."""
+
+    def __init__(self, saver: SealedSaver, keys: TenantKeys | None) -> None:
+        self._keys = keys
+        self._routing: SealedSaver | None = None
+        self._by_prefix: dict[str, str] = {}
+        self._sealers: dict[str, tuple[TenantInner, Sealer]] = {}
+        self.shredded = ShreddedScopes(frozenset(), frozenset())
+        if keys is None:
+            return
+        store: TenantKeys = keys
+        routing = saver
+        if getattr(saver, "tenant_keys", None) is not store:
+            routing = SealedSaver(
+                saver.inner,
+                serde=saver._encrypting,
+                indexed_metadata=saver._indexed,
+                plaintext_metadata=saver._plaintext,
+                tenant_keys=store,
+            )
+        self._routing = routing
+        index = routing._ready().identity.index
+        self._by_prefix = {tenant_prefix(index, t): t for t in store.tenant_ids()}
+        self.shredded = store.shredded_scopes()
+
+    def tenant_of(self, prefix: str) -> str:
+        tenant = self._by_prefix.get(prefix)
+        if tenant is None:
+            what = (
+                "the tenant key store holds no tenant"
+                if self._keys is not None
+                else "no tenant key store was given (--tenant-keys)"
+            )
+            raise UnknownTenantError(
+                f"this checkpoint is stored under a tenant's thread id, and {what} for it:"
+                " it was planted, or the key store is not this store's"
+            )
+        return tenant
+
+    def sealer(self, tenant: str) -> tuple[TenantInner, Sealer]:
+        hit = self._sealers.get(tenant)
+        if hit is None:
+            if self._routing is None:  # pragma: no cover - tenant_of refused it already
+                raise ConfigurationError("no tenant key store")
+            scoped = self._routing.for_tenant(tenant)
+            adapter = scoped.inner
+            if not isinstance(adapter, TenantInner):  # pragma: no cover - for_tenant's own
+                raise ConfigurationError("a tenant's saver without its tenant adapter")
+            hit = self._sealers[tenant] = (adapter, scoped._ready())
+        return hit
+
+
+def audit_sealed(  # noqa: C901 - one pass: each outcome of a row is one branch
     saver: SealedSaver,
     *,
     thread_ids: Iterable[str] | None = None,
     progress: Callable[[int], None] | None = None,
+    tenant_keys: TenantKeys | None = None,
 ) -> SealedAuditReport:
     """Open every checkpoint of the store, as the application would, and count what is there.
 
@@ -70,17 +172,40 @@ def audit_sealed(
     table). A thread whose rows the inner saver cannot even decode is then a finding, and
     the pass goes on; without them, one ``list(None)`` reads every thread, and such a row
     stops the pass with `UnreadableRowError`.
+
+    ``tenant_keys``: the tenant key store of a store written by
+    ``SealedSaver(..., tenant_keys=...)`` (taken from ``saver`` itself when it is
+    such a saver): each tenant's rows are opened with its keys, and the rows of
+    shredded tenants and threads are counted as shredded, not as findings.
     """
+    if tenant_keys is not None and not isinstance(tenant_keys, TenantKeys):
+        raise ConfigurationError(
+            f"tenant_keys= takes a TenantKeys, not {type(tenant_keys).__name__}"
+        )
+    keys = tenant_keys if tenant_keys is not None else getattr(saver, "tenant_keys", None)
+    tenants = _Tenants(saver, keys if isinstance(keys, TenantKeys) else None)
     sealer = saver._ready()
     is_current, _, _ = current_test(saver._encrypting.cipher)
-    counts = {"values": 0, "writes": 0, "records": 0, "current": 0, "other": 0}
+    counts = {
+        "values": 0,
+        "writes": 0,
+        "records": 0,
+        "current": 0,
+        "other": 0,
+        "tenant": 0,
+        "tenant_cells": 0,
+    }
     findings: list[AuditFinding] = []
+    shredded: list[ShreddedRow] = []
     seen: set[tuple[str, str, str]] = set()
     parents: dict[tuple[str, str, str], tuple[str, str, str]] = {}
     threads: set[str] = set()
 
-    def count(tag: str, ciphertext: bytes, kind: str) -> None:
+    def count(tag: str, ciphertext: bytes, kind: str, tenant: bool) -> None:
         counts[kind] += 1
+        if tenant:
+            counts["tenant_cells"] += 1
+            return
         cipher_name = tag.rpartition("+")[2]
         counts["current" if is_current(cipher_name, ciphertext) else "other"] += 1
 
@@ -88,22 +213,47 @@ def audit_sealed(
         thread, ns, checkpoint_id = key_of(found)
         threads.add(thread)
         seen.add((thread, ns, checkpoint_id))
+        prefix = tenant_thread_prefix(thread)
+        opener, row = sealer, found
+        tenant: str | None = None
         try:
-            opened = sealer.open(found)
+            if prefix is not None:
+                tenant = tenants.tenant_of(prefix)
+                if tenants.shredded.covers(tenant, thread[len(prefix) :]):
+                    shredded.append(ShreddedRow(thread, ns, checkpoint_id, tenant))
+                    continue
+                adapter, opener = tenants.sealer(tenant)
+                row = adapter.own(found)
+            opened = opener.open(row)
+        except ShreddedError as exc:
+            # Shredded while the pass ran (the tombstones were read at its start).
+            shredded.append(ShreddedRow(thread, ns, checkpoint_id, exc.tenant_id))
+            continue
+        except UnknownTenantError as exc:
+            if prefix is not None and tenant is None and _opens(sealer, found):
+                # An application thread that only looks like a tenant's: a store row.
+                prefix, opener, row = None, sealer, found
+                opened = sealer.open(found)
+            else:
+                findings.append(_finding(found, exc))
+                continue
         except SecureSerdeError as exc:
             findings.append(_finding(found, exc))
             continue
+        in_tenant = prefix is not None
+        if in_tenant:
+            counts["tenant"] += 1
         if opened.parent_id is not None and not opened.detached:
             parents[(thread, ns, checkpoint_id)] = (thread, ns, opened.parent_id)
         record = _cell.from_text(found.metadata.get(RECORD_KEY), _cell.RECORD)
-        count(record.type_tag, record.ciphertext, "records")
+        count(record.type_tag, record.ciphertext, "records", in_tenant)
         stored = found.checkpoint.get("channel_values") or {}
         for channel in opened.with_values:
             cell = _cell.unpack(stored[channel], _cell.VALUE)
-            count(cell.type_tag, cell.ciphertext, "values")
+            count(cell.type_tag, cell.ciphertext, "values", in_tenant)
         for _, _, raw in found.pending_writes or ():
             cell = _cell.unpack(raw, _cell.WRITE)
-            count(cell.type_tag, cell.ciphertext, "writes")
+            count(cell.type_tag, cell.ciphertext, "writes", in_tenant)
         if progress is not None:
             progress(len(seen))
     for child, parent in parents.items():
@@ -119,7 +269,19 @@ def audit_sealed(
         under_primary=counts["current"],
         not_under_primary=counts["other"],
         findings=tuple(findings),
+        shredded=len(shredded),
+        shredded_rows=tuple(shredded),
+        tenant_checkpoints=counts["tenant"],
+        tenant_cells=counts["tenant_cells"],
     )
+
+
+def _opens(sealer: Sealer, found: CheckpointTuple) -> bool:
+    try:
+        sealer.open(found)
+    except SecureSerdeError:
+        return False
+    return True
 
 
 def _every_row(

@@ -55,18 +55,51 @@ from secure_serde.sealing._saver import _VARIANTS, SealedSaver
 from secure_serde.sealing._tenants import TenantKeys, check_tenant_id
 from secure_serde.sealing._walks import overrides
 
-__all__ = ["TENANT_TAG", "TenantInner", "TenantSealer", "tenant_store_id", "tenant_variant"]
+__all__ = [
+    "TENANT_TAG",
+    "TenantInner",
+    "TenantSealer",
+    "tenant_prefix",
+    "tenant_store_id",
+    "tenant_thread_prefix",
+    "tenant_variant",
+]
 
 TENANT_TAG: Final = "__secure_serde_tenant__"
 _THREAD_PREFIX: Final = "sst1:"
 _MAX_SCOPES: Final = 256
 _MAX_SERDES: Final = 1024
+_TOKEN_CHARS: Final = 22  # 16 bytes of blind-index token, unpadded base64url
+_TOKEN_ALPHABET: Final = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+)
 
 
 def tenant_store_id(store_id: bytes, tenant: str) -> bytes:
     """The store id a tenant's values are bound to: the store's, then the tenant (prefixed)."""
     raw = tenant.encode("utf-8", "surrogatepass")
     return store_id + struct.pack(">I", len(raw)) + raw
+
+
+def tenant_prefix(index: BlindIndex, tenant: str) -> str:
+    """The inner thread-id prefix of ``tenant``'s rows, under the store identity's ``index``."""
+    token = index.token(TENANT_TAG, tenant)
+    return f"{_THREAD_PREFIX}{token[len(TOKEN_PREFIX) :]}:"
+
+
+def tenant_thread_prefix(thread_id: str) -> str | None:
+    """The ``sst1:<token>:`` prefix of an inner thread id shaped as a tenant's, else ``None``.
+
+    The shape alone does not make a row a tenant's (an application may name a
+    thread so): only a prefix that `tenant_prefix` gives for a tenant of the
+    key store does.
+    """
+    if not thread_id.startswith(_THREAD_PREFIX):
+        return None
+    body, sep, _ = thread_id[len(_THREAD_PREFIX) :].partition(":")
+    if not sep or len(body) != _TOKEN_CHARS or not _TOKEN_ALPHABET.issuperset(body):
+        return None
+    return f"{_THREAD_PREFIX}{body}:"
 
 
 def _resolved(value: Any, how: str) -> str:
@@ -175,6 +208,14 @@ class TenantInner(BaseCheckpointSaver[Any]):
         if self._token is not None:
             return self._token
         return self._known((await self._root._aready()).identity)
+
+    def own(self, found: CheckpointTuple) -> CheckpointTuple:
+        """A row read from the inner saver directly, as this tenant sees it (audit).
+
+        Raises:
+            BindingError: the row is outside this tenant's threads.
+        """
+        return cast(CheckpointTuple, self._out(found, self._tag()))
 
     @staticmethod
     def _prefix(token: str) -> str:

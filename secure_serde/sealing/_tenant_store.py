@@ -91,6 +91,10 @@ class KeyTable(Protocol):
         """Every row of ``scope`` ('' for tenant keys), in key order."""
         ...
 
+    def shredded(self) -> Iterator[KeyRow]:
+        """Every tombstone (tenant and thread keys alike), in key order."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -175,6 +179,14 @@ class SqliteKeyTable:
             ).fetchall()
         return iter([_row(r) for r in found])
 
+    def shredded(self) -> Iterator[KeyRow]:
+        with self._lock:
+            found = self._db.execute(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE wrapped IS NULL"  # noqa: S608
+                " ORDER BY tenant, scope"
+            ).fetchall()
+        return iter([_row(r) for r in found])
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -245,6 +257,14 @@ class PostgresKeyTable:
             found = self._db.execute(
                 f"SELECT {_COLUMNS} FROM {TABLE} WHERE scope = %s ORDER BY tenant",  # noqa: S608
                 (scope,),
+            ).fetchall()
+        return iter([_row(r) for r in found])
+
+    def shredded(self) -> Iterator[KeyRow]:
+        with self._lock:
+            found = self._db.execute(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE wrapped IS NULL"  # noqa: S608
+                " ORDER BY tenant, scope"
             ).fetchall()
         return iter([_row(r) for r in found])
 

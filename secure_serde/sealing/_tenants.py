@@ -60,7 +60,7 @@ from secure_serde.sealing._tenant_store import (
     open_table,
 )
 
-__all__ = ["ShredResult", "TenantKeys", "TenantRewrapReport", "check_tenant_id"]
+__all__ = ["ShredResult", "ShreddedScopes", "TenantKeys", "TenantRewrapReport", "check_tenant_id"]
 
 _log = logging.getLogger("secure_serde")
 
@@ -116,6 +116,18 @@ class ShredResult:
     key_id: str
     shredded_at: str
     already: bool
+
+
+@dataclass(frozen=True)
+class ShreddedScopes:
+    """The tombstones of a key store: shredded tenants, and shredded (tenant, thread) pairs."""
+
+    tenants: frozenset[str]
+    threads: frozenset[tuple[str, str]]
+
+    def covers(self, tenant: str, thread: str) -> bool:
+        """Whether the rows of ``thread`` of ``tenant`` were shredded (by either shred)."""
+        return tenant in self.tenants or (tenant, thread) in self.threads
 
 
 @dataclass(frozen=True)
@@ -362,6 +374,24 @@ class TenantKeys:
         """The stored row of a tenant's (or a thread's) key, or ``None``; ``wrapped`` not shown."""
         scope = TENANT_SCOPE if thread_id is None else THREAD_PREFIX + thread_id
         return self._table.get(check_tenant_id(tenant_id), scope)
+
+    def tenant_ids(self) -> list[str]:
+        """Every tenant the key store holds a key (or a tombstone) for, in key order."""
+        return [row.tenant for row in self._table.rows(TENANT_SCOPE)]
+
+    def shredded_scopes(self) -> ShreddedScopes:
+        """What is shredded: whole tenants, and single threads of live tenants (audit, rewrap)."""
+        tenants: set[str] = set()
+        threads: set[tuple[str, str]] = set()
+        for row in self._table.shredded():
+            thread = row.thread
+            if thread is None:
+                tenants.add(row.tenant)
+            else:
+                threads.add((row.tenant, thread))
+        return ShreddedScopes(
+            frozenset(tenants), frozenset(t for t in threads if t[0] not in tenants)
+        )
 
     # -- rotation of the primary key -------------------------------------------------------
 

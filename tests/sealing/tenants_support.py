@@ -75,3 +75,76 @@ def sealed(inner: BaseCheckpointSaver[Any], keys: TenantKeys) -> SealedSaver:
     saver = SealedSaver(inner, serde=primary_serde(), tenant_keys=keys)
     saver.setup()
     return saver
+
+
+# -- audit and rewrap of a tenant-keyed store (test_tenants_audit.py, rewrap/test_sealed_tenants.py)
+
+TWO_TENANTS = ("acme", "globex")
+TWO_THREADS = ("t1", "t2")
+
+
+@contextlib.contextmanager
+def store_places(kind: str, tmp_path: Path, request: Any) -> Iterator[tuple[str, str]]:
+    """(checkpoint store, tenant key store): two SQLite files, or two PostgreSQL databases."""
+    if kind == "sqlite":
+        yield os.fspath(tmp_path / "checkpoints.sqlite"), os.fspath(tmp_path / "keys.sqlite")
+        return
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+
+    server = request.getfixturevalue("postgres_server")
+    store = str(request.getfixturevalue("postgres_url"))
+    name = f"keys_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server.conninfo, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    try:
+        yield store, server.url(name)
+    finally:
+        with psycopg.connect(server.conninfo, autocommit=True) as admin:
+            admin.execute(
+                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+            )
+
+
+def write_tenants(store: str, keys_location: str, serde: EncryptedSerializer) -> None:
+    """Two tenants, two threads each, two turns each, through a real graph."""
+    kind = "postgres" if store.startswith("postgresql://") else "sqlite"
+    keys = TenantKeys.open(keys_location)
+    try:
+        with inner_saver(kind, store) as inner:
+            saver = SealedSaver(inner, serde=serde, tenant_keys=keys)
+            saver.setup()
+            graph = chat_graph(saver)
+            for tenant in TWO_TENANTS:
+                for thread in TWO_THREADS:
+                    for turn in range(2):
+                        graph.invoke({"said": [f"{tenant} {turn}"]}, config(tenant, thread))
+    finally:
+        keys.close()
+
+
+def checkpoint_threads(store: str) -> list[str]:
+    """The thread id of every checkpoint row, read with SQL (no code under test)."""
+    query = "SELECT thread_id FROM checkpoints ORDER BY 1"
+    if store.startswith("postgresql://"):
+        import psycopg
+
+        with psycopg.connect(store) as conn:
+            return [str(r[0]) for r in conn.execute(query).fetchall()]
+    db = sqlite3.connect(store)
+    try:
+        return [str(r[0]) for r in db.execute(query).fetchall()]
+    finally:
+        db.close()
+
+
+def tenant_prefixes(store: str, serde: EncryptedSerializer) -> dict[str, str]:
+    """Each tenant's inner thread-id prefix, from the store identity's index key."""
+    from secure_serde.sealing._tenant_saver import tenant_prefix
+
+    kind = "postgres" if store.startswith("postgresql://") else "sqlite"
+    with inner_saver(kind, store) as inner:
+        index = SealedSaver(inner, serde=serde)._ready().identity.index
+        return {tenant: tenant_prefix(index, tenant) for tenant in TWO_TENANTS}

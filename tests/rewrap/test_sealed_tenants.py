@@ -1,0 +1,190 @@
+"""`rewrap` of a tenant-keyed store: tenant rows skipped, the store keys' rows rewrapped.
+
+A real SQLite file or PostgreSQL database written by a real graph for two tenants under key A
+(the tenant key store in another file or database), one tenant shredded, the primary rotated
+to B: the store-wide rewrap must skip every tenant row (counted, never a failure), rewrap the
+store identity, and `TenantKeys.rewrap` must move the wrapped tenant keys; then a reader with
+key B alone reads the live tenant, and a second run writes nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from secure_serde import SealedSaver, ShreddedError, TenantKeys, rewrap
+from secure_serde.sealing import audit_sealed
+from secure_serde.sealing._identity import IDENTITY_THREAD
+from tests.rewrap.rewrap_support import A_AND_B, KEY_A, KEY_B, key_id, rotation_serde
+from tests.sealing.tenants_support import (
+    TWO_THREADS,
+    chat_graph,
+    checkpoint_threads,
+    config,
+    inner_saver,
+    store_places,
+    tenant_prefixes,
+    write_tenants,
+)
+
+SERDE_A = {"a": KEY_A}
+SERDE_B = {"b": KEY_B}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def places(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    with store_places(request.param, tmp_path, request) as (store, keys):
+        write_tenants(store, keys, rotation_serde(SERDE_A, "a"))
+        yield store, keys
+
+
+def _kind(store: str) -> str:
+    return "postgres" if store.startswith("postgresql://") else "sqlite"
+
+
+def _digest(store: str) -> str:
+    """Every byte of every checkpoint table, read with SQL."""
+    tables = (
+        ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
+        if _kind(store) == "postgres"
+        else ("checkpoints", "writes")
+    )
+    digest = hashlib.sha256()
+    if _kind(store) == "postgres":
+        with psycopg.connect(store) as conn:
+            for table in tables:
+                # The table names are this function's own constants.
+                rows = conn.execute(f"SELECT * FROM {table} ORDER BY 1, 2, 3, 4").fetchall()  # noqa: S608
+                digest.update(repr(rows).encode())
+        return digest.hexdigest()
+    db = sqlite3.connect(store)
+    try:
+        for table in tables:
+            rows = db.execute(f"SELECT * FROM {table} ORDER BY 1, 2, 3, 4").fetchall()  # noqa: S608
+            digest.update(repr(rows).encode())
+    finally:
+        db.close()
+    return digest.hexdigest()
+
+
+def _identity_key_id(store: str) -> str:
+    """The key id in the header of the store identity's record cell (raw SQL)."""
+    from secure_serde.sealing import _cell
+    from secure_serde.sealing._codec import RECORD_KEY
+
+    query = "SELECT metadata FROM checkpoints WHERE thread_id = "
+    if _kind(store) == "postgres":
+        with psycopg.connect(store) as conn:
+            row = conn.execute(query + "%s", (IDENTITY_THREAD,)).fetchone()
+        assert row is not None
+        metadata = row[0]
+    else:
+        import json
+
+        db = sqlite3.connect(store)
+        try:
+            found = db.execute(query + "?", (IDENTITY_THREAD,)).fetchone()
+        finally:
+            db.close()
+        assert found is not None
+        metadata = json.loads(found[0])
+    from secure_serde.stores._sealed import IDENTITY_KEY
+
+    text = metadata.get(IDENTITY_KEY) or metadata.get(RECORD_KEY)
+    cell = _cell.from_text(text, _cell.IDENTITY)
+    return bytes(cell.ciphertext[1:5]).hex()
+
+
+def test_rewrap_skips_tenant_rows_rewraps_the_identity_and_tenant_keys_move(
+    places: tuple[str, str],
+) -> None:
+    store, keys_at = places
+    rotated = rotation_serde(A_AND_B, "b")
+    prefixes = tenant_prefixes(store, rotation_serde(SERDE_A, "a"))
+    threads = checkpoint_threads(store)
+    acme = sum(1 for t in threads if t.startswith(prefixes["acme"]))
+    globex = sum(1 for t in threads if t.startswith(prefixes["globex"]))
+    assert acme > 0
+    assert globex > 0
+    assert _identity_key_id(store) == key_id(KEY_A)
+    keys = TenantKeys.open(keys_at)
+    try:
+        keys.shred("acme")
+        # Without the key store every tenant row is skipped as tenant-keyed: nothing fails.
+        blind = rewrap(store, rotated, dry_run=True)
+        assert blind.failure_count == 0, blind.failures
+        assert blind.shredded_skipped == 0
+        tenant_cells = blind.tenant_skipped
+        assert tenant_cells >= acme + globex
+
+        report = rewrap(store, rotated, tenant_keys=keys)
+        assert report.failure_count == 0, report.failures
+        assert report.shredded_skipped >= acme
+        assert report.tenant_skipped >= globex
+        assert report.shredded_skipped + report.tenant_skipped == tenant_cells
+        assert report.rewrapped >= 1
+        assert _identity_key_id(store) == key_id(KEY_B)
+
+        moved = keys.rewrap(rotated)
+        assert (moved.rewrapped, moved.shredded, moved.failed) == (1, 1, ())
+        status = keys.status("globex")
+        assert status is not None
+        assert status.cipher_name
+    finally:
+        keys.close()
+
+    # Key B alone: the identity and globex's keys open, acme stays shredded.
+    fresh = TenantKeys.open(keys_at)
+    try:
+        with inner_saver(_kind(store), store) as inner:
+            saver = SealedSaver(inner, serde=rotation_serde(SERDE_B, "b"), tenant_keys=fresh)
+            graph = chat_graph(saver)
+            for thread in TWO_THREADS:
+                said = graph.get_state(config("globex", thread)).values["said"]
+                assert said[0] == "globex 0"
+            with pytest.raises(ShreddedError):
+                graph.get_state(config("acme", TWO_THREADS[0]))
+            audited = audit_sealed(saver)
+        assert audited.clean, audited.findings
+        assert audited.shredded == acme
+        assert audited.tenant_checkpoints == globex
+
+        # A second run writes nothing, and the tenant keys are current.
+        before = _digest(store)
+        again = rewrap(store, rotated, tenant_keys=fresh)
+        assert (again.rewrapped, again.failure_count) == (0, 0)
+        assert again.skipped == report.skipped
+        assert _digest(store) == before
+        second = fresh.rewrap(rotated)
+        assert (second.rewrapped, second.current, second.shredded) == (0, 1, 1)
+    finally:
+        fresh.close()
+
+
+def test_an_application_thread_shaped_like_a_tenants_is_rewrapped(tmp_path: Path) -> None:
+    """A plain store's thread named ``sst1:<22 chars>:t`` is the store keys' row: rewrapped."""
+    from secure_serde.savers.sqlite import SqliteSaver
+
+    path = tmp_path / "plain-sealed.sqlite"
+    lookalike = "sst1:" + "A" * 22 + ":t"
+    conn = sqlite3.connect(path, check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn, serde=rotation_serde(SERDE_A, "a"))
+        saver.setup()
+        chat_graph(saver).invoke({"said": ["x"]}, {"configurable": {"thread_id": lookalike}})
+    finally:
+        conn.close()
+    keys = TenantKeys.open(tmp_path / "keys.sqlite")
+    try:
+        for given in (None, keys):
+            report = rewrap(path, rotation_serde(A_AND_B, "b"), dry_run=True, tenant_keys=given)
+            assert report.failure_count == 0, report.failures
+            assert report.tenant_skipped == 0
+            assert report.rewrapped > 1
+    finally:
+        keys.close()
