@@ -21,20 +21,34 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import TASKS
 
-from secure_serde._errors import StoreIdentityError
+from secure_serde._errors import ConfigurationError, SecureSerdeError, StoreIdentityError
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing._codec import Opened, Sealer, ids, new_versions_of, reduced
 from secure_serde.sealing._identity import (
     IDENTITY_THREAD,
     StoreIdentity,
+    drop_put,
     identity_config,
     new_identity_put,
     open_identity,
     refuse_unempty,
+    rotate_put,
     unenumerable,
 )
-from secure_serde.sealing._index import plan_filter
+from secure_serde.sealing._index import plan_filters
 from secure_serde.sealing._inner import guarded_async, read_errors, unreadable
+from secure_serde.sealing._reindex import (
+    MAX_ROUNDS,
+    ReindexReport,
+    ReindexScan,
+    check_max_rows,
+    claim_reindex,
+    concurrent,
+    merged,
+    release_reindex,
+    row_config,
+    unenumerable_store,
+)
 from secure_serde.sealing._walks import (
     History,
     ListWalk,
@@ -63,6 +77,7 @@ class AsyncMethods:
         _sealer: Sealer | None
         _indexed: frozenset[str]
         _plaintext: frozenset[str]
+        _tenant_keys: Any
 
         def _sealer_for(self, identity: StoreIdentity) -> Sealer: ...
 
@@ -134,17 +149,23 @@ class AsyncMethods:
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         sealer = await self._aready()
-        plan = plan_filter(filter, sealer.identity.index, self._indexed, self._plaintext)
-        walk = ListWalk(sealer, plan, config, limit)
-        listed = [
-            found
-            async for found in self._arows(
-                walk.inner_config,
-                filter=plan.inner,
-                before=None if before is None else reduced(before),
-                limit=walk.inner_limit,
+        plans = plan_filters(filter, sealer.index_keys, self._indexed, self._plaintext)
+        walk = ListWalk(sealer, plans[0], config, limit)
+        listed: list[CheckpointTuple] = []
+        for plan in plans:
+            listed.extend(
+                [
+                    found
+                    async for found in self._arows(
+                        walk.inner_config,
+                        filter=plan.inner,
+                        before=None if before is None else reduced(before),
+                        limit=walk.inner_limit,
+                    )
+                ]
             )
-        ]
+        if len(plans) > 1:
+            listed = merged(listed)
         for found in listed:
             if walk.full:
                 walk.peek(found)
@@ -246,7 +267,7 @@ class AsyncMethods:
         if isinstance(run_ids, str):
             raise TypeError("run_ids must be a sequence of run IDs, not a str")
         sealer = await self._aready()
-        tokens = [sealer.token("run_id", str(r)) for r in run_ids]
+        tokens = [t for r in run_ids for t in sealer.tokens("run_id", str(r))]
         doomed = set()
         for token in tokens:
             async for found in self._arows(None, filter={"run_id": token}):
@@ -256,3 +277,106 @@ class AsyncMethods:
             rows = [(f, sealer.open(f, channels=())) async for f in self._arows(config)]
             await self._adetach(orphans_after(rows, doomed))
         await self.inner.adelete_for_runs(tokens)
+
+    # -- the blind-index key's rotation (the steps of `SealedSaver.reindex`) ------------------
+
+    async def areindex(
+        self, *, dry_run: bool = False, rotate: bool = True, max_rows: int | None = None
+    ) -> ReindexReport:
+        """The async twin of `SealedSaver.reindex`."""
+        if self._tenant_keys is not None:
+            raise ConfigurationError(
+                "reindex() rotates the store's own index key; per-tenant index keys are"
+                " rotated with the tenant's keys (docs/tenants.md)"
+            )
+        check_max_rows(max_rows)
+        claim_reindex(self.inner)
+        try:
+            return await self._areindex(dry_run=dry_run, rotate=rotate, max_rows=max_rows)
+        finally:
+            release_reindex(self.inner)
+
+    async def _aidentity_row(self) -> CheckpointTuple:
+        found = await self.inner.aget_tuple(identity_config())
+        if found is None:
+            raise StoreIdentityError("this store's identity record is gone: restore it first")
+        return found
+
+    async def _areindex(
+        self, *, dry_run: bool, rotate: bool, max_rows: int | None
+    ) -> ReindexReport:
+        await self._aready()
+        found = await self._aidentity_row()
+        identity = open_identity(found, self._encrypting)
+        begin = rotate and len(identity.index_keys.generations) == 1
+        if begin and not dry_run:
+            put_args, new_id = rotate_put(found, self._encrypting)
+            await self.inner.aput(*put_args, {})
+            identity = open_identity(await self._aidentity_row(), self._encrypting)
+            if identity.index_keys.current.key_id != new_id:
+                raise concurrent()
+        sealer = self._sealer = self._sealer_for(identity)
+        report = ReindexReport(
+            key_id=None if begin and dry_run else sealer.index_keys.current.key_id,
+            dry_run=dry_run,
+            rotated=begin and not dry_run,
+        )
+        for _ in range(MAX_ROUNDS):
+            scan = ReindexScan(sealer, rotating=begin and dry_run)
+            await self._ascan(scan)
+            report.current = scan.current
+            if dry_run or not scan.todo:
+                report.rewritten = len(scan.todo) if dry_run else report.rewritten
+                break
+            for index, key in enumerate(scan.todo):
+                if max_rows is not None and report.rewritten >= max_rows:
+                    report.remaining = len(scan.todo) - index
+                    return report
+                await self._amove(sealer, scan, key, report)
+            if report.refused:
+                return report
+        else:
+            report.remaining = len(scan.todo)
+            return report
+        if not dry_run:
+            await self._adrop_old(sealer, report)
+        return report
+
+    async def _ascan(self, scan: ReindexScan) -> None:
+        try:
+            async for row in self._arows(None):
+                scan.see(row)
+        except ValueError as exc:
+            if isinstance(exc, SecureSerdeError):
+                raise
+            raise unenumerable_store(self.inner) from None
+
+    async def _adrop_old(self, sealer: Sealer, report: ReindexReport) -> None:
+        """Every row is under the current key: the older keys leave the identity."""
+        old = [g.key_id for g in sealer.index_keys.generations[1:]]
+        if old:
+            found = await self._aidentity_row()
+            held = open_identity(found, self._encrypting).index_keys.generations
+            if [g.key_id for g in held] != [g.key_id for g in sealer.index_keys.generations]:
+                raise concurrent()
+            await self.inner.aput(*drop_put(found, self._encrypting), {})
+            fresh = await self._aidentity_row()
+            self._sealer = self._sealer_for(open_identity(fresh, self._encrypting))
+            report.dropped = tuple(old)
+        report.complete = True
+
+    async def _amove(
+        self, sealer: Sealer, scan: ReindexScan, key: tuple[str, str, str], report: ReindexReport
+    ) -> None:
+        try:
+            found = await self._aread(row_config(key))
+            if found is None or scan.is_current(found):
+                return
+            opened = sealer.open(found, channels=(), retoken=True)
+        except SecureSerdeError:
+            report.refused += 1
+            report.refused_rows.append(key)
+            return
+        put_args = resealed(sealer, found, opened, detached=opened.detached)
+        await self.inner.aput(*put_args, new_versions_of(put_args[1]))
+        report.rewritten += 1

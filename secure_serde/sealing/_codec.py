@@ -7,7 +7,8 @@ A checkpoint reaches the inner saver as:
 * each pending write: a write cell bound to (store, thread, namespace,
   checkpoint id, task id, task path, index, channel);
 * the metadata: ``{RECORD_KEY: <record cell>}``, plus a blind-index token for
-  each indexed key, the value of each key named plaintext, and ``parents``
+  each indexed key (under the current index key, _index.py), the value of each key
+  named plaintext, and ``parents``
   (checkpoint ids only, which stock ``prune`` reads);
 * the config: the three ids, so no saver can copy ``configurable`` anywhere;
 * the checkpoint's structure (versions, ``versions_seen``, ``ts``), which
@@ -55,7 +56,7 @@ from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers._protocol import LocatingCipher, is_locating
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity
-from secure_serde.sealing._index import canonical, matches
+from secure_serde.sealing._index import IndexGeneration, IndexKeys, canonical, matches
 
 __all__ = ["PARENTS", "RECORD_KEY", "Opened", "Sealer", "ids", "new_versions_of", "reduced"]
 
@@ -119,6 +120,7 @@ class Sealer:
         "_cache",
         "_cipher",
         "_identity",
+        "_index_keys",
         "_indexed",
         "_plaintext",
         "_records",
@@ -138,6 +140,7 @@ class Sealer:
         self._serde = serde
         self._cipher = cast(LocatingCipher, serde.cipher)
         self._identity = identity
+        self._index_keys = identity.index_keys
         self._store = identity.store_id
         self._indexed = frozenset(indexed)
         self._plaintext = frozenset(plaintext)
@@ -231,11 +234,43 @@ class Sealer:
         return reduced(config), sealed
 
     def token(self, key: str, value: Any) -> str:
-        return self._identity.index.token(key, value)
+        """The token written for ``key: value`` (under the current index key)."""
+        return self._index_keys.token(key, value)
 
-    def _inner_metadata(self, full: dict[str, Any]) -> dict[str, Any]:
+    def tokens(self, key: str, value: Any) -> list[str]:
+        """The token of ``key: value`` under every index key the identity holds."""
+        return [generation.token(key, value) for generation in self._index_keys.generations]
+
+    @property
+    def index_keys(self) -> IndexKeys:
+        return self._index_keys
+
+    def row_generation(self, stored: Mapping[str, Any]) -> IndexGeneration | None:
+        """The index key a row's stored tokens are under (None: the row holds no token).
+
+        Every token of one row is under one key (one ``put`` wrote them all); a
+        row mixing keys, or naming a key the identity does not hold, is a
+        `BlindIndexError`. The tokens themselves are checked on open.
+        """
+        found: IndexGeneration | None = None
+        for key in sorted(self._indexed):
+            if key not in stored:
+                continue
+            generation = self._index_keys.generation_of(key, stored[key])
+            if found is not None and generation is not found:
+                raise BlindIndexError(
+                    "the stored metadata holds index tokens under two index keys: one put"
+                    " writes them all under one",
+                    key=key,
+                )
+            found = generation
+        return found
+
+    def _inner_metadata(
+        self, full: dict[str, Any], generation: IndexGeneration | None = None
+    ) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        index = self._identity.index
+        index = self._index_keys.current if generation is None else generation
         for key, value in full.items():
             if key in self._plaintext or (key == PARENTS and _ids_only(value)):
                 out[key] = value
@@ -287,11 +322,14 @@ class Sealer:
         found: CheckpointTuple,
         *,
         channels: Iterable[str] | None = None,
+        retoken: bool = False,
     ) -> Opened:
         """``found`` as the application wrote it, or a typed refusal.
 
         ``channels``: open only these channels' values and writes (a history
-        walk); ``None`` opens everything.
+        walk); ``None`` opens everything. ``retoken`` (the re-index pass only,
+        which rewrites the tokens from the sealed metadata): the index tokens
+        may be under any key, even one the identity no longer holds.
         """
         thread, ns, checkpoint_id = ids(found.config)
         if checkpoint_id is None:
@@ -313,7 +351,7 @@ class Sealer:
                 f"checkpoint {checkpoint_id!r} was re-parented in the store (sealed parent"
                 f" {parent!r}, stored {inner_parent!r})"
             )
-        self._check_plaintext(found.metadata, metadata)
+        self._check_plaintext(found.metadata, metadata, retoken=retoken)
         wanted = None if channels is None else frozenset(channels)
         checkpoint = cast(Checkpoint, dict(structure))
         checkpoint["channel_values"] = self._open_values(
@@ -338,13 +376,14 @@ class Sealer:
                 key=", ".join(sorted(checked)),
             )
 
-    def _check_plaintext(self, stored: Any, sealed: dict[str, Any]) -> None:
+    def _check_plaintext(self, stored: Any, sealed: dict[str, Any], *, retoken: bool) -> None:
         """The stored metadata is exactly what `_inner_metadata` writes for the sealed one.
 
         Plaintext keys and ``parents`` must equal their sealed values, every index token
-        must be the one the sealed value gives, and no other key may be there: a filter
-        then reads what the seal vouches for (a moved token, an added key or a changed
-        plaintext value are refused, not read).
+        must be the one the sealed value gives under the index key its id names, and no
+        other key may be there: a filter then reads what the seal vouches for (a moved
+        token, an added key, a changed plaintext value or an unknown key id are refused,
+        not read).
         """
         expected = self._inner_metadata(sealed)
         for key in (*self._plaintext, PARENTS):
@@ -363,6 +402,11 @@ class Sealer:
                 "the stored metadata holds keys the saver did not write, or lacks some it did",
                 keys=tuple(str(k) for k in (*extra, *missing)),
             )
+        if retoken:
+            return
+        generation = self.row_generation(stored)
+        if generation is not None and generation is not self._index_keys.current:
+            expected = self._inner_metadata(sealed, generation)
         for key, value in expected.items():
             if key not in self._plaintext and key != PARENTS and stored[key] != value:
                 raise BlindIndexError(

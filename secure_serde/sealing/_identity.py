@@ -6,10 +6,21 @@ The identity lives in the inner saver itself, as a checkpoint of the
 reserved thread `IDENTITY_THREAD`, whose metadata holds one sealed cell
 (secure_serde/sealing/_cell.py, kind 4) of::
 
+    {"format": 2, "store": <16 random bytes>,
+     "index_keys": [{"key": <32 random bytes>, "ssix1": <bool>}, ...],
+     "created": <ISO 8601 time>}
+
+sealed by the serializer at `Location.identity`. The first index key is the
+current one (every token is written under it); the others are kept for
+reading while a re-index (`SealedSaver.reindex`) moves rows off them, then
+dropped. ``ssix1`` marks the key of a format-1 identity, whose tokens carry
+no key id. Format 1 (0.4 and before) is still read::
+
     {"format": 1, "store": <16 random bytes>, "index_key": <32 random bytes>,
      "created": <ISO 8601 time>}
 
-sealed by the serializer at `Location.identity`. It is created only in a
+its one key is the current one and keeps writing format-1 tokens until the
+store is re-indexed, which writes the record as format 2. It is created only in a
 store that holds no checkpoint at all. A store that holds checkpoints but no
 identity is refused: either its identity record was deleted (restore it from
 a backup), or it was written by something else (adopt it explicitly).
@@ -28,23 +39,25 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
 
 from secure_serde._binding import Location
-from secure_serde._errors import DecryptionError, StoreIdentityError
+from secure_serde._errors import ConfigurationError, DecryptionError, StoreIdentityError
 from secure_serde._scrub import scrubbed
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing import _cell
-from secure_serde.sealing._index import INDEX_KEY_SIZE, BlindIndex
+from secure_serde.sealing._index import INDEX_KEY_SIZE, BlindIndex, IndexGeneration, IndexKeys
 
 __all__ = [
     "IDENTITY_CHECKPOINT_ID",
     "IDENTITY_KEY",
     "IDENTITY_THREAD",
     "StoreIdentity",
+    "drop_put",
     "identity_config",
     "new_identity_put",
     "new_record",
     "open_identity",
     "parse_record",
     "refuse_unempty",
+    "rotate_put",
     "unenumerable",
 ]
 
@@ -54,7 +67,9 @@ IDENTITY_THREAD: Final = "__secure_serde_store__"
 # Sorts before every uuid6 checkpoint id; the record is the thread's only checkpoint.
 IDENTITY_CHECKPOINT_ID: Final = "00000000-0000-0000-0000-000000000000"
 IDENTITY_KEY: Final = "__secure_serde_store__"
-_FORMAT: Final = 1
+_FORMAT: Final = 2
+_FORMAT_1: Final = 1
+_MAX_INDEX_KEYS: Final = 8
 _STORE_ID_SIZE: Final = 16
 _LOCATION: Final = Location.identity(IDENTITY_THREAD)
 _UNEMPTY: Final = (
@@ -67,10 +82,20 @@ _UNEMPTY: Final = (
 
 @dataclass(frozen=True)
 class StoreIdentity:
-    """One store's id, and the blind index keyed by its index key."""
+    """One store's id, and its index keys.
+
+    ``index`` is the current key alone (format-1 tokens: per-tenant sealing
+    keys its own); ``keys`` holds every index key of the identity, the
+    current one first, or None where ``index`` is the only one.
+    """
 
     store_id: bytes
     index: BlindIndex = field(repr=False)
+    keys: IndexKeys | None = field(default=None, repr=False)
+
+    @property
+    def index_keys(self) -> IndexKeys:
+        return self.keys if self.keys is not None else IndexKeys.single(self.index)
 
     def __repr__(self) -> str:
         return f"StoreIdentity({self.store_id.hex()})"
@@ -89,6 +114,12 @@ def identity_config() -> RunnableConfig:
 @scrubbed  # the opened record holds the index key: no error leaves it in a frame local
 def open_identity(found: CheckpointTuple, serde: EncryptedSerializer) -> StoreIdentity:
     """The identity in ``found`` (the reserved thread's checkpoint), authenticated."""
+    record = _open_record(found, serde)
+    return _parse(record)
+
+
+@scrubbed
+def _open_record(found: CheckpointTuple, serde: EncryptedSerializer) -> dict[str, Any]:
     if not isinstance(found.metadata, Mapping):
         raise StoreIdentityError("this store's identity record is not one secure_serde wrote")
     cell = _cell.from_text(found.metadata.get(IDENTITY_KEY), _cell.IDENTITY)
@@ -103,7 +134,7 @@ def open_identity(found: CheckpointTuple, serde: EncryptedSerializer) -> StoreId
         )
     if not isinstance(record, dict):
         raise StoreIdentityError("this store's identity record is not one secure_serde wrote")
-    return _parse(record)
+    return record
 
 
 @scrubbed
@@ -119,22 +150,106 @@ def new_record() -> dict[str, Any]:
     return {
         "format": _FORMAT,
         "store": os.urandom(_STORE_ID_SIZE),
-        "index_key": os.urandom(INDEX_KEY_SIZE),
+        "index_keys": [{"key": os.urandom(INDEX_KEY_SIZE), "ssix1": False}],
         "created": datetime.now(UTC).isoformat(),
     }
 
 
-def _parse(record: dict[str, Any]) -> StoreIdentity:
-    store_id, index_key = record.get("store"), record.get("index_key")
+def _not_ours() -> StoreIdentityError:
+    return StoreIdentityError("this store's identity record is not one secure_serde wrote")
+
+
+@scrubbed
+def _key_entries(record: dict[str, Any]) -> list[tuple[bytes, bool]]:
+    """(key, writes format-1 tokens) per index key of a record, the current one first."""
+    if record.get("format") == _FORMAT_1:
+        index_key = record.get("index_key")
+        if not isinstance(index_key, bytes):
+            raise _not_ours()
+        return [(index_key, True)]
+    entries = record.get("index_keys")
     if (
         record.get("format") != _FORMAT
-        or not isinstance(store_id, bytes)
-        or len(store_id) != _STORE_ID_SIZE
-        or not isinstance(index_key, bytes)
-        or len(index_key) != INDEX_KEY_SIZE
+        or not isinstance(entries, list)
+        or not 0 < len(entries) <= _MAX_INDEX_KEYS
     ):
-        raise StoreIdentityError("this store's identity record is not one secure_serde wrote")
-    return StoreIdentity(store_id, BlindIndex(index_key))
+        raise _not_ours()
+    out: list[tuple[bytes, bool]] = []
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) != {"key", "ssix1"}:
+            raise _not_ours()
+        key, legacy = entry["key"], entry["ssix1"]
+        if not isinstance(key, bytes) or not isinstance(legacy, bool):
+            raise _not_ours()
+        out.append((key, legacy))
+    return out
+
+
+@scrubbed
+def _parse(record: dict[str, Any]) -> StoreIdentity:
+    store_id = record.get("store")
+    if not isinstance(store_id, bytes) or len(store_id) != _STORE_ID_SIZE:
+        raise _not_ours()
+    generations = []
+    for key, legacy in _key_entries(record):
+        if len(key) != INDEX_KEY_SIZE:
+            raise _not_ours()
+        index = BlindIndex(key)
+        generations.append(IndexGeneration(index, index.key_id(), legacy=legacy))
+    try:
+        keys = IndexKeys(generations)
+    except ConfigurationError:
+        raise _not_ours() from None
+    return StoreIdentity(store_id, keys.current.index, keys)
+
+
+@scrubbed
+def rotate_put(
+    found: CheckpointTuple, serde: EncryptedSerializer
+) -> tuple[tuple[RunnableConfig, Checkpoint, CheckpointMetadata], str]:
+    """The ``put`` arguments of ``found``'s identity with a new random current index key.
+
+    The keys it held are kept, for reading, after it; the record is written
+    as format 2. Returns the arguments and the new key's id.
+    """
+    record = _open_record(found, serde)
+    _parse(record)
+    held = _key_entries(record)
+    if len(held) >= _MAX_INDEX_KEYS:
+        raise StoreIdentityError(
+            "this store's identity holds too many index keys: finish the re-index in progress"
+        )
+    ids = {BlindIndex(key).key_id() for key, _ in held}
+    fresh = os.urandom(INDEX_KEY_SIZE)
+    while BlindIndex(fresh).key_id() in ids:  # a 32-bit id: a clash is rare, never kept
+        fresh = os.urandom(INDEX_KEY_SIZE)
+    new_id = BlindIndex(fresh).key_id()
+    rotated = {
+        "format": _FORMAT,
+        "store": record["store"],
+        "index_keys": [{"key": key, "ssix1": legacy} for key, legacy in [(fresh, False), *held]],
+        "created": record.get("created", ""),
+    }
+    del record, held, fresh
+    return _identity_put(serde, rotated), new_id
+
+
+@scrubbed
+def drop_put(
+    found: CheckpointTuple, serde: EncryptedSerializer
+) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
+    """The ``put`` arguments of ``found``'s identity holding its current index key only."""
+    record = _open_record(found, serde)
+    _parse(record)
+    key, legacy = _key_entries(record)[0]
+    dropped = {
+        "format": _FORMAT,
+        "store": record["store"],
+        "index_keys": [{"key": key, "ssix1": legacy}],
+        "created": record.get("created", ""),
+    }
+    del record, key
+    return _identity_put(serde, dropped)
 
 
 @scrubbed
@@ -142,7 +257,13 @@ def new_identity_put(
     serde: EncryptedSerializer,
 ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
     """The ``put`` arguments that create a fresh identity (random id and index key)."""
-    record = new_record()
+    return _identity_put(serde, new_record())
+
+
+@scrubbed
+def _identity_put(
+    serde: EncryptedSerializer, record: dict[str, Any]
+) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
     type_tag, ciphertext = serde.dumps_typed_at(record, _LOCATION)
     del record
     checkpoint = Checkpoint(

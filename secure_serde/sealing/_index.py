@@ -1,12 +1,19 @@
 """Blind-index tokens: metadata filters that work on any saver without the values.
 
-For each indexed key, the inner saver stores ``"ssix1:" + token`` in place of
-the value, where token is the first 16 bytes of HMAC-SHA256(index key,
-len(key) | key | canonical JSON of the value), in URL-safe base64. A filter
-``{key: value}`` becomes ``{key: token}``, which every saver can match by
-equality. The index key is random, kept sealed in the store identity
-(secure_serde/sealing/_identity.py), so it does not change when the data
-key's source does (env key, keyring, KMS).
+For each indexed key, the inner saver stores a token in place of the value::
+
+    "ssix2:" + key id + ":" + digest      (a store's index keys, identity format 2)
+    "ssix1:" + digest                      (the one key of an identity format 1)
+
+where digest is the first 16 bytes of HMAC-SHA256(index key, len(key) | key |
+canonical JSON of the value), in URL-safe base64, and the key id is the first
+4 bytes of HMAC-SHA256(index key, "secure_serde/index-key-id"), in hex. A
+filter ``{key: value}`` becomes ``{key: token}``, which every saver can match
+by equality. The index keys are random, kept sealed in the store identity
+(secure_serde/sealing/_identity.py), so they do not change when the data
+key's source does (env key, keyring, KMS). An identity holds one current key
+(every token is written under it) and, during a re-index, older keys kept
+for reading (`IndexKeys`); a token is checked under the key its id names.
 
 Tokens are deterministic by design: the store shows which rows share an
 indexed value (SECURITY.md). They are not trusted: every row a filtered
@@ -20,7 +27,7 @@ import json
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
@@ -28,9 +35,20 @@ from cryptography.hazmat.primitives.hmac import HMAC
 from secure_serde._errors import BlindIndexError, ConfigurationError
 from secure_serde._primitives import SecretHolder
 
-__all__ = ["TOKEN_PREFIX", "BlindIndex", "FilterPlan", "canonical"]
+__all__ = [
+    "TOKEN_PREFIX",
+    "TOKEN_PREFIX_V2",
+    "BlindIndex",
+    "FilterPlan",
+    "IndexGeneration",
+    "IndexKeys",
+    "canonical",
+]
 
 TOKEN_PREFIX: Final = "ssix1:"  # noqa: S105 - a format marker, not a secret
+TOKEN_PREFIX_V2: Final = "ssix2:"  # noqa: S105 - a format marker, not a secret
+_KEY_ID_LABEL: Final = b"secure_serde/index-key-id"
+_KEY_ID_SIZE: Final = 4
 _TOKEN_SIZE: Final = 16
 INDEX_KEY_SIZE: Final = 32
 # Metadata values are compared and tokenized through their canonical JSON; deeper values are
@@ -68,16 +86,104 @@ class BlindIndex(SecretHolder):
             raise ConfigurationError("the store's index key is not 32 bytes")
         self._keyed = HMAC(index_key, hashes.SHA256())
 
-    def token(self, key: str, value: Any) -> str:
+    def digest(self, key: str, value: Any) -> str:
+        """The keyed digest of ``key: value``, in URL-safe base64 (no prefix, no key id)."""
         raw_key = key.encode("utf-8", "surrogatepass")
         mac = self._keyed.copy()
         mac.update(struct.pack(">I", len(raw_key)) + raw_key)
         mac.update(canonical(value).encode("utf-8", "surrogatepass"))
         digest = mac.finalize()[:_TOKEN_SIZE]
-        return TOKEN_PREFIX + base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+        return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
+
+    def token(self, key: str, value: Any) -> str:
+        """The format-1 token (``"ssix1:" + digest``), without a key id."""
+        return TOKEN_PREFIX + self.digest(key, value)
+
+    def key_id(self) -> str:
+        """This key's id: HMAC-SHA256(key, "secure_serde/index-key-id")[:4], in hex."""
+        mac = self._keyed.copy()
+        mac.update(_KEY_ID_LABEL)
+        return mac.finalize()[:_KEY_ID_SIZE].hex()
 
     def __repr__(self) -> str:
         return "<BlindIndex>"
+
+
+class IndexGeneration:
+    """One index key and the token format written under it.
+
+    ``legacy``: the key of an identity format 1, whose tokens are
+    ``"ssix1:"`` (no key id); every other key writes ``"ssix2:<id>:"``.
+    """
+
+    __slots__ = ("index", "key_id", "legacy")
+
+    def __init__(self, index: BlindIndex, key_id: str, *, legacy: bool) -> None:
+        self.index = index
+        self.key_id = key_id
+        self.legacy = legacy
+
+    def token(self, key: str, value: Any) -> str:
+        if self.legacy:
+            return self.index.token(key, value)
+        return f"{TOKEN_PREFIX_V2}{self.key_id}:{self.index.digest(key, value)}"
+
+    def __repr__(self) -> str:
+        return f"<IndexGeneration {self.key_id}{' (ssix1)' if self.legacy else ''}>"
+
+
+class IndexKeys:
+    """A store's index keys: the current one first, then those kept for reading."""
+
+    __slots__ = ("_by_id", "_legacy", "generations")
+
+    def __init__(self, generations: Iterable[IndexGeneration]) -> None:
+        self.generations = tuple(generations)
+        if not self.generations:
+            raise ConfigurationError("a store needs an index key")
+        self._by_id = {g.key_id: g for g in self.generations if not g.legacy}
+        legacy = [g for g in self.generations if g.legacy]
+        if len(legacy) > 1 or len(self._by_id) + len(legacy) != len(self.generations):
+            raise ConfigurationError("a store's index keys must have distinct ids")
+        self._legacy = legacy[0] if legacy else None
+
+    @classmethod
+    def single(cls, index: BlindIndex) -> IndexKeys:
+        """One key, writing format-1 tokens (an identity format 1, a tenant's index)."""
+        return cls([IndexGeneration(index, "", legacy=True)])
+
+    @property
+    def current(self) -> IndexGeneration:
+        return self.generations[0]
+
+    def token(self, key: str, value: Any) -> str:
+        """The token written for ``key: value``: under the current key."""
+        return self.current.token(key, value)
+
+    def generation_of(self, key: str, token: Any) -> IndexGeneration:
+        """The key a stored token claims to be under, or `BlindIndexError` (unknown key id)."""
+        if isinstance(token, str) and token.startswith(TOKEN_PREFIX_V2):
+            key_id, colon, _ = token[len(TOKEN_PREFIX_V2) :].partition(":")
+            found = self._by_id.get(key_id) if colon else None
+            if found is None:
+                raise BlindIndexError(
+                    f"the index token of {key!r} is under an index key this store does not"
+                    " hold (an unknown key id): it was planted, or its key was dropped",
+                    key=key,
+                )
+            return found
+        if isinstance(token, str) and token.startswith(TOKEN_PREFIX):
+            if self._legacy is None:
+                raise BlindIndexError(
+                    f"the index token of {key!r} is a format-1 token, and this store holds no"
+                    " format-1 index key",
+                    key=key,
+                )
+            return self._legacy
+        raise BlindIndexError(f"the stored value of {key!r} is not an index token", key=key)
+
+    def __repr__(self) -> str:
+        return f"<IndexKeys {[g.key_id for g in self.generations]}>"
 
 
 @dataclass(frozen=True)
@@ -97,9 +203,13 @@ class FilterPlan:
     residual: dict[str, Any]
 
 
+class _Tokens(Protocol):
+    def token(self, key: str, value: Any) -> str: ...
+
+
 def plan_filter(
     filter: Mapping[str, Any] | None,
-    index: BlindIndex,
+    index: _Tokens,
     indexed: Iterable[str],
     plaintext: Iterable[str],
 ) -> FilterPlan:
@@ -121,6 +231,25 @@ def plan_filter(
         else:
             residual[key] = value
     return FilterPlan(inner or None, checked, residual)
+
+
+def plan_filters(
+    filter: Mapping[str, Any] | None,
+    keys: IndexKeys,
+    indexed: Iterable[str],
+    plaintext: Iterable[str],
+) -> list[FilterPlan]:
+    """One plan per index key the identity holds (one, except during a re-index), deduplicated.
+
+    Rows are tokenized under one key each, so a filter on indexed keys asks the
+    inner saver once per key; a filter on no indexed key gives one plan.
+    """
+    plans: list[FilterPlan] = []
+    for generation in keys.generations:
+        plan = plan_filter(filter, generation, indexed, plaintext)
+        if plan not in plans:
+            plans.append(plan)
+    return plans
 
 
 def matches(metadata: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:

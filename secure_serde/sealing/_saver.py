@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import TASKS
 
-from secure_serde._errors import ConfigurationError, StoreIdentityError
+from secure_serde._errors import ConfigurationError, SecureSerdeError, StoreIdentityError
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing._async import AsyncMethods
 from secure_serde.sealing._codec import (
@@ -38,14 +38,28 @@ from secure_serde.sealing._identity import (
     IDENTITY_KEY,
     IDENTITY_THREAD,
     StoreIdentity,
+    drop_put,
     identity_config,
     new_identity_put,
     open_identity,
     refuse_unempty,
+    rotate_put,
     unenumerable,
 )
-from secure_serde.sealing._index import plan_filter
+from secure_serde.sealing._index import plan_filters
 from secure_serde.sealing._inner import guarded, read_errors, unreadable
+from secure_serde.sealing._reindex import (
+    MAX_ROUNDS,
+    ReindexReport,
+    ReindexScan,
+    check_max_rows,
+    claim_reindex,
+    concurrent,
+    merged,
+    release_reindex,
+    row_config,
+    unenumerable_store,
+)
 from secure_serde.sealing._walks import (
     History,
     ListWalk,
@@ -63,7 +77,7 @@ from secure_serde.sealing._walks import (
     resealed,
 )
 
-__all__ = ["DEFAULT_INDEXED_METADATA", "SealedSaver"]
+__all__ = ["DEFAULT_INDEXED_METADATA", "ReindexReport", "SealedSaver"]
 
 # langgraph's own keys that callers and savers filter on: indexed by default.
 # ``run_id`` must be: ``delete_for_runs`` finds rows by it.
@@ -254,18 +268,23 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         sealer = self._ready()
-        plan = plan_filter(filter, sealer.identity.index, self._indexed, self._plaintext)
-        walk = ListWalk(sealer, plan, config, limit)
+        plans = plan_filters(filter, sealer.index_keys, self._indexed, self._plaintext)
+        walk = ListWalk(sealer, plans[0], config, limit)
         # Read to the end before calling the inner saver again: stock savers hold their
-        # connection's lock for as long as their list generator lives.
-        listed = list(
-            self._rows(
-                walk.inner_config,
-                filter=plan.inner,
-                before=None if before is None else reduced(before),
-                limit=walk.inner_limit,
+        # connection's lock for as long as their list generator lives. Once per index key
+        # (during a re-index): each row's tokens are under one key.
+        listed: list[CheckpointTuple] = []
+        for plan in plans:
+            listed.extend(
+                self._rows(
+                    walk.inner_config,
+                    filter=plan.inner,
+                    before=None if before is None else reduced(before),
+                    limit=walk.inner_limit,
+                )
             )
-        )
+        if len(plans) > 1:
+            listed = merged(listed)
         for found in listed:
             if walk.full:
                 walk.peek(found)
@@ -375,7 +394,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         if isinstance(run_ids, str):
             raise TypeError("run_ids must be a sequence of run IDs, not a str")
         sealer = self._ready()
-        tokens = [sealer.token("run_id", str(r)) for r in run_ids]
+        tokens = [t for r in run_ids for t in sealer.tokens("run_id", str(r))]
         doomed = {
             key_of(found)
             for token in tokens
@@ -389,6 +408,118 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         return self.inner.get_next_version(current, channel)
+
+    # -- the blind-index key's rotation --------------------------------------------------
+
+    def reindex(
+        self, *, dry_run: bool = False, rotate: bool = True, max_rows: int | None = None
+    ) -> ReindexReport:
+        """Rotate the store's blind-index key: begin (or resume), move every row, drop the old.
+
+        A new random index key becomes current unless a re-index is in progress
+        already, which this call then resumes (``rotate=False``: never begin one,
+        only finish the one in progress, or check that every row is current).
+        Every checkpoint whose index tokens are under another key is re-put
+        through the inner saver's ``put`` with its cells unchanged; rows under
+        the current key are skipped. Once no row is left under an older key, those keys leave the
+        store identity. ``max_rows`` stops after that many re-puts (run again to
+        resume). ``dry_run`` writes nothing and counts what a call would do.
+        Filters find every row throughout. See docs/keys.md.
+        """
+        if self._tenant_keys is not None:
+            raise ConfigurationError(
+                "reindex() rotates the store's own index key; per-tenant index keys are"
+                " rotated with the tenant's keys (docs/tenants.md)"
+            )
+        check_max_rows(max_rows)
+        claim_reindex(self.inner)
+        try:
+            return self._reindex(dry_run=dry_run, rotate=rotate, max_rows=max_rows)
+        finally:
+            release_reindex(self.inner)
+
+    def _identity_row(self) -> CheckpointTuple:
+        found = self.inner.get_tuple(identity_config())
+        if found is None:
+            raise StoreIdentityError("this store's identity record is gone: restore it first")
+        return found
+
+    def _reindex(self, *, dry_run: bool, rotate: bool, max_rows: int | None) -> ReindexReport:
+        self._ready()
+        found = self._identity_row()
+        identity = open_identity(found, self._encrypting)
+        begin = rotate and len(identity.index_keys.generations) == 1
+        if begin and not dry_run:
+            put_args, new_id = rotate_put(found, self._encrypting)
+            self.inner.put(*put_args, {})
+            identity = open_identity(self._identity_row(), self._encrypting)
+            if identity.index_keys.current.key_id != new_id:
+                raise concurrent()
+        sealer = self._sealer = self._sealer_for(identity)
+        report = ReindexReport(
+            key_id=None if begin and dry_run else sealer.index_keys.current.key_id,
+            dry_run=dry_run,
+            rotated=begin and not dry_run,
+        )
+        for _ in range(MAX_ROUNDS):
+            scan = ReindexScan(sealer, rotating=begin and dry_run)
+            self._scan(scan)
+            report.current = scan.current
+            if dry_run or not scan.todo:
+                report.rewritten = len(scan.todo) if dry_run else report.rewritten
+                break
+            for index, key in enumerate(scan.todo):
+                if max_rows is not None and report.rewritten >= max_rows:
+                    report.remaining = len(scan.todo) - index
+                    return report
+                self._move(sealer, scan, key, report)
+            if report.refused:
+                return report
+        else:
+            report.remaining = len(scan.todo)
+            return report
+        if not dry_run:
+            self._drop_old(sealer, report)
+        return report
+
+    def _scan(self, scan: ReindexScan) -> None:
+        try:
+            for row in self._rows(None):
+                scan.see(row)
+        except ValueError as exc:
+            if isinstance(exc, SecureSerdeError):
+                raise
+            raise unenumerable_store(self.inner) from None
+
+    def _drop_old(self, sealer: Sealer, report: ReindexReport) -> None:
+        """Every row is under the current key: the older keys leave the identity."""
+        old = [g.key_id for g in sealer.index_keys.generations[1:]]
+        if old:
+            found = self._identity_row()
+            held = open_identity(found, self._encrypting).index_keys.generations
+            if [g.key_id for g in held] != [g.key_id for g in sealer.index_keys.generations]:
+                raise concurrent()
+            self.inner.put(*drop_put(found, self._encrypting), {})
+            fresh = self._identity_row()
+            self._sealer = self._sealer_for(open_identity(fresh, self._encrypting))
+            report.dropped = tuple(old)
+        report.complete = True
+
+    def _move(
+        self, sealer: Sealer, scan: ReindexScan, key: tuple[str, str, str], report: ReindexReport
+    ) -> None:
+        try:
+            found = self._read(row_config(key))
+            if found is None or scan.is_current(found):
+                return
+            opened = sealer.open(found, channels=(), retoken=True)
+        except SecureSerdeError:
+            report.refused += 1
+            report.refused_rows.append(key)
+            return
+        put_args = resealed(sealer, found, opened, detached=opened.detached)
+        self.inner.put(*put_args, new_versions_of(put_args[1]))
+        report.rewritten += 1
 
 
 # ---- the variants __new__ picks: module-level, so each is one fixed class ---------------

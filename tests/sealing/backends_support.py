@@ -683,7 +683,7 @@ def sealed_shape_problems(tuples: Sequence[CheckpointTuple]) -> list[str]:
         if extra:
             problems.append(f"{where}: plaintext metadata keys {sorted(extra)}")
         for key in INDEXED_METADATA:
-            if key in metadata and not str(metadata[key]).startswith("ssix1:"):
+            if key in metadata and not str(metadata[key]).startswith("ssix2:"):
                 problems.append(f"{where}: indexed key {key!r} is not a token")
         extra_config = set(t.config["configurable"]) - {
             "thread_id",

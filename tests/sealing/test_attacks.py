@@ -322,7 +322,7 @@ def test_a_moved_index_token_is_refused_by_the_filter(tmp_path: Path) -> None:
     alice = json.loads(
         rows(db, "SELECT metadata FROM checkpoints WHERE thread_id = 't' LIMIT 1")[0][0]
     )["user_id"]
-    assert alice.startswith("ssix1:")
+    assert alice.startswith("ssix2:")
     (bob_id, bob_md) = rows(
         db, "SELECT checkpoint_id, metadata FROM checkpoints WHERE thread_id = 'u' LIMIT 1"
     )[0]

@@ -42,7 +42,7 @@ def _found(record: dict[str, Any]) -> CheckpointTuple:
 )
 def test_a_refused_identity_leaves_no_index_key_in_any_frame(change: dict[str, Any]) -> None:
     record = new_record()
-    index_key = record["index_key"]
+    index_key = record["index_keys"][0]["key"]
     record.update(change)
     found = _found(record)
     del record
@@ -55,7 +55,7 @@ def test_the_check_can_fail_without_the_scrub() -> None:
     # The same refusal through the unwrapped function keeps the key in a frame: the check
     # above is able to see it.
     record = new_record()
-    index_key = record["index_key"]
+    index_key = record["index_keys"][0]["key"]
     record["format"] = 99
     found = _found(record)
     with pytest.raises(StoreIdentityError) as caught:

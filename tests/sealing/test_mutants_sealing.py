@@ -290,9 +290,10 @@ def test_open_identity_refuses_other_keys_and_other_shapes() -> None:
 
 def test_a_fresh_identity_and_where_it_lives() -> None:
     record = _identity.new_record()
-    assert record["format"] == 1
+    assert record["format"] == 2
     assert len(record["store"]) == 16
-    assert len(record["index_key"]) == 32
+    assert [len(e["key"]) for e in record["index_keys"]] == [32]
+    assert [e["ssix1"] for e in record["index_keys"]] == [False]
     assert record["store"] != _identity.new_record()["store"]
     assert _identity.identity_config() == {
         "configurable": {
@@ -451,7 +452,8 @@ def test_the_parent_id_and_ids_only_parents() -> None:
 def test_the_sealers_tokens_are_the_store_identitys() -> None:
     saver = SealedSaver(InMemorySaver(), serde=serde())
     sealer = saver._ready()
-    assert sealer.token("run_id", "r1") == sealer.identity.index.token("run_id", "r1")
+    index = sealer.identity.index
+    assert sealer.token("run_id", "r1") == f"ssix2:{index.key_id()}:{index.digest('run_id', 'r1')}"
     assert sealer.token("run_id", "r1") != sealer.token("run_id", "r2")
 
 
