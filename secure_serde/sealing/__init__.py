@@ -14,6 +14,7 @@ Modules, each with one job:
 """
 
 from secure_serde.sealing._audit import AuditFinding, SealedAuditReport, ShreddedRow, audit_sealed
+from secure_serde.sealing._reindex import ReindexReport
 from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, SealedSaver
 from secure_serde.sealing._store import SealedStore
 from secure_serde.sealing._store_audit import StoreAuditReport, StoreItemFinding, audit_store_items
@@ -21,6 +22,7 @@ from secure_serde.sealing._store_audit import StoreAuditReport, StoreItemFinding
 __all__ = [
     "DEFAULT_INDEXED_METADATA",
     "AuditFinding",
+    "ReindexReport",
     "SealedAuditReport",
     "SealedSaver",
     "SealedStore",
