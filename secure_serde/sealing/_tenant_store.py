@@ -25,7 +25,6 @@ archives): docs/tenants.md says what backup policy the key store needs.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -117,6 +116,8 @@ class SqliteKeyTable:
     def __init__(self, path: str) -> None:
         self.path = path
         self._lock = threading.Lock()
+        import sqlite3  # here: the postgres extra alone never imports it (test_import_light)
+
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("PRAGMA busy_timeout = 10000")
         self._db.execute("PRAGMA secure_delete = ON")
