@@ -27,6 +27,7 @@ from secure_serde._errors import (
     BindingError,
     ConfigurationError,
     DecryptionError,
+    PlaintextRefusedError,
     UnboundValueError,
 )
 from secure_serde._keys import ENV_VAR
@@ -55,7 +56,8 @@ _VOUCHED: Final = Decode.VOUCHED
 _STRICT: Final = Decode.STRICT
 _UNBOUND_LOG: Final = RateLimitedWarning(
     "secure_serde read %d value(s) with no binding to their row (latest type %r) because"
-    " Migration(unbound=True); rewrap the store and turn it off"
+    " Migration(unbound=True); copy the store into a sealed one (`secure-serde adopt`) and turn"
+    " it off"
 )
 
 
@@ -199,7 +201,7 @@ class EncryptedSerializer:
         type_tag, payload = data
         route = self._routes.get(type_tag)
         if route is None:
-            route = self._route(type_tag)
+            route = self._route(type_tag, payload)
         decode = route.decode
         cipher = route.cipher
         if cipher is None:
@@ -220,13 +222,24 @@ class EncryptedSerializer:
             return self._strict.loads_typed((route.inner, plaintext))
         return self._load_unbound(route, plaintext)
 
-    def _route(self, type_tag: str) -> Route:
+    def _route(self, type_tag: str, payload: object = None) -> Route:
         if not isinstance(type_tag, str):
             # A NULL or non-text type column of a damaged store row (found by fuzzing).
             raise DecryptionError(
                 f"a stored value's type tag is {type(type_tag).__name__}, not str"
             )
-        route = self._rule.route(type_tag)  # raises the typed refusal
+        try:
+            route = self._rule.route(type_tag)  # raises the typed refusal
+        except PlaintextRefusedError:
+            if not _is_sealed_cell(payload):
+                raise
+            # A stock saver given this serializer on a store SealedSaver wrote: the value
+            # is a sealed cell, which the inner saver stored as plain bytes.
+            raise PlaintextRefusedError(
+                "this value was written by secure_serde.SealedSaver, whose store a stock saver"
+                " cannot read: open the store with SealedSaver(inner_saver, serde=...) (README,"
+                " 'Seal any saver')"
+            ) from None
         if len(self._routes) < _MAX_CACHED_ROUTES:
             self._routes[type_tag] = route
         return route
@@ -310,7 +323,7 @@ class EncryptedSerializer:
         if not migration.unbound:
             raise UnboundValueError(
                 f"refusing a {type_tag!r} value with no binding to its {location.kind} row;"
-                " read it under Migration(unbound=True) and rewrap the store"
+                " adopt the store into a sealed one with `secure-serde adopt OLD NEW`"
             )
         _UNBOUND_LOG.record(type_tag)
         return self.loads_typed(data)
@@ -359,7 +372,7 @@ class EncryptedSerializer:
         if not migration.unbound:
             raise UnboundValueError(
                 f"refusing a {inner}+{cipher_name} value with no binding to its"
-                f" {location.kind} row; read it under Migration(unbound=True) and rewrap"
+                f" {location.kind} row; adopt the store with `secure-serde adopt OLD NEW`"
             )
         _UNBOUND_LOG.record(f"{inner}+{cipher_name}")
         return plaintext
@@ -405,6 +418,17 @@ class EncryptedSerializer:
             f"EncryptedSerializer(cipher={self._cipher!r},"
             f" serde={type(self._serde).__name__}{migration})"
         )
+
+
+def _is_sealed_cell(payload: object) -> bool:
+    """Whether a refused plaintext payload is, or holds, SealedSaver cells (message only).
+
+    The magic of secure_serde/sealing/_cell.py, duplicated: the serializer sits below it.
+    A stock PostgresSaver stores each cell as a ``bytes`` row; a stock SqliteSaver stores
+    the checkpoint as one msgpack value with the cells inside it. Only the refusal's wording
+    depends on this; the row is refused either way.
+    """
+    return isinstance(payload, (bytes, bytearray)) and b"SSC1" in payload
 
 
 register_allowlist_wrapper(EncryptedSerializer)

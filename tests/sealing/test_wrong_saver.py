@@ -1,0 +1,63 @@
+"""A sealed store opened without SealedSaver says what it is and how to open it.
+
+0.3's sealed stores, opened by a stock saver with secure_serde's serializer, failed with
+"ciphertext failed authentication", which reads like tampering (issue 22, item 7). A store
+SealedSaver wrote holds sealed cells, which a stock saver stores as plain ``bytes``: with
+secure_serde's serializer the read is refused naming SealedSaver; with langgraph's default
+serializer the stock saver hands the cells back as bytes values (SECURITY.md says so), and the
+store identity thread and ``secure-serde audit`` tell what the store is.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from secure_serde import EncryptedSerializer, PlaintextRefusedError, SealedSaver
+from secure_serde.ciphers import EnvKeyCipher
+
+KEY = b"wrong-saver-test-key-0123456789a"
+CONFIG: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    db = tmp_path / "sealed.sqlite"
+    with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
+        saver = SealedSaver(SqliteSaver(conn), serde=EncryptedSerializer(EnvKeyCipher(KEY)))
+        saver.setup()
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"secret": "value"}
+        checkpoint["channel_versions"] = {"secret": 1}
+        saver.put(CONFIG, checkpoint, {"source": "input", "step": -1}, {"secret": 1})
+    return db
+
+
+def test_a_stock_saver_with_our_serializer_is_told_to_use_sealed_saver(store: Path) -> None:
+    with closing(sqlite3.connect(store, check_same_thread=False)) as conn:
+        stock = SqliteSaver(conn, serde=EncryptedSerializer(EnvKeyCipher(KEY)))
+        with pytest.raises(PlaintextRefusedError, match=r"SealedSaver\(inner_saver"):
+            stock.get_tuple(CONFIG)
+
+
+def test_other_plaintext_rows_keep_their_own_refusal() -> None:
+    serde = EncryptedSerializer(EnvKeyCipher(KEY))
+    with pytest.raises(PlaintextRefusedError) as refused:
+        serde.loads_typed(("bytes", b"not a sealed cell"))
+    assert "SealedSaver" not in str(refused.value)
+
+
+def test_a_stock_saver_with_the_default_serializer_sees_only_sealed_cells(store: Path) -> None:
+    with closing(sqlite3.connect(store, check_same_thread=False)) as conn:
+        found = SqliteSaver(conn).get_tuple(CONFIG)
+    assert found is not None
+    cell = found.checkpoint["channel_values"]["secret"]
+    assert isinstance(cell, bytes)
+    assert cell.startswith(b"SSC1")
+    assert b"value" not in cell
