@@ -27,6 +27,7 @@ import sys
 import time
 from typing import Any, Final, TextIO
 
+from secure_serde import TenantKeys
 from secure_serde._migration import Migration
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
 from secure_serde.cli._args import positive_int
@@ -115,6 +116,15 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="print the report as JSON, every failing row listed (by table and key only)",
     )
+    parser.add_argument(
+        "--tenant-keys",
+        metavar="LOCATION",
+        help=(
+            "the tenant key store (a SQLite path or a postgresql:// URL) of a store written by"
+            " SealedSaver(..., tenant_keys=...): tenant rows are skipped (their keys rotate with"
+            " TenantKeys.rewrap) and counted as tenant-keyed or shredded"
+        ),
+    )
     add_arguments(parser)
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument(
@@ -181,6 +191,7 @@ def run(args: argparse.Namespace) -> int:
             compress=args.compress,
             workers=args.workers,
             progress=bar,
+            tenant_keys=None if args.tenant_keys is None else TenantKeys.open(args.tenant_keys),
         )
     except KeyboardInterrupt:
         print(
@@ -232,6 +243,7 @@ def report_json(report: RewrapReport) -> dict[str, Any]:
         "vanished": report.vanished,
         "failure_count": report.failure_count,
         "sources": dict(report.sources),
+        "skipped": dict(report.skipped),
         "failures": [
             {
                 "table": failure.ref.table,
@@ -271,6 +283,8 @@ def _print_report(
         )
     for source, count in report.sources.items():
         print(f"  {verb} from {_named(source, configured)}: {count:,}", file=out)
+    for kind, count in sorted(report.skipped.items()):
+        print(f"  skipped ({kind}): {count:,}", file=out)
     if report.failures:
         print("rows that could not be rewrapped:", file=out)
         listed = report.failures if max_listed is None else report.failures[:max_listed]

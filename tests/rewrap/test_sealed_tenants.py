@@ -10,6 +10,7 @@ key B alone reads the live tenant, and a second run writes nothing.
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,15 @@ import pytest
 from secure_serde import SealedSaver, ShreddedError, TenantKeys, rewrap
 from secure_serde.sealing import audit_sealed
 from secure_serde.sealing._identity import IDENTITY_THREAD
-from tests.rewrap.rewrap_support import A_AND_B, KEY_A, KEY_B, key_id, rotation_serde
+from tests.rewrap.rewrap_support import (
+    A_AND_B,
+    KEY_A,
+    KEY_B,
+    KeyEnv,
+    key_id,
+    rotation_serde,
+    run_cli,
+)
 from tests.sealing.tenants_support import (
     TWO_THREADS,
     chat_graph,
@@ -188,3 +197,27 @@ def test_an_application_thread_shaped_like_a_tenants_is_rewrapped(tmp_path: Path
             assert report.rewrapped > 1
     finally:
         keys.close()
+
+
+def test_the_rewrap_command_takes_the_tenant_key_store(
+    places: tuple[str, str], tmp_path: Path
+) -> None:
+    """``secure-serde rewrap --tenant-keys``: shredded and live tenant rows counted apart."""
+    store, keys_at = places
+    keys = TenantKeys.open(keys_at)
+    try:
+        keys.shred("acme")
+    finally:
+        keys.close()
+    rotated = KeyEnv(env_key=None, keyring={"primary": "b", "keys": {"a": KEY_A, "b": KEY_B}})
+    done = run_cli(rotated, tmp_path, "rewrap", store, "--json", "--tenant-keys", keys_at)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["failure_count"] == 0
+    assert report["skipped"]["shredded"] > 0
+    assert report["skipped"]["tenant-keyed"] > 0
+    assert _identity_key_id(store) == key_id(KEY_B)
+    # Without the key store, the same rows are all skipped as tenant-keyed.
+    blind = run_cli(rotated, tmp_path, "rewrap", store, "--json", "--dry-run")
+    assert blind.returncode == 0, blind.stderr
+    assert "shredded" not in json.loads(blind.stdout)["skipped"]
