@@ -64,8 +64,10 @@ def run_sealed(args: argparse.Namespace, display: str) -> int:
             f"{display} is sealed by SealedSaver: its rows are checked by opening them, which"
             " needs the keys (drop --no-decrypt)"
         )
-    # SealedStore items (issue 26): a database with only a store table; see the block below.
-    if sealed_items_at(args.store) is False:
+    # SealedStore items (issue 26): a database with only a store table, or with both kinds of
+    # tables (one application, one database); see the block below.
+    items_too = sealed_items_at(args.store)
+    if items_too is False:
         return run_store_items(args, display)
     serde = serializer_from_env()
     keys = None if args.tenant_keys is None else TenantKeys.open(args.tenant_keys)
@@ -77,11 +79,21 @@ def run_sealed(args: argparse.Namespace, display: str) -> int:
         if keys is not None:
             keys.close()
     code = _CLEAN if report.clean else _FINDINGS
+    items: StoreAuditReport | None = None
+    if items_too:
+        with _sealed_store(args.store, serde) as store:
+            items = audit_store_items(store)
+        code = max(code, _CLEAN if items.clean else _FINDINGS)
     if args.json:
-        json.dump(report_json(report, display, code), sys.stdout, indent=2)
+        document = report_json(report, display, code)
+        if items is not None:
+            document["items"] = store_items_json(items, display, code)
+        json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         _print(report, display, sys.stdout, args.max_listed)
+        if items is not None:
+            _print_items(items, display, sys.stdout, args.max_listed)
     return code
 
 

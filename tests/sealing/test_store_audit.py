@@ -73,3 +73,26 @@ def test_cli_audit_text_and_json(tmp_path: Path) -> None:
     assert "DecryptionError" in text.stdout or "BindingError" in text.stdout
     listed = json.loads(run_cli(KEYS, tmp_path, "audit", lane.location, "--json").stdout)
     assert listed["findings"][0]["namespace"] == ["users", "u2"]
+
+
+def test_cli_audit_of_one_database_with_checkpoints_and_items(tmp_path: Path) -> None:
+    """Both kinds of tables in one database: audit reports both, and a finding in either counts."""
+    from tests.rewrap.sealed_support import factory
+    from tests.rewrap.sealed_support import populate as populate_saver
+
+    lane = Lane("sqlite", str(tmp_path / "app.sqlite"))
+    populate_saver(factory(lane.location), turns=1)
+    populate(lane)
+    assert run_cli(KEYS, tmp_path, "rewrap", lane.location, "--no-progress").returncode == 0
+    clean = run_cli(KEYS, tmp_path, "audit", lane.location, "--json")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    doc = json.loads(clean.stdout)
+    assert doc["checkpoints"] > 0
+    assert doc["items"]["items"] == len(ITEMS)
+    text = run_cli(KEYS, tmp_path, "audit", lane.location)
+    assert "every checkpoint opens" in text.stdout
+    assert "every item opens at its place" in text.stdout
+    tamper(lane, "users.u2", "profile")
+    found = run_cli(KEYS, tmp_path, "audit", lane.location, "--json")
+    assert found.returncode == 1
+    assert json.loads(found.stdout)["items"]["findings"][0]["key"] == "profile"
