@@ -39,17 +39,7 @@ def open_store(location: str | os.PathLike[str] | Store) -> Store:
     """
     if isinstance(location, Store):
         return location
-    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
-        from secure_serde.stores._postgres import PostgresStore
-
-        return _refuse_sealed(PostgresStore(location))
-    if not isinstance(location, (str, os.PathLike)):
-        raise StoreError(f"a store is a path or a postgresql:// URL, not {type(location).__name__}")
-    if isinstance(location, str) and not Path(location).exists():
-        _refuse_other_forms(location)
-    from secure_serde.stores._sqlite import SqliteStore
-
-    return _refuse_sealed(SqliteStore(Path(location)))
+    return _refuse_sealed(_raw_store(location))
 
 
 @scrubbed  # a DSN may hold a password: no error leaves it in a frame local
@@ -67,33 +57,25 @@ def sealed_store_display(location: str | os.PathLike[str]) -> str | None:
         with items:
             if not items.holds_checkpoints:
                 return items.display
-    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
-        from secure_serde.stores._postgres import PostgresStore
-
-        store: Store = PostgresStore(location)
-    else:
-        if isinstance(location, str) and not Path(location).exists():
-            _refuse_other_forms(location)
-        from secure_serde.stores._sqlite import SqliteStore
-
-        store = SqliteStore(Path(location))
-    with store:
+    with _raw_store(location) as store:
         return store.display if store.sealed_by_saver() else None
 
 
 @scrubbed  # a DSN may hold a password: no error leaves it in a frame local
 def store_thread_ids(location: str | os.PathLike[str]) -> list[str]:
     """Every thread id of a store's ``checkpoints`` table, read with no key and no saver."""
-    store = _raw_store(location)
-    with store:
+    with _raw_store(location) as store:
         return store.thread_ids()
 
 
 def _raw_store(location: str | os.PathLike[str]) -> Store:
+    """The store at a path or URL, in the 0.3 row layout, whatever its rows are."""
     if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
         from secure_serde.stores._postgres import PostgresStore
 
         return PostgresStore(location)
+    if not isinstance(location, (str, os.PathLike)):
+        raise StoreError(f"a store is a path or a postgresql:// URL, not {type(location).__name__}")
     if isinstance(location, str) and not Path(location).exists():
         _refuse_other_forms(location)
     from secure_serde.stores._sqlite import SqliteStore
@@ -116,20 +98,7 @@ def open_layout(location: str | os.PathLike[str] | Store) -> Store:
         if is_sealed_layout(location) or not location.sealed_by_saver():
             return location
         return open_sealed(location.location)
-    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
-        from secure_serde.stores._postgres import PostgresStore
-
-        store: Store = PostgresStore(location)
-    else:
-        if not isinstance(location, (str, os.PathLike)):
-            raise StoreError(
-                f"a store is a path or a postgresql:// URL, not {type(location).__name__}"
-            )
-        if isinstance(location, str) and not Path(location).exists():
-            _refuse_other_forms(location)
-        from secure_serde.stores._sqlite import SqliteStore
-
-        store = SqliteStore(Path(location))
+    store = _raw_store(location)
     try:
         sealed = store.sealed_by_saver()
     except BaseException:
