@@ -43,7 +43,7 @@ from secure_serde.ciphers._protocol import BoundCipher
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import parse_record
 from secure_serde.sealing._store_identity import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE
-from secure_serde.stores import ALL_THREADS, Cell, Store
+from secure_serde.stores import ALL_THREADS, Cell, Store, open_items
 from secure_serde.stores._items import (
     IDENTITY_PREFIX,
     SEALED_FIELD,
@@ -51,7 +51,6 @@ from secure_serde.stores._items import (
     identity_item_ref,
     is_items_layout,
     namespace_of,
-    open_items,
 )
 
 __all__ = ["ItemsPlanner", "merged", "open_items_at", "rewrap_items"]

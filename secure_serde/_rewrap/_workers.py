@@ -24,8 +24,7 @@ from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde._rewrap._engine import CellPlanner, rewrap_range
 from secure_serde._rewrap._report import RewrapProgress, Tally
 from secure_serde.ciphers._kms import KmsEnvelopeCipher
-from secure_serde.stores import StoreError, ThreadRange, open_store
-from secure_serde.stores._sealed import open_sealed
+from secure_serde.stores import StoreError, ThreadRange, open_sealed, open_store
 
 __all__ = ["rewrap_in_workers"]
 

@@ -138,8 +138,14 @@ if TYPE_CHECKING:
         parse_envelope,
     )
     from secure_serde.stores._history import CheckpointId, HistoryView
-    from secure_serde.stores._items import sealed_items_at
-    from secure_serde.stores._open import open_store, sealed_store_display, store_thread_ids
+    from secure_serde.stores._open import (
+        open_items,
+        open_sealed,
+        open_store,
+        sealed_items_at,
+        sealed_store_display,
+        store_thread_ids,
+    )
     from secure_serde.stores._postgres import PostgresStore
     from secure_serde.stores._record import canonical, metadata_record
     from secure_serde.stores._sqlite import SqliteStore
@@ -178,7 +184,9 @@ else:
             "envelope_cell": "secure_serde.stores._envelope",
             "metadata_record": "secure_serde.stores._record",
             "open_store": "secure_serde.stores._open",
-            "sealed_items_at": "secure_serde.stores._items",
+            "sealed_items_at": "secure_serde.stores._open",
+            "open_items": "secure_serde.stores._open",
+            "open_sealed": "secure_serde.stores._open",
             "sealed_store_display": "secure_serde.stores._open",
             "store_thread_ids": "secure_serde.stores._open",
             "parse_envelope": "secure_serde.stores._envelope",
@@ -215,6 +223,8 @@ __all__ = [
     "envelope",
     "envelope_cell",
     "metadata_record",
+    "open_items",
+    "open_sealed",
     "open_store",
     "parse_envelope",
     "scan_json_columns",

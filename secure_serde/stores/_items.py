@@ -35,7 +35,6 @@ a bare store's table is not this layout, and nothing here seals it.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -64,7 +63,6 @@ __all__ = [
     "identity_item_ref",
     "is_items_layout",
     "namespace_of",
-    "open_items",
 ]
 
 # sealing/_store_codec.py SEALED_FIELD: the entry of each item value that holds its cell.
@@ -75,7 +73,6 @@ IDENTITY_ITEM_KEY: Final = "identity"
 # The table (and RowRef/TableSpec name) of the items.
 ITEMS: Final = "store"
 ITEM_KEY: Final = ("prefix", "key")
-_POSTGRES: Final = ("postgresql://", "postgres://")
 _BUSY_TIMEOUT_MS: Final = 30_000
 
 
@@ -134,33 +131,6 @@ def check_swap(swap: Swap) -> None:
     cell = swap.cell
     if cell.data is None or cell.type_tag != SEALED_FIELD or swap.new_type != SEALED_FIELD:
         raise StoreError(f"{cell.ref} holds no sealed item text to replace")
-
-
-def open_items(location: str | os.PathLike[str]) -> ItemsLayout | None:
-    """The sealed items at ``location`` (SQLite path or ``postgresql://`` URL), or ``None``.
-
-    ``None`` when the database has no ``store`` table, or one without the
-    store identity item (a bare store: not this layout). Raises `StoreError`
-    when the database cannot be opened.
-    """
-    store: ItemsLayout
-    if isinstance(location, str) and location.startswith(_POSTGRES):
-        from secure_serde.stores._items_postgres import SealedItemsPostgresStore
-
-        store = SealedItemsPostgresStore(location)
-    else:
-        if not Path(location).is_file():
-            return None
-        store = SealedItemsSqliteStore(Path(location))
-    try:
-        sealed = store.reload(identity_item_ref()) is not None
-    except BaseException:
-        store.close()
-        raise
-    if not sealed:
-        store.close()
-        return None
-    return store
 
 
 class SealedItemsSqliteStore(ItemsLayout):
@@ -283,13 +253,3 @@ _FIRST: Final = f"{_SELECT} ORDER BY prefix, key LIMIT ?"
 _PAGE: Final = f"{_SELECT} WHERE (prefix, key) > (?, ?) ORDER BY prefix, key LIMIT ?"
 _RELOAD: Final = f"{_SELECT} WHERE prefix = ? AND key = ?"
 _SWAP: Final = "UPDATE store SET value = ? WHERE prefix = ? AND key = ? AND value IS ?"
-
-
-def sealed_items_at(location: str | os.PathLike[str]) -> bool | None:
-    """``None`` when the database at ``location`` holds no SealedStore ``store`` table; else
-    whether it also holds checkpoint tables (one application, one database)."""
-    items = open_items(location)
-    if items is None:
-        return None
-    with items:
-        return items.holds_checkpoints

@@ -9,11 +9,16 @@ from typing import Final
 from secure_serde._scrub import scrubbed
 from secure_serde.stores._base import SEALED_STORE_REFUSAL, Store, StoreError
 from secure_serde.stores._dsn import looks_like_conninfo, url_scheme
+from secure_serde.stores._items import ItemsLayout, SealedItemsSqliteStore, identity_item_ref
+from secure_serde.stores._sealed import SealedSqliteStore, is_sealed_layout
 
 __all__ = [
     "POSTGRES_SCHEMES",
+    "open_items",
     "open_layout",
+    "open_sealed",
     "open_store",
+    "sealed_items_at",
     "sealed_store_display",
     "store_thread_ids",
 ]
@@ -50,8 +55,6 @@ def sealed_store_display(location: str | os.PathLike[str]) -> str | None:
     A database holding only a `secure_serde.SealedStore`'s ``store`` table
     (no checkpoint tables) is sealed too (secure_serde/stores/_items.py).
     """
-    from secure_serde.stores._items import open_items
-
     items = open_items(location)
     if items is not None:
         with items:
@@ -92,8 +95,6 @@ def open_layout(location: str | os.PathLike[str] | Store) -> Store:
     A `Store` of the 0.3 layout over a sealed store gives a new sealed
     store at the same place, which the caller closes.
     """
-    from secure_serde.stores._sealed import is_sealed_layout, open_sealed
-
     if isinstance(location, Store):
         if is_sealed_layout(location) or not location.sealed_by_saver():
             return location
@@ -134,3 +135,53 @@ def _refuse_other_forms(location: str) -> None:
             f" a password), which is not supported: {_SUPPORTED}. Keep the password out of"
             " the URL with PGPASSWORD, a password file (PGPASSFILE) or a service file"
         )
+
+
+# The PostgreSQL classes are imported only for a postgresql:// location: the
+# driver is an extra, and SQLite users never load it.
+
+
+def open_sealed(location: str | os.PathLike[str]) -> Store:
+    """The store at ``location`` (a SQLite path or a ``postgresql://`` URL), as sealed rows."""
+    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
+        from secure_serde.stores._sealed_postgres import SealedPostgresStore
+
+        return SealedPostgresStore(location)
+    return SealedSqliteStore(Path(location))
+
+
+def open_items(location: str | os.PathLike[str]) -> ItemsLayout | None:
+    """The sealed items at ``location`` (SQLite path or ``postgresql://`` URL), or ``None``.
+
+    ``None`` when the database has no ``store`` table, or one without the
+    store identity item (a bare store: not this layout). Raises `StoreError`
+    when the database cannot be opened.
+    """
+    store: ItemsLayout
+    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
+        from secure_serde.stores._items_postgres import SealedItemsPostgresStore
+
+        store = SealedItemsPostgresStore(location)
+    else:
+        if not Path(location).is_file():
+            return None
+        store = SealedItemsSqliteStore(Path(location))
+    try:
+        sealed = store.reload(identity_item_ref()) is not None
+    except BaseException:
+        store.close()
+        raise
+    if not sealed:
+        store.close()
+        return None
+    return store
+
+
+def sealed_items_at(location: str | os.PathLike[str]) -> bool | None:
+    """``None`` when the database at ``location`` holds no SealedStore ``store`` table; else
+    whether it also holds checkpoint tables (one application, one database)."""
+    items = open_items(location)
+    if items is None:
+        return None
+    with items:
+        return items.holds_checkpoints

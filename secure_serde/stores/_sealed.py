@@ -35,10 +35,8 @@ and tests/rewrap/test_sealed_layout.py pins them equal.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
 from secure_serde.stores._base import (
@@ -63,7 +61,6 @@ __all__ = [
     "entry_key",
     "identity_ref",
     "is_sealed_layout",
-    "open_sealed",
 ]
 
 # sealing/_codec.py RECORD_KEY: the metadata key of each checkpoint's record cell.
@@ -102,15 +99,6 @@ def identity_ref() -> RowRef:
 def entry_key(thread_id: object) -> str:
     """The metadata key a checkpoints row of ``thread_id`` keeps its cell under."""
     return IDENTITY_KEY if str(thread_id) == SEALED_STORE_THREAD else RECORD_KEY
-
-
-def open_sealed(location: str | os.PathLike[str]) -> Store:
-    """The store at ``location`` (a SQLite path or a ``postgresql://`` URL), as sealed rows."""
-    if isinstance(location, str) and location.startswith(("postgresql://", "postgres://")):
-        from secure_serde.stores._sealed_postgres import SealedPostgresStore
-
-        return SealedPostgresStore(location)
-    return SealedSqliteStore(Path(location))
 
 
 def _entry_data(metadata: object, key: str) -> bytes | None:
