@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from secure_serde._migration import Migration
     from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
     from secure_serde._serializer import EncryptedSerializer
+    from secure_serde._version import __version__ as __version__
     from secure_serde.pickling import PickleFallbackSerializer
     from secure_serde.sealing import SealedSaver, SealedStore
     from secure_serde.sealing._tenants import TenantKeys
@@ -79,6 +80,7 @@ else:
             "SealedSaver": "secure_serde.sealing",
             "SealedStore": "secure_serde.sealing",
             "TenantKeys": "secure_serde.sealing._tenants",
+            "__version__": "secure_serde._version",
             "generate_encoded_key": "secure_serde._keys",
             "rewrap": "secure_serde._rewrap._api",
         },
@@ -128,5 +130,3 @@ __all__ = [
     "generate_encoded_key",
     "rewrap",
 ]
-
-__version__ = "0.3.0"

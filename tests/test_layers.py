@@ -49,6 +49,7 @@ CORE: Final = frozenset(
         "_primitives",
         "_ratelog",
         "_scrub",
+        "_version",
     }
 )
 SERIALIZER: Final = frozenset(

@@ -182,6 +182,29 @@ class RedactingStream:
         return getattr(self._stream, name)
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version, from the package metadata as ``__version__`` is.
+
+    Read only when asked: `importlib.metadata` is slow to import, and every
+    other command starts without it.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from importlib.metadata import version
+
+        sys.stdout.write(f"{parser.prog} {version('secure-serde')}\n")
+        parser.exit()
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command's parser.
 
@@ -193,6 +216,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="secure-serde",
         description="Keys and stores for secure_serde-encrypted LangGraph checkpoints.",
+    )
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print the installed version and exit"
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name, (module, summary) in _SUBCOMMANDS.items():
@@ -206,7 +232,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     # The subcommand is the first argument (the command has no options of its
-    # own but -h); anything else is help or a usage error, which needs no module.
+    # own but -h and --version); anything else is help, the version or a usage
+    # error, which needs no subcommand module.
     first = args_list[0] if args_list else ""
     only = first if first in _SUBCOMMANDS else ""
     parser = build_parser(only)
