@@ -31,8 +31,15 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
+from secure_serde import _format_v2, _format_v3
 from secure_serde._errors import DecryptionError, UnknownKeyError
-from secure_serde._primitives import GCM_NONCE_SIZE, GCM_TAG_SIZE, Buffer
+from secure_serde._primitives import (
+    GCM_NONCE_SIZE,
+    GCM_TAG_SIZE,
+    KEY_ID_SIZE,
+    MAX_CIPHER_NAME,
+    Buffer,
+)
 
 __all__ = [
     "CIPHER_NAME",
@@ -53,11 +60,9 @@ __all__ = [
 
 VERSION: Final = 1
 CIPHER_NAME: Final = "aesgcm"
-KEY_ID_SIZE: Final = 4
 HEADER_SIZE: Final = 1 + KEY_ID_SIZE
 PREFIX_SIZE: Final = HEADER_SIZE + GCM_NONCE_SIZE
 OVERHEAD: Final = PREFIX_SIZE + GCM_TAG_SIZE
-MAX_CIPHER_NAME: Final = 255
 
 _VERSION_BYTE: Final = bytes([VERSION])
 _V2: Final = 2
@@ -133,15 +138,11 @@ def parse_header(blob: Buffer) -> HeaderV1:
     key id; the v2 layout is in ``_format_v2``, v3's in ``_format_v3``.
     """
     if len(blob) > 0 and blob[0] == _V3:
-        from secure_serde import _format_v3  # a cycle at import time, as for v2
-
         v3_header, _, v3_nonce, v3_sealed = _format_v3.split(blob)
         return HeaderV1(
             version=_V3, key_id=v3_header[1:], nonce=v3_nonce, sealed_size=len(v3_sealed)
         )
     if len(blob) > 0 and blob[0] == _V2:
-        from secure_serde import _format_v2  # a cycle at import time: v2 reuses v1's sizes
-
         parts = _format_v2.split(blob)
         return HeaderV1(
             version=_V2, key_id=parts.key_id, nonce=parts.nonce, sealed_size=len(parts.sealed)

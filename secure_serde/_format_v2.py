@@ -49,8 +49,14 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
 
 from secure_serde._errors import DecryptionError
-from secure_serde._format import KEY_ID_SIZE, MAX_CIPHER_NAME
-from secure_serde._primitives import GCM_NONCE_SIZE, GCM_TAG_SIZE, Buffer, SecretHolder
+from secure_serde._primitives import (
+    GCM_NONCE_SIZE,
+    GCM_TAG_SIZE,
+    KEY_ID_SIZE,
+    MAX_CIPHER_NAME,
+    Buffer,
+    SecretHolder,
+)
 
 __all__ = [
     "COMMITMENT_SIZE",

@@ -55,9 +55,8 @@ from __future__ import annotations
 from typing import Final
 
 from secure_serde._errors import DecryptionError
-from secure_serde._format import KEY_ID_SIZE
 from secure_serde._format_v2 import aad_suffix
-from secure_serde._primitives import GCM_NONCE_SIZE, GCM_TAG_SIZE, Buffer
+from secure_serde._primitives import GCM_NONCE_SIZE, GCM_TAG_SIZE, KEY_ID_SIZE, Buffer
 
 __all__ = [
     "COMMITMENT_SIZE",

@@ -48,6 +48,10 @@ __all__ = [
 AES_KEY_SIZES: Final = frozenset({16, 24, 32})
 GCM_NONCE_SIZE: Final = 12
 GCM_TAG_SIZE: Final = 16
+# Every format version's header names its key by the same 4-byte id, and
+# associated data carries the cipher name in one length byte.
+KEY_ID_SIZE: Final = 4
+MAX_CIPHER_NAME: Final = 255
 
 # pycryptodome's numeric mode constants, repeated so that configuration can
 # be validated (and legacy rows recognised) without importing pycryptodome.
