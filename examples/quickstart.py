@@ -25,6 +25,7 @@ runs. That file is for this demo only: keep real keys in a secret manager.
 import argparse
 import os
 import re
+import shlex
 import sqlite3
 import stat
 import sys
@@ -127,6 +128,19 @@ def display(path: Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def cli_command() -> str:
+    """How to start the CLI from here, as printed: no activated venv is assumed.
+
+    The console script installed beside this interpreter (``.venv/bin/secure-serde`` after the
+    README's install, run from the repository root), else this interpreter running the module.
+    """
+    interpreter = Path(sys.executable)
+    script = interpreter.with_name("secure-serde")
+    if script.is_file():
+        return shlex.quote(display(script))
+    return f"{shlex.quote(display(interpreter))} -m secure_serde.cli"
 
 
 # --------------------------------------------------------------------------- the graph
@@ -405,7 +419,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{display(DB_FILE)} was written by an older version of this demo (secure_serde"
             " 0.3): it has no store identity, so the sealed saver refuses it"
             " (StoreIdentityError). Copy it into a new sealed store with"
-            f" `secure-serde adopt {display(DB_FILE)} new.sqlite` (same key; docs/upgrading.md),"
+            f" `{cli_command()} adopt {shlex.quote(display(DB_FILE))} new.sqlite` (same key;"
+            " docs/upgrading.md),"
             " or pass --fresh"
             " to delete the demo database and start over.",
             file=sys.stderr,
@@ -431,8 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Everything above was stored encrypted in {display(DB_FILE)}.")
     print("Run this demo again: the next run resumes the same thread from that file.")
     print("Check every row of the store with the operator's tool, under the same key:")
-    prefix = "" if KEY_FROM_ENV else f"{KEY_ENV_VAR}=$(cat {display(KEY_FILE)}) "
-    print(f"  {prefix}secure-serde audit {display(DB_FILE)}")
+    # Printed to run as is, from the directory the demo was started in.
+    prefix = "" if KEY_FROM_ENV else f"{KEY_ENV_VAR}=$(cat {shlex.quote(display(KEY_FILE))}) "
+    print(f"  {prefix}{cli_command()} audit {shlex.quote(display(DB_FILE))}")
     return 0
 
 

@@ -42,13 +42,18 @@ def _run(demo_dir: Path, *args: str, key: str | None = None) -> subprocess.Compl
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A demo folder after one complete first run."""
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A demo folder after one complete first run, and what that run printed."""
     folder = tmp_path_factory.mktemp("demo")
     done = _run(folder)
     assert done.returncode == 0, done.stderr
     assert "New database" in done.stdout
-    return folder
+    return folder, done.stdout
+
+
+@pytest.fixture(scope="module")
+def demo(first_run: tuple[Path, str]) -> Path:
+    return first_run[0]
 
 
 def test_second_run_resumes_the_encrypted_thread(demo: Path) -> None:
@@ -80,12 +85,21 @@ def test_a_bad_or_other_key_leaves_the_store_untouched(demo: Path, key: str, mes
     assert key not in done.stdout + done.stderr
 
 
-def test_the_printed_audit_command_reads_the_demo_store(demo: Path) -> None:
+def test_the_printed_audit_command_runs_as_printed(first_run: tuple[Path, str]) -> None:
+    """The line the demo prints, pasted into a shell at the repository root, no venv active."""
+    demo, printed = first_run
     key = (demo / "demo.key").read_text().strip()
-    bindir = Path(sys.executable).parent
+    (command,) = [line.strip() for line in printed.splitlines() if " audit " in line]
+    assert command.startswith("LANGGRAPH_AES_KEY=$(cat ")  # the key is never printed
+    bindir = str(Path(sys.executable).parent)
+    path = os.pathsep.join(
+        entry for entry in os.environ.get("PATH", "").split(os.pathsep) if entry != bindir
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "LANGGRAPH_AES_KEY")}
     done = subprocess.run(
-        [str(bindir / "secure-serde"), "audit", str(demo / "quickstart.sqlite")],
-        env={**os.environ, "LANGGRAPH_AES_KEY": key},
+        ["bash", "-c", command],
+        cwd=ROOT,
+        env={**env, "PATH": path},
         capture_output=True,
         text=True,
         timeout=120,
