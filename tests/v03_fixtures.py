@@ -33,6 +33,9 @@ KEY: Final = KEY_A
 # Threads of the chat graph (tests/rewrap/rewrap_support.py) written with the default metadata
 # policy, 3 turns each, the last left at its interrupt.
 CHAT_THREADS: Final = ("t0", "t1", "t2", "t3")
+# Threads langgraph's stock saver wrote (same serializer, so encrypted but bound to no row),
+# 2 turns each, before any of 0.3's threads.
+STOCK_THREADS: Final = ("stock-1", "stock-2")
 # The API key copied from config into the metadata of threads m1..m3 and indexed-1.
 API_KEY: Final = "sk-sealed-api-key-0123456789"
 _SQLITE_TABLES: Final = ("checkpoints", "writes")

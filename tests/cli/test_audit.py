@@ -1,9 +1,10 @@
 """``secure-serde audit``: real stores written by real graphs, every kind of finding, exit codes.
 
 Each store is built by running LangGraph graphs (interrupts, several threads, a subgraph, a
-DeltaChannel) through real savers, then damaged on purpose where a test needs it. What the audit
-must report is worked out independently of the code under test: from which thread was written
-how, and by reading the raw rows with sqlite3 or psycopg in Python.
+DeltaChannel) through real savers, then damaged on purpose where a test needs it; the threads of
+secure_serde 0.3's sealed PostgreSQL saver come from its frozen store (tests/vectors/v03/). What
+the audit must report is worked out independently of the code under test: from which thread was
+written how, and by reading the raw rows with sqlite3 or psycopg in Python.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import KmsEnvelopeCipher
 from secure_serde.ciphers._kms_format import cmk_id
 from secure_serde.cli import main
-from secure_serde.savers._v03_postgres import PostgresSaver
 from tests import canary_support as canary
+from tests import v03_fixtures as v03
 from tests.ciphers.kms_support import REGION, new_cmk
 from tests.cli.cli_support import only_env_key, run_console_script, run_main
 from tests.fixtures_services import saver_connection
@@ -395,13 +396,9 @@ def pg_connect(url: str) -> Any:
     return saver_connection(url)
 
 
-def run_canary_postgres(url: str, thread_id: str, *, sealed: bool, **options: Any) -> None:
-    serde = rotation_serde(SERDE_A, "env")
+def run_canary_stock_postgres(url: str, thread_id: str) -> None:
     with pg_connect(url) as conn:
-        if sealed:
-            saver: Any = PostgresSaver(conn, serde=serde, **options)
-        else:
-            saver = StockPostgresSaver(conn, serde=serde)
+        saver = StockPostgresSaver(conn, serde=rotation_serde(SERDE_A, "env"))
         saver.setup()
         canary.check_final_state(canary.run_sync(canary.build_canary_graph(saver), thread_id))
 
@@ -433,8 +430,10 @@ def pg_count(url: str, sql: str) -> int:
 def test_postgres_stock_saver_inline_values(
     keys: Any, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_canary_postgres(postgres_url, "stock", sealed=False)
-    run_canary_postgres(postgres_url, "sealed", sealed=True)
+    # The canary graph as 0.3's sealed saver wrote it (default metadata policy), then as the
+    # stock saver writes it.
+    v03.load_postgres(postgres_url, ["canary"])
+    run_canary_stock_postgres(postgres_url, "stock")
     expected = inline_by_channel(postgres_url)
     # Every primitive channel of the canary graph and its subgraph, and no DeltaChannel marker.
     state = {"text", canary.INT_CHANNEL, canary.FLOAT_CHANNEL, canary.BOOL_CHANNEL}
@@ -465,7 +464,7 @@ def test_postgres_stock_saver_inline_values(
         "SELECT count(*) FROM checkpoints WHERE checkpoint ? '__secure_serde_record__'",
     )
     assert records == pg_count(
-        postgres_url, "SELECT count(*) FROM checkpoints WHERE thread_id = 'sealed'"
+        postgres_url, "SELECT count(*) FROM checkpoints WHERE thread_id = 'canary'"
     )
     assert document["cells"]["total"] == cells + records
     empty = pg_count(postgres_url, "SELECT count(*) FROM checkpoint_blobs WHERE blob IS NULL")
@@ -479,7 +478,8 @@ def test_postgres_stock_saver_inline_values(
 def test_postgres_sealed_saver_clean_then_tampered_envelope(
     keys: Any, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_canary_postgres(postgres_url, "sealed", sealed=True, plaintext_metadata=())
+    # 0.3's sealed saver with plaintext_metadata=[]: every non-structural key sealed.
+    v03.load_postgres(postgres_url, ["canary-strict"])
     checkpoints = pg_count(postgres_url, "SELECT count(*) FROM checkpoints")
     code, out, err = audit(capsys, postgres_url)
     assert code == 0, out + err

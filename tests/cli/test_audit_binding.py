@@ -1,19 +1,18 @@
 """audit counts bound and unbound rows, and inspect flags unbound checkpoints, on mixed stores.
 
 Each store is written partly by the stock saver (``serde=EncryptedSerializer``: format v2,
-but bound to no row) and partly by the sealed saver, one set of threads each, by real graphs
-on real SQLite files and the PostgreSQL fixture. The expected counts come from which saver
-wrote which thread, with the rows listed by the store layer; nothing classifies them but the
-code under test.
+but bound to no row) and partly by secure_serde 0.3's sealed saver, one set of threads each, by
+real graphs on real SQLite files and the PostgreSQL fixture: the frozen mixed store of
+tests/vectors/v03/ (0.3's threads with ``plaintext_metadata=[]``, written after the stock
+saver's, so the newest checkpoints are bound, as in a store the sealed savers took over). The
+expected counts come from which saver wrote which thread, with the rows
+listed by the store layer; nothing classifies them but the code under test.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,19 +20,17 @@ import pytest
 
 from secure_serde import EncryptedSerializer
 from secure_serde.cli import main
-from secure_serde.savers._v03_sqlite import SqliteSaver as SealedSqliteSaver
 from secure_serde.stores import RECORD_KEY, open_store
+from tests import v03_fixtures as v03
 from tests.cli.cli_support import only_env_key
 from tests.rewrap.rewrap_support import (
     KEY_A,
-    build_graph,
-    postgres_graph,
     rotation_serde,
     run_turns,
     sqlite_graph,
 )
 
-STOCK_THREADS = ("stock-1", "stock-2")
+STOCK_THREADS = v03.STOCK_THREADS
 SEALED_THREADS = ("sealed-1",)
 # Store table -> the audit's name for that kind of value.
 _KINDS = {
@@ -54,42 +51,12 @@ def _serde() -> EncryptedSerializer:
     return rotation_serde({"a": KEY_A}, "a")
 
 
-@contextmanager
-def _sealed_sqlite_graph(path: Path) -> Iterator[Any]:
-    conn = sqlite3.connect(path, check_same_thread=False)
-    try:
-        saver = SealedSqliteSaver(conn, serde=_serde(), plaintext_metadata=[])
-        saver.setup()
-        yield build_graph(saver)
-    finally:
-        conn.close()
-
-
-@contextmanager
-def _sealed_postgres_graph(url: str) -> Iterator[Any]:
-    from secure_serde.savers._v03_postgres import PostgresSaver as SealedPostgresSaver
-
-    with SealedPostgresSaver.from_conn_string(url, serde=_serde(), plaintext_metadata=[]) as saver:
-        saver.setup()
-        yield build_graph(saver)
-
-
 def _mixed_sqlite(path: Path) -> None:
-    with sqlite_graph(path, _serde()) as graph:
-        for thread in STOCK_THREADS:
-            run_turns(graph, thread, 2)
-    with _sealed_sqlite_graph(path) as graph:
-        for thread in SEALED_THREADS:
-            run_turns(graph, thread, 2)
+    v03.sqlite_copy(path, STOCK_THREADS + SEALED_THREADS)
 
 
 def _mixed_postgres(url: str) -> None:
-    with postgres_graph(url, _serde()) as graph:
-        for thread in STOCK_THREADS:
-            run_turns(graph, thread, 2)
-    with _sealed_postgres_graph(url) as graph:
-        for thread in SEALED_THREADS:
-            run_turns(graph, thread, 2)
+    v03.load_postgres(url, STOCK_THREADS + SEALED_THREADS)
 
 
 def _expected(location: str) -> dict[str, Counter[str]]:
@@ -235,8 +202,7 @@ def test_audit_counts_a_stripped_record_seal_as_unsealed(
 ) -> None:
     import psycopg
 
-    with _sealed_postgres_graph(postgres_url) as graph:
-        run_turns(graph, SEALED_THREADS[0], 2)
+    v03.load_postgres(postgres_url, SEALED_THREADS)
     sealed, _ = _checkpoints_by_thread(postgres_url)
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         conn.execute(
