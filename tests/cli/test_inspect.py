@@ -4,7 +4,9 @@ Stores are written by real graphs: a chat graph with an interrupt in every turn 
 threads), the canary graph (a subgraph, an interrupt, a DeltaChannel, secrets in config), and a
 fan-out graph (``Send`` tasks, a join edge, a tool call, an interrupt). For every checkpoint the
 CLI's output is compared with what ``graph.get_state_history()`` says: the order, the values,
-the metadata and ``next``, which the CLI derives without the graph.
+the metadata and ``next``, which the CLI derives without the graph. A store secure_serde 0.3's
+sealed saver wrote is the frozen one of tests/vectors/v03/, with what ``get_state_history()``
+said of it when it was written.
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ from typing_extensions import TypedDict
 
 from secure_serde.cli import main
 from secure_serde.cli._pretty import to_jsonable
-from secure_serde.savers._v03_postgres import PostgresSaver
 from tests import canary_support as canary
+from tests import v03_fixtures as v03
 from tests.cli.cli_support import run_console_script, run_main
 from tests.fixtures_services import saver_connection
 from tests.graphs_support import linear_graph
@@ -184,7 +186,29 @@ def check_history(
     capsys: pytest.CaptureFixture[str], store: str, graph: Any, config: dict[str, Any], *extra: str
 ) -> list[Any]:
     """The CLI's history of ``config``'s thread and namespace equals LangGraph's, entry by entry."""
-    history = list(graph.get_state_history(config))
+    history = []
+    for snapshot in graph.get_state_history(config):
+        parent = snapshot.parent_config
+        history.append(
+            {
+                "checkpoint_id": snapshot.config["configurable"]["checkpoint_id"],
+                "parent_checkpoint_id": parent["configurable"]["checkpoint_id"] if parent else None,
+                "next": sorted(snapshot.next),
+                "metadata": normal(snapshot.metadata),
+                "values": normal(snapshot.values),
+            }
+        )
+    return check_entries(capsys, store, config, history, *extra)
+
+
+def check_entries(
+    capsys: pytest.CaptureFixture[str],
+    store: str,
+    config: dict[str, Any],
+    history: list[dict[str, Any]],
+    *extra: str,
+) -> list[Any]:
+    """The CLI's history equals ``history``: LangGraph's, in the form of `v03_fixtures.history`."""
     assert len(history) > 1
     conf = config["configurable"]
     code, document = inspect_json(
@@ -192,22 +216,18 @@ def check_history(
     )
     assert code == 0
     entries: list[Any] = document["checkpoints"]
-    assert [e["checkpoint_id"] for e in entries] == [
-        s.config["configurable"]["checkpoint_id"] for s in history
-    ]
+    assert [e["checkpoint_id"] for e in entries] == [s["checkpoint_id"] for s in history]
     reducers = {"deltas": canary._extend}
     for entry, snapshot in zip(entries, history, strict=True):
         assert entry["error"] is None
-        assert sorted(entry["next"]) == sorted(snapshot.next), entry["checkpoint_id"]
-        assert entry["metadata"] == normal(snapshot.metadata)
-        shown, want = combined_values(entry, reducers), normal(snapshot.values)
+        assert sorted(entry["next"]) == snapshot["next"], entry["checkpoint_id"]
+        assert entry["metadata"] == snapshot["metadata"]
+        shown, want = combined_values(entry, reducers), snapshot["values"]
         # A reducer channel never written holds its empty default, which only the graph knows.
         assert all(want[k] == [] for k in set(want) - set(shown))
         assert shown == {k: v for k, v in want.items() if k in shown}
-        assert entry["step"] == snapshot.metadata["step"]
-        parent = snapshot.parent_config
-        want_parent = parent["configurable"]["checkpoint_id"] if parent else None
-        assert entry["parent_checkpoint_id"] == want_parent
+        assert entry["step"] == snapshot["metadata"]["step"]
+        assert entry["parent_checkpoint_id"] == snapshot["parent_checkpoint_id"]
     return entries
 
 
@@ -393,13 +413,9 @@ def test_console_script_subprocess(store: Path) -> None:
 # PostgreSQL
 
 
-def pg_graph(url: str, *, sealed: bool, **options: Any) -> tuple[Any, Any]:
+def pg_graph(url: str) -> tuple[Any, Any]:
     conn = saver_connection(url)
-    serde = rotation_serde(SERDE_A, "env")
-    if sealed:
-        saver: Any = PostgresSaver(conn, serde=serde, **options)
-    else:
-        saver = StockPostgresSaver(conn, serde=serde)
+    saver = StockPostgresSaver(conn, serde=rotation_serde(SERDE_A, "env"))
     saver.setup()
     return conn, canary.build_canary_graph(saver)
 
@@ -407,21 +423,26 @@ def pg_graph(url: str, *, sealed: bool, **options: Any) -> tuple[Any, Any]:
 def test_postgres_sealed_metadata_is_shown_unsealed(
     keys: None, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    conn, graph = pg_graph(postgres_url, sealed=True, plaintext_metadata=())
-    try:
-        canary.run_sync(graph, "sealed")
-        entries = check_history(
-            capsys, postgres_url, graph, {"configurable": {"thread_id": "sealed"}}
-        )
-    finally:
-        conn.close()
+    # The canary graph as 0.3's sealed saver wrote it with plaintext_metadata=[], against what
+    # LangGraph's get_state_history() said of it then.
+    v03.load_postgres(postgres_url, ["canary-strict"])
+    config = {"configurable": {"thread_id": "canary-strict"}}
+    history = v03.history("postgres", "canary-strict")
+    entries = check_entries(capsys, postgres_url, config, history)
     assert all(e["metadata"]["api_key"] == canary.API_KEY for e in entries)
+    # ... which the database holds sealed only.
+    with saver_connection(postgres_url) as conn:
+        rows = conn.execute(
+            "SELECT metadata::text AS m FROM checkpoints WHERE checkpoint_ns = ''"
+        ).fetchall()
+    assert len(rows) == len(entries)
+    assert not any(canary.API_KEY in row["m"] for row in rows)
 
 
 def test_postgres_stock_thread_needs_inline_switch(
     keys: None, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    conn, graph = pg_graph(postgres_url, sealed=False)
+    conn, graph = pg_graph(postgres_url)
     try:
         canary.run_sync(graph, "stock")
         code, document = inspect_json(capsys, postgres_url, "--thread", "stock")
