@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from psycopg.types.json import Jsonb
 
+from tests import canary_support as canary
 from tests.fixtures_services import saver_connection
 from tests.rewrap.rewrap_support import KEY_A, rotation_serde
 
@@ -114,3 +115,24 @@ def history(backend: str, thread_id: str) -> list[dict[str, Any]]:
     (sorted), metadata and values."""
     entries: list[dict[str, Any]] = _histories()[backend][thread_id]
     return entries
+
+
+def assert_shown(entries: list[dict[str, Any]], history: list[dict[str, Any]]) -> None:
+    """``secure-serde inspect --json``'s checkpoints equal ``history`` (in `history`'s form),
+    entry by entry: ids, parents, ``next``, metadata and values, each DeltaChannel folded by
+    its reducer."""
+    assert [e["checkpoint_id"] for e in entries] == [s["checkpoint_id"] for s in history]
+    reducers = {"deltas": canary._extend}
+    for entry, snapshot in zip(entries, history, strict=True):
+        assert entry["error"] is None
+        assert sorted(entry["next"]) == snapshot["next"], entry["checkpoint_id"]
+        assert entry["metadata"] == snapshot["metadata"]
+        shown = dict(entry["values"])
+        for channel, delta in entry["delta_channels"].items():
+            shown[channel] = reducers[channel](delta["seed"] or [], delta["writes"])
+        want = snapshot["values"]
+        # A reducer channel never written holds its empty default, which only the graph knows.
+        assert all(want[k] == [] for k in set(want) - set(shown))
+        assert shown == {k: v for k, v in want.items() if k in shown}
+        assert entry["step"] == snapshot["metadata"]["step"]
+        assert entry["parent_checkpoint_id"] == snapshot["parent_checkpoint_id"]

@@ -174,14 +174,6 @@ def normal(value: Any) -> Any:
     return json.loads(json.dumps(to_jsonable(value)))
 
 
-def combined_values(entry: dict[str, Any], reducers: dict[str, Any]) -> dict[str, Any]:
-    """The entry's values, with each DeltaChannel's snapshot and writes folded by its reducer."""
-    values = dict(entry["values"])
-    for channel, delta in entry["delta_channels"].items():
-        values[channel] = reducers[channel](delta["seed"] or [], delta["writes"])
-    return values
-
-
 def check_history(
     capsys: pytest.CaptureFixture[str], store: str, graph: Any, config: dict[str, Any], *extra: str
 ) -> list[Any]:
@@ -208,7 +200,8 @@ def check_entries(
     history: list[dict[str, Any]],
     *extra: str,
 ) -> list[Any]:
-    """The CLI's history equals ``history``: LangGraph's, in the form of `v03_fixtures.history`."""
+    """The CLI's history equals ``history``: LangGraph's, in the form of `v03_fixtures.history`
+    (compared by `v03_fixtures.assert_shown`)."""
     assert len(history) > 1
     conf = config["configurable"]
     code, document = inspect_json(
@@ -216,18 +209,7 @@ def check_entries(
     )
     assert code == 0
     entries: list[Any] = document["checkpoints"]
-    assert [e["checkpoint_id"] for e in entries] == [s["checkpoint_id"] for s in history]
-    reducers = {"deltas": canary._extend}
-    for entry, snapshot in zip(entries, history, strict=True):
-        assert entry["error"] is None
-        assert sorted(entry["next"]) == snapshot["next"], entry["checkpoint_id"]
-        assert entry["metadata"] == snapshot["metadata"]
-        shown, want = combined_values(entry, reducers), snapshot["values"]
-        # A reducer channel never written holds its empty default, which only the graph knows.
-        assert all(want[k] == [] for k in set(want) - set(shown))
-        assert shown == {k: v for k, v in want.items() if k in shown}
-        assert entry["step"] == snapshot["metadata"]["step"]
-        assert entry["parent_checkpoint_id"] == snapshot["parent_checkpoint_id"]
+    v03.assert_shown(entries, history)
     return entries
 
 

@@ -1,97 +1,166 @@
-"""rewrap, audit and inspect on stores the sealed savers wrote: every value bound to its row.
+"""rewrap, audit and inspect on stores secure_serde 0.3's sealed savers wrote: every value bound
+to its row.
 
-Each cell is opened at the `Location` its row names and sealed again at that same location, so
-the sealed savers keep reading the store after a rotation, with the old key retired and then
-dropped. A bound value copied into another row is refused, never re-sealed at its new row.
+The stores are the frozen ones of tests/vectors/v03/ (four chat threads, interrupts pending,
+sealed metadata, all under key A). Each cell is opened at the `Location` its row names and
+sealed again at that same location, so the store still reads, value for value and checkpoint
+for checkpoint as LangGraph showed it when it was written, after a rotation, with the old key
+retired and then dropped. A bound value copied into another row is refused, never re-sealed at
+its new row.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
-from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from secure_serde import EncryptedSerializer, rewrap
-from secure_serde.savers._v03_sqlite import SqliteSaver as SealedSqliteSaver
-from secure_serde.stores import SqliteStore
+from secure_serde import EncryptedSerializer, RetiredKeyError, UnknownKeyError, rewrap
+from secure_serde.ciphers import KeyRotationCipher
+from secure_serde.stores import open_store
+from tests import v03_fixtures as v03
 from tests.rewrap.rewrap_support import (
     A_AND_B,
     KEY_A,
-    build_graph,
-    config,
+    KEY_B,
+    header_key_ids,
     key_id,
-    rotation_matrix,
     rotation_serde,
-    run_turns,
+)
+
+_KEY_VARS = (
+    "LANGGRAPH_AES_KEY",
+    "SECURE_SERDE_KEYRING_FILE",
+    "SECURE_SERDE_KMS_KEY_ID",
+    "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
+    "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT",
 )
 
 
-@contextmanager
-def sealed_sqlite_graph(path: Path, serde: EncryptedSerializer) -> Iterator[Any]:
-    conn = sqlite3.connect(path, check_same_thread=False)
-    try:
-        saver = SealedSqliteSaver(conn, serde=serde)
-        saver.setup()
-        yield build_graph(saver)
-    finally:
-        conn.close()
+@pytest.fixture
+def keys(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., None]:
+    """Configure the CLI's keys as an operator would: a keyring file, nothing else."""
+    for var in _KEY_VARS:
+        monkeypatch.delenv(var, raising=False)
+
+    def configure(keyring: Mapping[str, Any]) -> None:
+        path = tmp_path / f"keyring-{len(list(tmp_path.glob('keyring-*')))}.json"
+        path.write_text(json.dumps(keyring))
+        path.chmod(0o600)  # keyring files must be private to their owner
+        monkeypatch.setenv("SECURE_SERDE_KEYRING_FILE", str(path))
+
+    return configure
 
 
-@contextmanager
-def sealed_postgres_graph(url: str, serde: EncryptedSerializer) -> Iterator[Any]:
-    from secure_serde.savers._v03_postgres import PostgresSaver as SealedPostgresSaver
+def _cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
+    from secure_serde.cli import main
 
-    with SealedPostgresSaver.from_conn_string(url, serde=serde, plaintext_metadata=[]) as saver:
-        saver.setup()
-        yield build_graph(saver)
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
 
 
-def _rewrap_step(location: str | Path) -> Any:
-    def step(serde: EncryptedSerializer) -> None:
-        report = rewrap(location, serde, verify=True, batch_size=7)
-        assert report.ok, [str(f) for f in report.failures]
-        assert report.rewrapped > 0
-        # Nothing is left for a second run: the bound re-seals are current.
-        again = rewrap(location, serde, verify=True)
-        assert again.ok
-        assert again.rewrapped == 0
-
-    return step
-
-
-def test_sealed_sqlite_store_rotates_and_retires_the_old_key(tmp_path: Path) -> None:
-    path = tmp_path / "sealed.sqlite"
-
-    def open_graph(serde: EncryptedSerializer) -> AbstractContextManager[Any]:
-        return sealed_sqlite_graph(path, serde)
-
-    rotation_matrix(open_graph, path, _rewrap_step(path))
-    with SqliteStore(path) as store:
-        located = [c for c in store.iter_cells() if c.data is not None]
-    # Every checkpoint blob, write and sealed-metadata entry (on every row, sealed by
-    # default) of the sealed saver was read at its row.
-    assert located
-    assert all(c.location is not None for c in located)
-    kinds = {c.location.kind for c in located if c.location}
-    assert kinds == {"checkpoint", "write", "metadata"}
+def _bound_plaintexts(location: str | Path, serde: EncryptedSerializer) -> dict[Any, bytes]:
+    """Each cell's identity -> digest of its inner type tag and plaintext, each opened at the
+    location its row names (so a cell that is not bound there fails)."""
+    cipher = serde.cipher
+    assert isinstance(cipher, KeyRotationCipher)
+    found: dict[Any, bytes] = {}
+    with open_store(str(location)) as store:
+        for cell in store.iter_cells():
+            if cell.data is None:
+                continue
+            assert cell.type_tag is not None
+            assert cell.location is not None, cell.ref
+            inner, _, name = cell.type_tag.rpartition("+")
+            plain = cipher.decrypt_at(name, cell.data, inner, cell.location.encode())
+            found[(cell.ref.table, cell.ref.key)] = hashlib.sha256(inner.encode() + plain).digest()
+    return found
 
 
-def test_sealed_postgres_store_rotates_and_retires_the_old_key(postgres_url: str) -> None:
-    def open_graph(serde: EncryptedSerializer) -> AbstractContextManager[Any]:
-        return sealed_postgres_graph(postgres_url, serde)
+def _kinds(location: str | Path) -> set[str]:
+    with open_store(str(location)) as store:
+        return {c.location.kind for c in store.iter_cells() if c.data and c.location}
 
-    rotation_matrix(open_graph, postgres_url, _rewrap_step(postgres_url))
+
+def _rotate(
+    location: str | Path,
+    backend: str,
+    keys: Callable[..., None],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Add B; promote B and rewrap; retire A; drop A: at every stage every value opens at its
+    row, unchanged, and inspect shows each thread as LangGraph did when 0.3 wrote it."""
+    a_id, b_id = key_id(KEY_A), key_id(KEY_B)
+    before = _bound_plaintexts(location, rotation_serde({"a": KEY_A}, "a"))
+    assert before
+    cells = len(before)
+    assert header_key_ids(location) == {a_id: cells}
+
+    def shows_every_thread(keyring: Mapping[str, Any]) -> None:
+        keys(keyring)
+        for thread in v03.CHAT_THREADS:
+            code, shown = _cli_json(capsys, "inspect", str(location), "--thread", thread)
+            assert code == 0, [e["error"] for e in shown["checkpoints"]]
+            v03.assert_shown(shown["checkpoints"], v03.history(backend, thread))
+
+    shows_every_thread({"primary": "a", "keys": {"a": KEY_A}})
+    # Retiring A before the rewrap would lock rows out, by name.
+    retired = rotation_serde(A_AND_B, "b", retired=["a"])
+    with pytest.raises(RetiredKeyError, match=a_id):
+        _bound_plaintexts(location, retired)
+    keys({"primary": "b", "keys": {"a": KEY_A, "b": KEY_B}, "retired": ["a"]})
+    code, document = _cli_json(capsys, "audit", str(location))
+    assert code == 1
+    assert document["undecryptable"]["by_error"] == {"RetiredKeyError": cells}
+
+    report = rewrap(location, rotation_serde(A_AND_B, "b"), verify=True, batch_size=7)
+    assert report.ok, [str(f) for f in report.failures]
+    assert report.rewrapped == cells
+    # Nothing is left for a second run: the bound re-seals are current.
+    again = rewrap(location, rotation_serde(A_AND_B, "b"), verify=True)
+    assert again.ok
+    assert again.rewrapped == 0
+    assert header_key_ids(location) == {b_id: cells}
+
+    assert _bound_plaintexts(location, retired) == before
+    shows_every_thread({"primary": "b", "keys": {"a": KEY_A, "b": KEY_B}, "retired": ["a"]})
+    only_b = {"primary": "b", "keys": {"b": KEY_B}}
+    assert _bound_plaintexts(location, rotation_serde({"b": KEY_B}, "b")) == before
+    shows_every_thread(only_b)
+    keys(only_b)
+    code, document = _cli_json(capsys, "audit", str(location))
+    assert code == 0, document["findings"]
+    assert document["undecryptable"]["count"] == 0
+    with pytest.raises(UnknownKeyError):
+        _bound_plaintexts(location, rotation_serde({"a": KEY_A}, "a"))
+
+
+def test_sealed_sqlite_store_rotates_and_retires_the_old_key(
+    tmp_path: Path, keys: Callable[..., None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = v03.sqlite_copy(tmp_path / "sealed.sqlite", v03.CHAT_THREADS)
+    # Every checkpoint value, write and sealed-metadata entry (on every row, sealed by
+    # default) of the sealed saver is read at its row.
+    assert _kinds(path) == {"checkpoint", "write", "metadata"}
+    _rotate(path, "sqlite", keys, capsys)
+
+
+def test_sealed_postgres_store_rotates_and_retires_the_old_key(
+    postgres_url: str, keys: Callable[..., None], capsys: pytest.CaptureFixture[str]
+) -> None:
+    v03.load_postgres(postgres_url, v03.CHAT_THREADS)
+    # Channel blobs, writes, sealed metadata and each checkpoint record's seal.
+    assert _kinds(postgres_url) == {"blob", "write", "metadata", "checkpoint"}
+    _rotate(postgres_url, "postgres", keys, capsys)
 
 
 def test_a_bound_value_copied_into_another_row_is_refused_not_resealed(tmp_path: Path) -> None:
-    path = tmp_path / "sealed.sqlite"
-    with sealed_sqlite_graph(path, rotation_serde({"a": KEY_A}, "a")) as graph:
-        run_turns(graph, "t", 2)
+    path = v03.sqlite_copy(tmp_path / "sealed.sqlite", ["t0"])
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
             "SELECT rowid, type, value FROM writes ORDER BY checkpoint_id, task_id, idx"
@@ -112,36 +181,19 @@ def test_a_bound_value_copied_into_another_row_is_refused_not_resealed(tmp_path:
     assert still[1:5].hex() == key_id(KEY_A)
 
 
-_KEY_VARS = (
-    "LANGGRAPH_AES_KEY",
-    "SECURE_SERDE_KEYRING_FILE",
-    "SECURE_SERDE_KMS_KEY_ID",
-    "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
-    "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT",
-)
-
-
-def _cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
-    from secure_serde.cli import main
-
-    code = main([*args, "--json"])
-    return code, json.loads(capsys.readouterr().out)
-
-
 def test_audit_and_inspect_read_a_sealed_sqlite_store(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    keys: Callable[..., None],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    for var in _KEY_VARS:
-        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
-    path = tmp_path / "sealed.sqlite"
-    with sealed_sqlite_graph(path, rotation_serde({"a": KEY_A}, "a")) as graph:
-        run_turns(graph, "t", 2)
-        newest = graph.get_state(config("t")).values
+    path = v03.sqlite_copy(tmp_path / "sealed.sqlite", ["t0"])
+    newest = v03.history("sqlite", "t0")[0]["values"]
     code, document = _cli_json(capsys, "audit", str(path))
     assert code == 0, document
     assert document["undecryptable"]["count"] == 0
-    code, shown = _cli_json(capsys, "inspect", str(path), "--thread", "t")
+    code, shown = _cli_json(capsys, "inspect", str(path), "--thread", "t0")
     assert code == 0, shown
     assert [e["error"] for e in shown["checkpoints"]] == [None] * len(shown["checkpoints"])
     assert len(shown["checkpoints"][0]["values"]["messages"]) == len(newest["messages"])
