@@ -83,7 +83,7 @@ from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locat
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, parse_record
 from secure_serde.sealing._index import BlindIndex
-from secure_serde.sealing._tenant_saver import tenant_prefix, tenant_thread_prefix
+from secure_serde.sealing._tenant_inner import tenant_prefix, tenant_thread_prefix
 from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
 from secure_serde.stores import Cell, Swap
 from secure_serde.stores._sealed import IDENTITY_KEY, RECORD_KEY, RECORDS, SealedRow

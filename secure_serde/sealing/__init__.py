@@ -8,11 +8,15 @@ Modules, each with one job:
 * ``_codec``: sealing a checkpoint for the inner saver, and opening one;
 * ``_walks``: history checks and the bookkeeping of copy, prune and delete;
 * ``_saver`` and ``_async``: the saver, sync and async;
+* ``_tenants``, ``_tenant_inner`` and ``_tenant_saver``: per-tenant keys, one
+  tenant's scope, and the saver that routes each call to its tenant;
 * ``_audit``: every row of a sealed store checked, for ``secure-serde audit``;
 * ``_store_codec``, ``_store_identity``, ``_store_plans`` and ``_store``:
   `SealedStore`, the same sealing for long-term memory (any ``BaseStore``).
 """
 
+# Registers the per-tenant routing saver with SealedSaver (it subclasses SealedSaver).
+import secure_serde.sealing._tenant_saver  # noqa: F401
 from secure_serde.sealing._audit import AuditFinding, SealedAuditReport, ShreddedRow, audit_sealed
 from secure_serde.sealing._reindex import ReindexReport
 from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, SealedSaver

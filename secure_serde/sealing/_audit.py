@@ -10,7 +10,7 @@ be checked. Nothing here writes.
 **Tenant rows.** A store of ``SealedSaver(..., tenant_keys=...)`` keeps each
 tenant's rows under inner thread ids ``sst1:<token>:<thread>``, where the
 token is the tenant id's blind-index token under the store identity's index
-key (secure_serde/sealing/_tenant_saver.py). With the tenant key store
+key (secure_serde/sealing/_tenant_inner.py). With the tenant key store
 (a routing saver, or ``tenant_keys=``), every tenant of the key store is
 mapped to its prefix, and each row under a tenant's prefix is opened with
 that tenant's keys and binding. A row whose tenant (or thread) was shredded
@@ -43,7 +43,7 @@ from secure_serde.sealing import _cell
 from secure_serde.sealing._codec import RECORD_KEY, Sealer
 from secure_serde.sealing._identity import IDENTITY_THREAD
 from secure_serde.sealing._saver import SealedSaver
-from secure_serde.sealing._tenant_saver import TenantInner, tenant_prefix, tenant_thread_prefix
+from secure_serde.sealing._tenant_inner import TenantInner, tenant_prefix, tenant_thread_prefix
 from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
 from secure_serde.sealing._walks import key_of
 

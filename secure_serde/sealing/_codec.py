@@ -65,7 +65,7 @@ PARENTS: Final = "parents"
 _RECORD_TAG: Final = "msgpack"
 _MAX_CACHED: Final = 4096
 # Keys a routing layer under the sealer adds for its own filters (per-tenant sealing's tag,
-# secure_serde/sealing/_tenant_saver.py); checked there, allowed here.
+# secure_serde/sealing/_tenant_inner.py); checked there, allowed here.
 _ROUTING_KEYS: Final = frozenset({"__secure_serde_tenant__"})
 
 
@@ -154,7 +154,7 @@ class Sealer:
     def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, LocatingCipher]:
         """The serializer and cipher for one thread's rows (one pair per store here).
 
-        A hook: per-tenant sealing (secure_serde/sealing/_tenant_saver.py)
+        A hook: per-tenant sealing (secure_serde/sealing/_tenant_inner.py)
         returns the thread's own key there. ``writing`` says whether a key
         may be created for it.
         """

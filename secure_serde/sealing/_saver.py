@@ -120,9 +120,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         if cls is SealedSaver:
             if kwargs.get("tenant_keys") is not None:
                 # Per-tenant keys: a saver that routes each call to its tenant's scope.
-                from secure_serde.sealing._tenant_saver import tenant_variant
-
-                cls = tenant_variant(inner)
+                cls = _TENANT_VARIANT[0](inner)
             else:
                 cls = _VARIANTS[(overrides(inner, "prune"), overrides(inner, "delete_for_runs"))]
         return super().__new__(cls)
@@ -543,6 +541,16 @@ class _WithDeleteForRuns(SealedSaver):
 
 class _WithBoth(_WithPrune, _WithDeleteForRuns):
     pass
+
+
+# The per-tenant routing saver (sealing/_tenant_saver.py) subclasses SealedSaver,
+# so it registers its class picker here when imported (sealing/__init__ imports
+# it) instead of being imported from here: no import circle.
+_TENANT_VARIANT: list[Callable[[BaseCheckpointSaver[Any]], type[SealedSaver]]] = []
+
+
+def register_tenant_variant(pick: Callable[[BaseCheckpointSaver[Any]], type[SealedSaver]]) -> None:
+    _TENANT_VARIANT[:] = [pick]
 
 
 _VARIANTS: Final[dict[tuple[bool, bool], type[SealedSaver]]] = {

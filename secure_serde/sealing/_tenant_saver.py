@@ -29,10 +29,9 @@ on the routing saver: make them on ``for_tenant(tenant_id)``.
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -45,61 +44,22 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from secure_serde._errors import BindingError, ConfigurationError, TenantRequiredError
+from secure_serde._errors import ConfigurationError, TenantRequiredError
 from secure_serde._serializer import EncryptedSerializer
-from secure_serde.ciphers._protocol import LocatingCipher
 from secure_serde.sealing._codec import Sealer
 from secure_serde.sealing._identity import StoreIdentity
-from secure_serde.sealing._index import TOKEN_PREFIX, BlindIndex
-from secure_serde.sealing._saver import _VARIANTS, SealedSaver
+from secure_serde.sealing._saver import _VARIANTS, SealedSaver, register_tenant_variant
+from secure_serde.sealing._tenant_inner import (
+    INNER_VARIANTS,
+    TenantSealer,
+)
 from secure_serde.sealing._tenants import TenantKeys, check_tenant_id
 from secure_serde.sealing._walks import overrides
 
-__all__ = [
-    "TENANT_TAG",
-    "TenantInner",
-    "TenantSealer",
-    "tenant_prefix",
-    "tenant_store_id",
-    "tenant_thread_prefix",
-    "tenant_variant",
-]
+__all__ = ["tenant_variant"]
 
-TENANT_TAG: Final = "__secure_serde_tenant__"
-_THREAD_PREFIX: Final = "sst1:"
+
 _MAX_SCOPES: Final = 256
-_MAX_SERDES: Final = 1024
-_TOKEN_CHARS: Final = 22  # 16 bytes of blind-index token, unpadded base64url
-_TOKEN_ALPHABET: Final = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-)
-
-
-def tenant_store_id(store_id: bytes, tenant: str) -> bytes:
-    """The store id a tenant's values are bound to: the store's, then the tenant (prefixed)."""
-    raw = tenant.encode("utf-8", "surrogatepass")
-    return store_id + struct.pack(">I", len(raw)) + raw
-
-
-def tenant_prefix(index: BlindIndex, tenant: str) -> str:
-    """The inner thread-id prefix of ``tenant``'s rows, under the store identity's ``index``."""
-    token = index.token(TENANT_TAG, tenant)
-    return f"{_THREAD_PREFIX}{token[len(TOKEN_PREFIX) :]}:"
-
-
-def tenant_thread_prefix(thread_id: str) -> str | None:
-    """The ``sst1:<token>:`` prefix of an inner thread id shaped as a tenant's, else ``None``.
-
-    The shape alone does not make a row a tenant's (an application may name a
-    thread so): only a prefix that `tenant_prefix` gives for a tenant of the
-    key store does.
-    """
-    if not thread_id.startswith(_THREAD_PREFIX):
-        return None
-    body, sep, _ = thread_id[len(_THREAD_PREFIX) :].partition(":")
-    if not sep or len(body) != _TOKEN_CHARS or not _TOKEN_ALPHABET.issuperset(body):
-        return None
-    return f"{_THREAD_PREFIX}{body}:"
 
 
 def _resolved(value: Any, how: str) -> str:
@@ -112,295 +72,6 @@ def _resolved(value: Any, how: str) -> str:
     if not isinstance(value, str):
         raise TenantRequiredError(f"a tenant id is a str, not {type(value).__name__}")
     return check_tenant_id(value)
-
-
-# -- the sealer: a thread's own key, a tenant's own binding and index ---------------------------
-
-
-class _TenantIndex(BlindIndex):
-    """The tenant's blind index, keyed from its tenant key (fetched, or created, on first use)."""
-
-    __slots__ = ("_keys", "_primary", "_tenant")
-
-    def __init__(self, keys: TenantKeys, tenant: str, primary: EncryptedSerializer) -> None:
-        self._keys = keys
-        self._tenant = tenant
-        self._primary = primary
-
-    def token(self, key: str, value: Any) -> str:
-        return self._keys.tenant_index(self._tenant, self._primary).token(key, value)
-
-    def __repr__(self) -> str:
-        return "<BlindIndex of a tenant>"
-
-
-class TenantSealer(Sealer):
-    """A `Sealer` whose every thread is sealed under that thread's own key."""
-
-    __slots__ = ("_keys", "_serdes", "_tenant")
-
-    def __init__(  # noqa: PLR0913 - the sealer's own arguments, and whose keys
-        self,
-        serde: EncryptedSerializer,
-        identity: StoreIdentity,
-        indexed: Collection[str],
-        plaintext: Collection[str],
-        keys: TenantKeys,
-        tenant: str,
-    ) -> None:
-        scoped = StoreIdentity(
-            tenant_store_id(identity.store_id, tenant), _TenantIndex(keys, tenant, serde)
-        )
-        super().__init__(serde, scoped, indexed, plaintext)
-        self._keys = keys
-        self._tenant = tenant
-        self._serdes: OrderedDict[str, tuple[LocatingCipher, EncryptedSerializer]] = OrderedDict()
-
-    def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, LocatingCipher]:
-        primary = self._serde
-        cipher = cast(
-            LocatingCipher,
-            self._keys.thread_cipher(self._tenant, thread, primary, create=writing),
-        )
-        hit = self._serdes.get(thread)
-        if hit is not None and hit[0] is cipher:
-            return hit[1], cipher
-        serde = EncryptedSerializer(cipher, serde=primary.serde)
-        self._serdes[thread] = (cipher, serde)
-        while len(self._serdes) > _MAX_SERDES:
-            self._serdes.popitem(last=False)
-        return serde, cipher
-
-
-# -- the inner saver as one tenant sees it ------------------------------------------------------
-
-
-class TenantInner(BaseCheckpointSaver[Any]):
-    """The inner saver, holding one tenant's threads only, under their own ids.
-
-    Thread ids are prefixed on the way in and stripped on the way out; a
-    row that comes back without the tenant's prefix is refused.
-    """
-
-    def __init__(self, root: SealedSaver, tenant: str) -> None:
-        super().__init__()
-        self._root = root
-        self.inner = root.inner
-        self._tenant = tenant
-        self._token: str | None = None
-
-    def __repr__(self) -> str:
-        return f"TenantInner({type(self.inner).__name__})"
-
-    @property
-    def config_specs(self) -> list[Any]:
-        return list(self.inner.config_specs)
-
-    def _known(self, identity: StoreIdentity) -> str:
-        if self._token is None:
-            self._token = identity.index.token(TENANT_TAG, self._tenant)
-        return self._token
-
-    def _tag(self) -> str:
-        return self._token if self._token is not None else self._known(self._root._ready().identity)
-
-    async def _atag(self) -> str:
-        if self._token is not None:
-            return self._token
-        return self._known((await self._root._aready()).identity)
-
-    def own(self, found: CheckpointTuple) -> CheckpointTuple:
-        """A row read from the inner saver directly, as this tenant sees it (audit).
-
-        Raises:
-            BindingError: the row is outside this tenant's threads.
-        """
-        return cast(CheckpointTuple, self._out(found, self._tag()))
-
-    @staticmethod
-    def _prefix(token: str) -> str:
-        return f"{_THREAD_PREFIX}{token[len(TOKEN_PREFIX) :]}:"
-
-    def _in(self, config: RunnableConfig | None, token: str) -> RunnableConfig | None:
-        if config is None:
-            return None
-        configurable = dict(config.get("configurable") or {})
-        if "thread_id" not in configurable:
-            return None if not configurable else {**config, "configurable": configurable}
-        configurable["thread_id"] = self._prefix(token) + str(configurable["thread_id"])
-        return {**config, "configurable": configurable}
-
-    def _out_config(self, config: RunnableConfig, token: str) -> RunnableConfig:
-        configurable = dict(config.get("configurable") or {})
-        thread = str(configurable.get("thread_id", ""))
-        prefix = self._prefix(token)
-        if not thread.startswith(prefix):
-            raise BindingError(
-                "the inner saver returned a row outside this tenant's threads: it was planted,"
-                " or moved from another tenant"
-            )
-        configurable["thread_id"] = thread[len(prefix) :]
-        return {**config, "configurable": configurable}
-
-    def _out(self, found: CheckpointTuple | None, token: str) -> CheckpointTuple | None:
-        if found is None:
-            return None
-        return found._replace(
-            config=self._out_config(found.config, token),
-            parent_config=None
-            if found.parent_config is None
-            else self._out_config(found.parent_config, token),
-        )
-
-    def _filter(
-        self, config: RunnableConfig | None, filter: dict[str, Any] | None, token: str
-    ) -> dict[str, Any] | None:
-        if config is not None:
-            return filter
-        return {**(filter or {}), TENANT_TAG: token}
-
-    def _threads(self, thread_ids: Sequence[str], token: str) -> list[str]:
-        return [self._prefix(token) + str(t) for t in thread_ids]
-
-    # -- sync --------------------------------------------------------------------------------
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        token = self._tag()
-        return self._out(self.inner.get_tuple(cast(RunnableConfig, self._in(config, token))), token)
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        token = self._tag()
-        inner_config = self._in(config, token)
-        for found in self.inner.list(
-            inner_config,
-            filter=self._filter(inner_config, filter, token),
-            before=self._in(before, token),
-            limit=limit,
-        ):
-            yield cast(CheckpointTuple, self._out(found, token))
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        token = self._tag()
-        tagged = cast(CheckpointMetadata, {**metadata, TENANT_TAG: token})
-        written = self.inner.put(
-            cast(RunnableConfig, self._in(config, token)), checkpoint, tagged, new_versions
-        )
-        return self._out_config(written, token)
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        token = self._tag()
-        self.inner.put_writes(
-            cast(RunnableConfig, self._in(config, token)), writes, task_id, task_path
-        )
-
-    def delete_thread(self, thread_id: str) -> None:
-        self.inner.delete_thread(self._prefix(self._tag()) + str(thread_id))
-
-    def get_next_version(self, current: Any, channel: None) -> Any:
-        return self.inner.get_next_version(current, channel)
-
-    # -- async -------------------------------------------------------------------------------
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        token = await self._atag()
-        found = await self.inner.aget_tuple(cast(RunnableConfig, self._in(config, token)))
-        return self._out(found, token)
-
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        token = await self._atag()
-        inner_config = self._in(config, token)
-        async for found in self.inner.alist(
-            inner_config,
-            filter=self._filter(inner_config, filter, token),
-            before=self._in(before, token),
-            limit=limit,
-        ):
-            yield cast(CheckpointTuple, self._out(found, token))
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        token = await self._atag()
-        tagged = cast(CheckpointMetadata, {**metadata, TENANT_TAG: token})
-        written = await self.inner.aput(
-            cast(RunnableConfig, self._in(config, token)), checkpoint, tagged, new_versions
-        )
-        return self._out_config(written, token)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        token = await self._atag()
-        await self.inner.aput_writes(
-            cast(RunnableConfig, self._in(config, token)), writes, task_id, task_path
-        )
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self.inner.adelete_thread(self._prefix(await self._atag()) + str(thread_id))
-
-
-class _InnerWithPrune(TenantInner):
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self.inner.prune(self._threads(thread_ids, self._tag()), strategy=strategy)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        threads = self._threads(thread_ids, await self._atag())
-        await self.inner.aprune(threads, strategy=strategy)
-
-
-class _InnerWithDeleteForRuns(TenantInner):
-    # Run-id tokens are the tenant's own (its blind-index key): no other tenant's rows match.
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self.inner.delete_for_runs(run_ids)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self.inner.adelete_for_runs(run_ids)
-
-
-class _InnerWithBoth(_InnerWithPrune, _InnerWithDeleteForRuns):
-    pass
-
-
-_INNER_VARIANTS: Final[dict[tuple[bool, bool], type[TenantInner]]] = {
-    (False, False): TenantInner,
-    (True, False): _InnerWithPrune,
-    (False, True): _InnerWithDeleteForRuns,
-    (True, True): _InnerWithBoth,
-}
 
 
 # -- one tenant's saver ----------------------------------------------------------------------
@@ -627,7 +298,7 @@ class _Routing(SealedSaver):
                 self._scopes.move_to_end(tenant)
                 return scoped
         key = (overrides(self.inner, "prune"), overrides(self.inner, "delete_for_runs"))
-        adapter = _INNER_VARIANTS[key](self, tenant)
+        adapter = INNER_VARIANTS[key](self, tenant)
         made = _SCOPED_VARIANTS[key](
             adapter,
             serde=self._encrypting,
@@ -773,3 +444,6 @@ _SCOPED_VARIANTS: Final[dict[tuple[bool, bool], type[_Scoped]]] = {
 def tenant_variant(inner: BaseCheckpointSaver[Any]) -> type[SealedSaver]:
     """The routing saver's class for ``inner`` (``prune``/``delete_for_runs`` where it has them)."""
     return _ROUTING_VARIANTS[(overrides(inner, "prune"), overrides(inner, "delete_for_runs"))]
+
+
+register_tenant_variant(tenant_variant)

@@ -142,7 +142,7 @@ def checkpoint_threads(store: str) -> list[str]:
 
 def tenant_prefixes(store: str, serde: EncryptedSerializer) -> dict[str, str]:
     """Each tenant's inner thread-id prefix, from the store identity's index key."""
-    from secure_serde.sealing._tenant_saver import tenant_prefix
+    from secure_serde.sealing._tenant_inner import tenant_prefix
 
     kind = "postgres" if store.startswith("postgresql://") else "sqlite"
     with inner_saver(kind, store) as inner:

@@ -432,7 +432,7 @@ def test_nothing_secret_in_reprs(keys: TenantKeys) -> None:
 
 
 def test_tenant_store_ids_are_injective() -> None:
-    from secure_serde.sealing._tenant_saver import tenant_store_id
+    from secure_serde.sealing._tenant_inner import tenant_store_id
 
     store = bytes(16)
     ids = {tenant_store_id(store, t) for t in ("a", "ab", "a\x00", "b", "")}
