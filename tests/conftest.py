@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 # Support modules (tests/*_support.py and the like) check with assert too; rewrite them
 # like test modules, so that they still check when CI runs the suite under python -O.
@@ -15,6 +17,11 @@ pytest.register_assert_rewrite(
 )
 
 pytest_plugins = ("tests.fixtures_services",)
+
+# Loaded here, before pytest imports any test module, so that every @settings(...) inherits it.
+from tests.hypothesis_support import profile_name  # noqa: E402 - after the assert rewrite above
+
+settings.load_profile(profile_name(os.environ))
 
 # A raw 32-character key, the form langgraph's own LANGGRAPH_AES_KEY takes.
 RAW_KEY = "0123456789abcdef0123456789abcdef"

@@ -1,9 +1,10 @@
 """An application that keeps writing to a store while rewrap runs, for the live-writer tests.
 
 A background thread opens its own graph on the store and runs one human turn after another
-(`run_turns`), on threads a test picks by turn number, until the test stops it. Each turn is
-timestamped, so a test can tell which turns landed while rewrap was working, and afterwards
-check that every turn is in the state of its thread.
+(`run_turns`), on threads a test picks by turn number, until the test stops it. Finished turns
+are kept in order, so a test tells which turns landed while rewrap was working by counting them
+before and after (`mark`, `since`), never by reading a clock, and afterwards checks that every
+turn is in the state of its thread.
 """
 
 from __future__ import annotations
@@ -19,23 +20,52 @@ from tests.rewrap.rewrap_support import config, run_turns
 
 # Turn numbers of the writer start here, clear of the turns the tests write beforehand.
 FIRST_TURN: Final = 100
+# Only a guard against a hung writer (a lock never released): a turn takes milliseconds.
+_STALL_S: Final = 120.0
 
 
 @dataclass
 class LiveWriter:
-    """What the writer thread has done so far: each finished turn's thread and time."""
+    """What the writer thread has done so far: each finished turn's thread and time, in order."""
 
     done: list[tuple[str, float]] = field(default_factory=list)
     errors: list[BaseException] = field(default_factory=list)
+    changed: threading.Condition = field(default_factory=threading.Condition)
 
     def wait_for(self, turns: int) -> None:
         """Return once the writer has finished ``turns`` turns (it is really writing)."""
-        while len(self.done) < turns and not self.errors:
-            time.sleep(0.01)
+        with self.changed:
+            moved = self.changed.wait_for(
+                lambda: len(self.done) >= turns or bool(self.errors), timeout=_STALL_S
+            )
+        assert moved, f"the writer is stuck after {len(self.done)} turns"
+
+    def mark(self) -> int:
+        """How many turns have finished so far; `since` takes it back."""
+        with self.changed:
+            return len(self.done)
+
+    def since(self, mark: int) -> list[str]:
+        """The threads of the turns that finished after `mark` was taken."""
+        with self.changed:
+            return [thread for thread, _ in self.done[mark:]]
 
     def between(self, start: float, end: float) -> list[str]:
-        """The threads of the turns that finished between two `time.monotonic` readings."""
+        """The threads of the turns that finished between two `time.monotonic` readings.
+
+        Kept for tests that watch a subprocess; in-process tests use `mark` and `since`.
+        """
         return [thread for thread, at in self.done if start <= at <= end]
+
+    def finished(self, thread: str) -> None:
+        with self.changed:
+            self.done.append((thread, time.monotonic()))
+            self.changed.notify_all()
+
+    def failed(self, exc: BaseException) -> None:
+        with self.changed:
+            self.errors.append(exc)
+            self.changed.notify_all()
 
     def check_turns_kept(self, graph: Any, base_turns: int) -> None:
         """Fail unless each thread written to holds every one of its human turns.
@@ -75,10 +105,10 @@ def live_writer(
                 while not stop.is_set() or turn < min_turns:
                     thread = pick_thread(turn)
                     run_turns(graph, thread, 1, start=FIRST_TURN + turn)
-                    writer.done.append((thread, time.monotonic()))
+                    writer.finished(thread)
                     turn += 1
         except BaseException as exc:  # noqa: BLE001 - the writer thread hands it to the test
-            writer.errors.append(exc)
+            writer.failed(exc)
 
     worker = threading.Thread(target=write)
     worker.start()

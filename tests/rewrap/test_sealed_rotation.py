@@ -10,7 +10,6 @@ count no cell outside the primary.
 from __future__ import annotations
 
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from secure_serde import (
     ConfigurationError,
     DecryptionError,
     Migration,
+    RewrapProgress,
     StoreIdentityError,
     _format,
     rewrap,
@@ -397,18 +397,24 @@ def test_a_concurrent_writer_loses_nothing(written: tuple[str, dict[str, Any]]) 
 
         return graph()
 
-    landed: list[str] = []
+    batches = 0
+
+    def interleave(_: RewrapProgress) -> None:
+        # After the first batch, wait for the writer to finish a turn: one certainly lands
+        # while the pass runs, whatever the machine's speed.
+        nonlocal batches
+        batches += 1
+        if batches == 1:
+            writer.wait_for(len(writer.done) + 1)
+
     with live_writer(open_graph, lambda turn: f"live-{turn % 3}", min_turns=6) as writer:
         writer.wait_for(2)
-        for _ in range(5):  # until a turn lands while a pass runs (the first, nearly always)
-            started = time.monotonic()
-            during = rewrap(location, serde_rotated(), batch_size=3)
-            ended = time.monotonic()
-            assert during.ok, during.failures
-            landed = writer.between(started, ended)
-            if landed:
-                break
+        started = writer.mark()
+        during = rewrap(location, serde_rotated(), batch_size=3, progress=interleave)
+        landed = writer.since(started)
+        assert during.ok, during.failures
         writer.wait_for(len(writer.done) + 2)
+    assert batches >= 1
     assert landed, "no turn landed while a pass ran"
     # Rows the writer added behind the cursor were under A: a rerun moves them.
     final = rewrap(location, serde_rotated())

@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.pq import TransactionStatus
 
 from secure_serde import SecureSerdeError
 from secure_serde.stores import (
@@ -185,15 +186,26 @@ def test_sqlite_cas_waits_for_a_writer_instead_of_failing(sqlite_path: Path) -> 
     # An application transaction holds the write lock briefly; the swap waits for it.
     blocker = sqlite3.connect(sqlite_path, isolation_level=None, check_same_thread=False)
     blocker.execute("BEGIN IMMEDIATE")
+    events: list[str] = []
+    swapping = threading.Event()
+
+    def release() -> None:
+        swapping.wait()
+        time.sleep(0.3)  # lets the swap reach the lock; what is checked is the order below
+        events.append("commit")
+        blocker.execute("COMMIT")
+
     with SqliteStore(sqlite_path) as store:
         cell = next(store.iter_cells())
-        releaser = threading.Timer(0.3, lambda: blocker.execute("COMMIT"))
+        releaser = threading.Thread(target=release)
         releaser.start()
-        started = time.monotonic()
+        swapping.set()
         assert store.compare_and_swap([Swap(cell, cell.type_tag or "", b"x")]) == [True]
-        assert time.monotonic() - started >= 0.25
+        events.append("swapped")
         releaser.join()
     blocker.close()
+    # The swap could not commit while the lock was held: it ended after the release began.
+    assert events == ["commit", "swapped"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -253,9 +265,16 @@ def test_postgres_swap_gives_up_on_a_locked_row_instead_of_blocking(pg_url: str)
             f"SELECT 1 FROM {cell.ref.table} WHERE {where} FOR UPDATE",  # noqa: S608
             cell.ref.key_values,
         )
-        started = time.monotonic()
-        assert store.compare_and_swap([Swap(cell, "x+aesgcm", b"new")]) == [False]
-        assert time.monotonic() - started < 10
+        # Were the swap to wait for the lock, the guard would free it (by closing the holder)
+        # and the swap would then succeed: the test fails instead of hanging.
+        guard = threading.Timer(60, holder.close)
+        guard.start()
+        try:
+            assert store.compare_and_swap([Swap(cell, "x+aesgcm", b"new")]) == [False]
+        finally:
+            guard.cancel()
+        # It gave up while the row was still locked: the holder's transaction is still open.
+        assert holder.info.transaction_status == TransactionStatus.INTRANS
         holder.rollback()
         assert store.compare_and_swap([Swap(cell, "x+aesgcm", b"new")]) == [True]
 
