@@ -11,6 +11,7 @@ the saver options each was written with.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import shutil
 import sqlite3
@@ -21,6 +22,9 @@ from typing import Any, Final
 
 from psycopg.types.json import Jsonb
 
+from secure_serde import EncryptedSerializer
+from secure_serde.ciphers import KeyRotationCipher
+from secure_serde.stores import open_store
 from tests import canary_support as canary
 from tests.fixtures_services import saver_connection
 from tests.rewrap.rewrap_support import KEY_A, rotation_serde
@@ -42,7 +46,7 @@ API_KEY: Final = "sk-sealed-api-key-0123456789"
 _SQLITE_TABLES: Final = ("checkpoints", "writes")
 
 
-def serde() -> Any:
+def serde() -> EncryptedSerializer:
     """The serializer the stores were written with."""
     return rotation_serde({"a": KEY}, "a")
 
@@ -136,3 +140,21 @@ def assert_shown(entries: list[dict[str, Any]], history: list[dict[str, Any]]) -
         assert shown == {k: v for k, v in want.items() if k in shown}
         assert entry["step"] == snapshot["metadata"]["step"]
         assert entry["parent_checkpoint_id"] == snapshot["parent_checkpoint_id"]
+
+
+def opened_cells(location: str | Path, serde: EncryptedSerializer) -> dict[Any, bytes]:
+    """Each cell's identity -> digest of its inner type tag and plaintext, each opened at the
+    location its row names: a cell not bound there, or under a key ``serde`` lacks, raises."""
+    cipher = serde.cipher
+    assert isinstance(cipher, KeyRotationCipher)
+    found: dict[Any, bytes] = {}
+    with open_store(str(location)) as store:
+        for cell in store.iter_cells():
+            if cell.data is None:
+                continue
+            assert cell.type_tag is not None
+            assert cell.location is not None, cell.ref
+            inner, _, name = cell.type_tag.rpartition("+")
+            plain = cipher.decrypt_at(name, cell.data, inner, cell.location.encode())
+            found[(cell.ref.table, cell.ref.key)] = hashlib.sha256(inner.encode() + plain).digest()
+    return found

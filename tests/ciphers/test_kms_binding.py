@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from secure_serde import BindingError, DecryptionError, EncryptedSerializer, UnboundValueError
 from secure_serde._binding import Location
 from secure_serde.ciphers import KmsEnvelopeCipher
-from secure_serde.savers._v03_sqlite import SqliteSaver
+from secure_serde.savers.sqlite import SqliteSaver
 from tests.ciphers.kms_support import KmsCallCounter, new_cmk
 
 ARN = "arn:aws:kms:us-east-1:123456789012:key/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"

@@ -11,7 +11,6 @@ its new row.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Callable, Mapping
@@ -20,8 +19,7 @@ from typing import Any
 
 import pytest
 
-from secure_serde import EncryptedSerializer, RetiredKeyError, UnknownKeyError, rewrap
-from secure_serde.ciphers import KeyRotationCipher
+from secure_serde import RetiredKeyError, UnknownKeyError, rewrap
 from secure_serde.stores import open_store
 from tests import v03_fixtures as v03
 from tests.rewrap.rewrap_support import (
@@ -64,24 +62,6 @@ def _cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]
     return code, json.loads(capsys.readouterr().out)
 
 
-def _bound_plaintexts(location: str | Path, serde: EncryptedSerializer) -> dict[Any, bytes]:
-    """Each cell's identity -> digest of its inner type tag and plaintext, each opened at the
-    location its row names (so a cell that is not bound there fails)."""
-    cipher = serde.cipher
-    assert isinstance(cipher, KeyRotationCipher)
-    found: dict[Any, bytes] = {}
-    with open_store(str(location)) as store:
-        for cell in store.iter_cells():
-            if cell.data is None:
-                continue
-            assert cell.type_tag is not None
-            assert cell.location is not None, cell.ref
-            inner, _, name = cell.type_tag.rpartition("+")
-            plain = cipher.decrypt_at(name, cell.data, inner, cell.location.encode())
-            found[(cell.ref.table, cell.ref.key)] = hashlib.sha256(inner.encode() + plain).digest()
-    return found
-
-
 def _kinds(location: str | Path) -> set[str]:
     with open_store(str(location)) as store:
         return {c.location.kind for c in store.iter_cells() if c.data and c.location}
@@ -96,7 +76,7 @@ def _rotate(
     """Add B; promote B and rewrap; retire A; drop A: at every stage every value opens at its
     row, unchanged, and inspect shows each thread as LangGraph did when 0.3 wrote it."""
     a_id, b_id = key_id(KEY_A), key_id(KEY_B)
-    before = _bound_plaintexts(location, rotation_serde({"a": KEY_A}, "a"))
+    before = v03.opened_cells(location, rotation_serde({"a": KEY_A}, "a"))
     assert before
     cells = len(before)
     assert header_key_ids(location) == {a_id: cells}
@@ -112,7 +92,7 @@ def _rotate(
     # Retiring A before the rewrap would lock rows out, by name.
     retired = rotation_serde(A_AND_B, "b", retired=["a"])
     with pytest.raises(RetiredKeyError, match=a_id):
-        _bound_plaintexts(location, retired)
+        v03.opened_cells(location, retired)
     keys({"primary": "b", "keys": {"a": KEY_A, "b": KEY_B}, "retired": ["a"]})
     code, document = _cli_json(capsys, "audit", str(location))
     assert code == 1
@@ -127,17 +107,17 @@ def _rotate(
     assert again.rewrapped == 0
     assert header_key_ids(location) == {b_id: cells}
 
-    assert _bound_plaintexts(location, retired) == before
+    assert v03.opened_cells(location, retired) == before
     shows_every_thread({"primary": "b", "keys": {"a": KEY_A, "b": KEY_B}, "retired": ["a"]})
     only_b = {"primary": "b", "keys": {"b": KEY_B}}
-    assert _bound_plaintexts(location, rotation_serde({"b": KEY_B}, "b")) == before
+    assert v03.opened_cells(location, rotation_serde({"b": KEY_B}, "b")) == before
     shows_every_thread(only_b)
     keys(only_b)
     code, document = _cli_json(capsys, "audit", str(location))
     assert code == 0, document["findings"]
     assert document["undecryptable"]["count"] == 0
     with pytest.raises(UnknownKeyError):
-        _bound_plaintexts(location, rotation_serde({"a": KEY_A}, "a"))
+        v03.opened_cells(location, rotation_serde({"a": KEY_A}, "a"))
 
 
 def test_sealed_sqlite_store_rotates_and_retires_the_old_key(

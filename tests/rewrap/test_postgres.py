@@ -1,4 +1,5 @@
-"""rewrap on a real PostgreSQL: staged rotation, worker processes, a live writer, migration."""
+"""rewrap on a real PostgreSQL: staged rotation, worker processes, a live writer, migration, and
+the sealed metadata of the frozen store secure_serde 0.3 wrote (tests/vectors/v03/)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,17 @@ from typing import Any
 
 import psycopg
 import pytest
-from langchain_core.messages import HumanMessage
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinSerializer
 
 from secure_serde import EncryptedSerializer, rewrap
-from secure_serde.stores import METADATA_TABLE, SEALED_METADATA_KEY, PostgresStore
+from secure_serde.stores import METADATA_TABLE, ROW_KEY, SEALED_METADATA_KEY, PostgresStore
+from tests import v03_fixtures as v03
 from tests.rewrap.live_writer import live_writer
 from tests.rewrap.rewrap_support import (
     A_AND_B,
     KEY_A,
     KEY_B,
     KeyEnv,
-    build_graph,
     cli_command,
     clone_postgres_threads,
     header_key_ids,
@@ -168,19 +167,31 @@ def test_legacy_rows_on_postgres_become_v1(postgres_url: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # Sealed metadata: the envelope our savers keep in checkpoints.metadata is a cell too
 
-API_KEY = "sk-sealed-api-key-0123456789"
 
-
-def _sealed_checkpoints(url: str, serde: EncryptedSerializer) -> dict[tuple[str, str], Any]:
-    """Every checkpoint's (values, full metadata), read through the sealed saver."""
-    from secure_serde.savers._v03_postgres import PostgresSaver as SealedSaver
-
+def _sealed_metadata(url: str, serde: EncryptedSerializer) -> dict[tuple[str, str], Any]:
+    """Every checkpoint's full metadata: the plaintext keys, and the sealed envelope opened at the
+    checkpoint it names (without the row it carries)."""
+    with psycopg.connect(url) as conn:
+        plain = {
+            (thread, checkpoint): metadata
+            for thread, checkpoint, metadata in conn.execute(
+                "SELECT thread_id, checkpoint_id, metadata - %s FROM checkpoints",
+                (SEALED_METADATA_KEY,),
+            )
+        }
     seen: dict[tuple[str, str], Any] = {}
-    with SealedSaver.from_conn_string(url, serde=serde, plaintext_metadata=[]) as saver:
-        for tup in saver.list(None):
-            key = (tup.config["configurable"]["thread_id"], tup.checkpoint["id"])
-            values = tup.checkpoint["channel_values"]
-            seen[key] = (repr(values.get("messages")), dict(tup.metadata))
+    with PostgresStore(url) as store:
+        for batch in store.iter_batches(store.table(METADATA_TABLE)):
+            for cell in batch:
+                assert cell.type_tag is not None
+                assert cell.data is not None
+                assert cell.location is not None
+                assert cell.ref.checkpoint_id is not None
+                sealed = serde.loads_typed_at((cell.type_tag, cell.data), cell.location)
+                key = (cell.ref.thread_id, cell.ref.checkpoint_id)
+                assert sealed.pop(ROW_KEY) == [key[0], cell.ref.checkpoint_ns, key[1]]
+                seen[key] = {**plain[key], **sealed}
+    assert set(seen) == set(plain)
     return seen
 
 
@@ -191,20 +202,13 @@ def _envelope_key_ids(url: str) -> list[str]:
 
 
 def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres_url: str) -> None:
-    from secure_serde.savers._v03_postgres import PostgresSaver as SealedSaver
-
-    threads = ["m1", "m2", "m3"]
-    with SealedSaver.from_conn_string(
-        postgres_url, serde=rotation_serde({"a": KEY_A}, "a"), plaintext_metadata=[]
-    ) as saver:
-        saver.setup()
-        graph = build_graph(saver)
-        for thread in threads:
-            cfg: RunnableConfig = {"configurable": {"thread_id": thread, "api_key": API_KEY}}
-            graph.invoke({"messages": [HumanMessage(content=f"{thread} hello")]}, cfg)
-    before = _sealed_checkpoints(postgres_url, rotation_serde({"a": KEY_A}, "a"))
+    # Threads m1..m3 of the store 0.3's sealed saver wrote (plaintext_metadata=[]), api_key in
+    # configurable.
+    v03.load_postgres(postgres_url, ["m1", "m2", "m3"])
+    before = _sealed_metadata(postgres_url, rotation_serde({"a": KEY_A}, "a"))
+    values = v03.opened_cells(postgres_url, rotation_serde({"a": KEY_A}, "a"))
     assert len(before) >= 6
-    assert all(meta["api_key"] == API_KEY for _, meta in before.values())
+    assert all(meta["api_key"] == v03.API_KEY for meta in before.values())
     assert _envelope_key_ids(postgres_url) == [key_id(KEY_A)] * len(before)
 
     report = rewrap(
@@ -219,10 +223,11 @@ def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres
     with psycopg.connect(postgres_url) as conn:
         dump = conn.execute("SELECT string_agg(metadata::text, ' ') FROM checkpoints").fetchone()
     assert dump is not None
-    assert API_KEY not in dump[0]
+    assert v03.API_KEY not in dump[0]
 
     retired = rotation_serde(A_AND_B, "b", retired=["a"])
-    assert _sealed_checkpoints(postgres_url, retired) == before
+    assert _sealed_metadata(postgres_url, retired) == before
+    assert v03.opened_cells(postgres_url, retired) == values
     again = rewrap(postgres_url, retired, verify=True)
     assert again.ok
     assert again.rewrapped == 0
@@ -231,14 +236,10 @@ def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres
 
 def test_envelope_changed_between_read_and_swap_is_not_clobbered(postgres_url: str) -> None:
     from secure_serde.ciphers import KeyRotationCipher
-    from secure_serde.savers._v03_postgres import PostgresSaver as SealedSaver
     from secure_serde.stores import Swap
 
     old, new = rotation_serde({"a": KEY_A}, "a"), rotation_serde(A_AND_B, "b")
-    with SealedSaver.from_conn_string(postgres_url, serde=old, plaintext_metadata=[]) as saver:
-        saver.setup()
-        cfg: RunnableConfig = {"configurable": {"thread_id": "c", "api_key": API_KEY}}
-        build_graph(saver).invoke({"messages": [HumanMessage(content="hi")]}, cfg)
+    v03.load_postgres(postgres_url, ["m1"])
     with PostgresStore(postgres_url) as store:
         stale = next(store.iter_batches(store.table(METADATA_TABLE), 1))[0]
         assert stale.type_tag is not None
@@ -271,5 +272,5 @@ def test_envelope_changed_between_read_and_swap_is_not_clobbered(postgres_url: s
         ).fetchone()
     assert row is not None
     assert set(row[0]) == {"source", "step", "parents"}
-    loaded = _sealed_checkpoints(postgres_url, new)
-    assert [meta["api_key"] for _, meta in loaded.values()] == [API_KEY] * len(loaded)
+    loaded = _sealed_metadata(postgres_url, new)
+    assert [meta["api_key"] for meta in loaded.values()] == [v03.API_KEY] * len(loaded)
