@@ -30,7 +30,6 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from secure_serde._deprecated import check_backend, renamed, warn_deprecated
@@ -60,14 +59,22 @@ from secure_serde.ciphers._kms_cache import (
     DataKey,
     DecryptionKeyCache,
     EncryptionKeyCache,
+    KmsCacheInfo,
 )
-from secure_serde.ciphers._kms_client import KmsCalls, build_client, is_key_arn
+from secure_serde.ciphers._kms_client import (
+    PURPOSE,
+    PURPOSE_KEY,
+    KmsCalls,
+    ResolvedArns,
+    build_client,
+    full_context,
+    is_key_arn,
+    resolve_arns,
+)
 
 __all__ = ["PURPOSE", "PURPOSE_KEY", "KmsCacheInfo", "KmsEnvelopeCipher"]
 
 _NAME: Final = _kms_format.CIPHER_NAME
-PURPOSE_KEY: Final = "purpose"
-PURPOSE: Final = "secure_serde/langgraph-checkpoint"
 # Contexts are inner type tags: a handful per serializer. The bound stops a
 # stream of forged tags on the read path from growing the cache.
 _AAD_CACHE_LIMIT: Final = 64
@@ -76,23 +83,6 @@ _INFO_COMMITMENT: Final = b"secure_serde/kms/v2/commitment"
 _TAIL: Final = GCM_NONCE_SIZE + GCM_TAG_SIZE
 # Marks a client passed in by the caller, which the cipher cannot rebuild.
 _CALLERS_CLIENT: Final = object()
-
-
-@dataclass(frozen=True)
-class KmsCacheInfo:
-    """How many data keys are cached now (after dropping expired ones)."""
-
-    encryption_keys: int
-    decryption_keys: int
-
-
-@dataclass(frozen=True)
-class _Resolved:
-    """Key ARNs, fixed for the life of the cipher once known."""
-
-    primary_arn: str
-    primary_cmk: bytes
-    arns: Mapping[bytes, str]
 
 
 class KmsEnvelopeCipher(SecretHolder):
@@ -232,7 +222,7 @@ class KmsEnvelopeCipher(SecretHolder):
             )
         self._kms_key = kms_key
         self._decrypt_kms_keys = tuple(dict.fromkeys(k for k in decrypt_kms_keys if k != kms_key))
-        self._context = _full_context(encryption_context)
+        self._context = full_context(encryption_context)
         try:
             self._context_bytes = _kms_format.encode_encryption_context(self._context)
         except ValueError as exc:
@@ -256,10 +246,10 @@ class KmsEnvelopeCipher(SecretHolder):
         self._refill_lock = threading.Lock()
         self._unwrap_lock = threading.Lock()
         self._resolve_lock = threading.Lock()
-        self._resolved: _Resolved | None = None
+        self._resolved: ResolvedArns | None = None
         configured = (kms_key, *self._decrypt_kms_keys)
         if all(is_key_arn(k) for k in configured):
-            self._resolved = _resolve_arns(kms_key, {k: k for k in configured})
+            self._resolved = resolve_arns(kms_key, {k: k for k in configured})
         _forget_keys_on_fork(self)
 
     def _after_fork(self) -> None:
@@ -576,7 +566,7 @@ class KmsEnvelopeCipher(SecretHolder):
                 self._dec.put(key)
             return key
 
-    def _resolve(self, error: type[KmsError]) -> _Resolved:
+    def _resolve(self, error: type[KmsError]) -> ResolvedArns:
         resolved = self._resolved
         if resolved is not None:
             return resolved
@@ -586,37 +576,8 @@ class KmsEnvelopeCipher(SecretHolder):
                     k: k if is_key_arn(k) else self._calls.describe_key_arn(k, error)
                     for k in (self._kms_key, *self._decrypt_kms_keys)
                 }
-                self._resolved = _resolve_arns(self._kms_key, arns)
+                self._resolved = resolve_arns(self._kms_key, arns)
             return self._resolved
-
-
-def _full_context(user: Mapping[str, str] | None) -> dict[str, str]:
-    entries = dict(user or {})
-    for key, value in entries.items():
-        if not isinstance(key, str) or not key or not isinstance(value, str):
-            raise ConfigurationError("encryption_context must map non-empty str keys to str values")
-    if PURPOSE_KEY in entries:
-        raise ConfigurationError(
-            f"encryption_context may not set {PURPOSE_KEY!r}: it is always {PURPOSE!r}"
-        )
-    return {PURPOSE_KEY: PURPOSE, **entries}
-
-
-def _resolve_arns(primary: str, arns: Mapping[str, str]) -> _Resolved:
-    by_cmk: dict[bytes, str] = {}
-    for arn in arns.values():
-        cmk = _kms_format.cmk_id(arn)
-        other = by_cmk.get(cmk)
-        if other is not None and other != arn:
-            # Two KMS keys with one 4-byte key id: a 1 in 2^32 chance, refused rather than guessed.
-            raise ConfigurationError(
-                f"KMS keys {other} and {arn} share key id {cmk.hex()} (their CMK id)"
-            )
-        by_cmk[cmk] = arn
-    primary_arn = arns[primary]
-    return _Resolved(
-        primary_arn=primary_arn, primary_cmk=_kms_format.cmk_id(primary_arn), arns=by_cmk
-    )
 
 
 # Every live cipher, so that one at-fork hook (registered once, below) can

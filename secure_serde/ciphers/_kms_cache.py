@@ -28,6 +28,7 @@ __all__ = [
     "DataKey",
     "DecryptionKeyCache",
     "EncryptionKeyCache",
+    "KmsCacheInfo",
 ]
 
 # NIST SP 800-38D: at most 2^32 invocations of GCM with random 96-bit nonces per key.
@@ -251,3 +252,11 @@ class DecryptionKeyCache(SecretHolder):
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
+
+
+@dataclass(frozen=True)
+class KmsCacheInfo:
+    """How many data keys are cached now (after dropping expired ones)."""
+
+    encryption_keys: int
+    decryption_keys: int

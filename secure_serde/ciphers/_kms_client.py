@@ -12,14 +12,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError, KmsError
 from secure_serde._scrub import scrubbed
+from secure_serde.ciphers._kms_format import cmk_id
 
-__all__ = ["DATA_KEY_SIZE", "KmsCalls", "build_client", "default_config", "is_key_arn"]
+__all__ = [
+    "DATA_KEY_SIZE",
+    "PURPOSE",
+    "PURPOSE_KEY",
+    "KmsCalls",
+    "ResolvedArns",
+    "build_client",
+    "default_config",
+    "full_context",
+    "is_key_arn",
+    "resolve_arns",
+]
 
 DATA_KEY_SIZE: Final = 32
+# Always in the encryption context: a data key wrapped for another purpose does not unwrap here.
+PURPOSE_KEY: Final = "purpose"
+PURPOSE: Final = "secure_serde/langgraph-checkpoint"
 _KEY_ARN: Final = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+")
 _INSTALL_HINT: Final = "KmsEnvelopeCipher needs boto3: pip install 'secure-serde[kms]'"
 
@@ -176,3 +192,39 @@ def _failure(error: type[KmsError], operation: str, key_arn: str, exc: Exception
         key_arn=key_arn,
         error_code=code,
     )
+
+
+@dataclass(frozen=True)
+class ResolvedArns:
+    """Key ARNs, fixed for the life of the cipher once known."""
+
+    primary_arn: str
+    primary_cmk: bytes
+    arns: Mapping[bytes, str]
+
+
+def full_context(user: Mapping[str, str] | None) -> dict[str, str]:
+    entries = dict(user or {})
+    for key, value in entries.items():
+        if not isinstance(key, str) or not key or not isinstance(value, str):
+            raise ConfigurationError("encryption_context must map non-empty str keys to str values")
+    if PURPOSE_KEY in entries:
+        raise ConfigurationError(
+            f"encryption_context may not set {PURPOSE_KEY!r}: it is always {PURPOSE!r}"
+        )
+    return {PURPOSE_KEY: PURPOSE, **entries}
+
+
+def resolve_arns(primary: str, arns: Mapping[str, str]) -> ResolvedArns:
+    by_cmk: dict[bytes, str] = {}
+    for arn in arns.values():
+        cmk = cmk_id(arn)
+        other = by_cmk.get(cmk)
+        if other is not None and other != arn:
+            # Two KMS keys with one 4-byte key id: a 1 in 2^32 chance, refused rather than guessed.
+            raise ConfigurationError(
+                f"KMS keys {other} and {arn} share key id {cmk.hex()} (their CMK id)"
+            )
+        by_cmk[cmk] = arn
+    primary_arn = arns[primary]
+    return ResolvedArns(primary_arn=primary_arn, primary_cmk=cmk_id(primary_arn), arns=by_cmk)
