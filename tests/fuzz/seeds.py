@@ -5,7 +5,7 @@ the selector bytes first, then a real blob. The blobs are what the
 application writes: v1 values under each cipher, langgraph's own built-in
 ``+aes`` rows (EAX and GCM), KMS envelopes, ``msgpack+pickle`` payloads of
 real DataFrames, Series and ndarrays (and the bare pickles inside them),
-sealed metadata made by `MetadataSealer`, and keyring files in the README's
+sealed metadata laid out as 0.3's savers wrote it, and keyring files in the README's
 format. Nonces are fixed where the API allows, so the seeds are the same
 on every run.
 
@@ -33,7 +33,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import KeyRotationCipher
 from secure_serde.pickling import EXT_PICKLE
-from secure_serde.savers._metadata import MetadataSealer
+from secure_serde.stores import ROW_KEY, SEALED_METADATA_KEY, envelope
 from tests.fuzz import _fixtures as fx
 from tests.fuzz import _kms
 from tests.fuzz._targets import INNER_TAGS
@@ -201,15 +201,15 @@ def pickle_fallback() -> Iterator[bytes]:
 
 
 def metadata_envelope() -> Iterator[bytes]:
+    """Metadata columns as 0.3's sealed savers wrote them (plaintext_metadata=["user"]): the
+    structural and plaintext keys, and the others sealed with the row they belong to."""
     serde = fx.env_serde()
-    sealer = MetadataSealer.from_options(plaintext_metadata=["user"])
-    if sealer is None:
-        raise AssertionError("from_options returns a sealer unless seal_metadata=False")
     for extra in ({"api_key": "sk-test", "user": "u"}, {"n": 1, "f": 0.5}, {}):
-        config: Any = {"configurable": {"thread_id": "t", "checkpoint_ns": "", **extra}}
-        _, metadata = sealer.seal(
-            serde, config, {"source": "loop", "step": 2, "parents": {}}, "checkpoint-1"
-        )
+        metadata: dict[str, Any] = {"source": "loop", "step": 2, "parents": {}}
+        sealed = {k: v for k, v in extra.items() if k != "user"}
+        metadata.update({k: v for k, v in extra.items() if k == "user"})
+        type_tag, data = serde.dumps_typed({**sealed, ROW_KEY: ["t", "", "checkpoint-1"]})
+        metadata[SEALED_METADATA_KEY] = envelope(type_tag, data)
         yield b"\x00" + json.dumps(metadata).encode()
     for type_tag, blob in _v1_rows(serde):
         inner, cipher = _split(type_tag)
