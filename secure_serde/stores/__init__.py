@@ -149,6 +149,7 @@ if TYPE_CHECKING:
     from secure_serde.stores._postgres import PostgresStore
     from secure_serde.stores._record import canonical, metadata_record
     from secure_serde.stores._sqlite import SqliteStore
+    from secure_serde.stores._v03 import V03Reader
 else:
     from secure_serde._lazy import lazy_attributes
 
@@ -177,6 +178,7 @@ else:
             "Store": "secure_serde.stores._base",
             "StoreError": "secure_serde.stores._base",
             "Swap": "secure_serde.stores._base",
+            "V03Reader": "secure_serde.stores._v03",
             "TableSpec": "secure_serde.stores._base",
             "ThreadRange": "secure_serde.stores._base",
             "canonical": "secure_serde.stores._record",
@@ -219,6 +221,7 @@ __all__ = [
     "Swap",
     "TableSpec",
     "ThreadRange",
+    "V03Reader",
     "canonical",
     "envelope",
     "envelope_cell",

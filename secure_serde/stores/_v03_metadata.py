@@ -1,0 +1,305 @@
+"""Opening the ``metadata`` column of a store secure_serde 0.3's sealed savers wrote.
+
+The layout is `_envelope`'s: plaintext keys, the sealed entry
+(`SEALED_METADATA_KEY`, holding every other key and `ROW_KEY`) and the
+blind-index entry (`INDEX_METADATA_KEY`, ``{name: "<key id hex>:<mac>"}``).
+`V03Metadata.open` applies 0.3's read rules, in 0.3's order, with the same
+errors:
+
+* with a policy (``seal_metadata=True``): a key that should be sealed found
+  in plaintext, or no sealed entry, raises `MetadataDowngradeError` outside
+  ``Migration.plaintext_metadata`` (an index entry with no sealed entry:
+  `BlindIndexError`); the entry must name its own row (`MetadataMovedError`;
+  an entry naming none only under ``Migration.unbound``); every index token
+  must be the MAC of the sealed value it claims to index (`BlindIndexError`);
+* without one (a viewer): the entry, if any, is opened and merged, unchecked.
+
+A 0.3 token is the first 16 bytes (unpadded base64url) of
+``HMAC-SHA256(HKDF(key, "secure_serde/v1/blind-index-hmac"),
+"secure_serde/blind-index/v1" 0x00 || u32be(len(name)) || name ||
+canonical JSON(value))``, under a keyring key (its ``blind_index_key``) or
+an explicit ``index_key``. Only verification is kept: nothing writes 0.3 rows.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import math
+import struct
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import hmac as crypto_hmac
+
+from secure_serde._errors import (
+    BlindIndexError,
+    ConfigurationError,
+    DecryptionError,
+    MetadataDowngradeError,
+    MetadataMovedError,
+)
+from secure_serde._keys import Key
+from secure_serde._migration import Migration
+from secure_serde._primitives import SecretHolder
+from secure_serde._ratelog import RateLimitedWarning
+from secure_serde.stores._envelope import (
+    INDEX_METADATA_KEY,
+    ROW_KEY,
+    SEALED_METADATA_KEY,
+    parse_envelope,
+)
+
+__all__ = ["V03_STRUCTURAL_METADATA_KEYS", "V03Metadata"]
+
+# The keys 0.3's savers always left in plaintext (langgraph reads them back in SQL).
+V03_STRUCTURAL_METADATA_KEYS: Final = frozenset(
+    {"source", "step", "parents", "counters_since_delta_snapshot", "delta_writes_versioned"}
+)
+_RESERVED: Final = (SEALED_METADATA_KEY, INDEX_METADATA_KEY, ROW_KEY)
+_DOMAIN: Final = b"secure_serde/blind-index/v1\x00"
+_MAC_SIZE: Final = 16
+_KEY_ID_HEX_SIZE: Final = 8
+_B64_MAC_SIZE: Final = 22
+
+# (thread_id, checkpoint_ns, checkpoint_id)
+Row = tuple[str, str, str]
+
+
+def _normalise(value: Any) -> Any:
+    # bool before int: True is an int in Python, not in JSON.
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ConfigurationError("cannot index a non-finite float")
+        return int(value) if value.is_integer() else value
+    if isinstance(value, Mapping):
+        if not all(isinstance(k, str) for k in value):
+            raise ConfigurationError("cannot index a mapping with non-str keys")
+        return {k: _normalise(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalise(v) for v in value]
+    raise ConfigurationError(f"cannot index a metadata value of type {type(value).__name__}")
+
+
+class _IndexKeys(SecretHolder):
+    """0.3's blind-index keys, by key id; they only verify tokens."""
+
+    __slots__ = ("_by_id",)
+
+    def __init__(self, keys: Iterable[Key]) -> None:
+        self._by_id: dict[str, bytes] = {}
+        for key in keys:
+            if not key.blind_index_key:
+                raise ConfigurationError(f"key {key.key_id_hex} carries no blind-index key")
+            self._by_id.setdefault(key.key_id_hex, key.blind_index_key)
+
+    @classmethod
+    def resolve(cls, serde: Any, index_key: Any) -> _IndexKeys | None:
+        """``index_key`` (one key or several), else the keys of the serde's keyrings."""
+        if index_key is not None:
+            values = [index_key] if isinstance(index_key, (str, bytes)) else list(index_key)
+            return cls(Key.derive(v, label=f"index_key[{i}]") for i, v in enumerate(values))
+        from secure_serde.ciphers._keyring import Keyring
+
+        keys: list[Key] = []
+        for position, cipher in enumerate(getattr(serde, "decrypt_ciphers", None) or ()):
+            keyring = getattr(cipher, "keyring", None)
+            if not isinstance(keyring, Keyring):
+                if position == 0:
+                    return None
+                continue
+            keys.extend(k for k in keyring.readable() if k not in keys)
+        return cls(keys) if keys else None
+
+    def verify(self, name: str, value: Any, token: Any) -> None:
+        if (
+            not isinstance(token, str)
+            or len(token) != _KEY_ID_HEX_SIZE + 1 + _B64_MAC_SIZE
+            or token[_KEY_ID_HEX_SIZE] != ":"
+        ):
+            raise BlindIndexError(f"malformed blind index for metadata key {name!r}", key=name)
+        secret = self._by_id.get(token[:_KEY_ID_HEX_SIZE])
+        if secret is None:
+            raise BlindIndexError(
+                f"blind index for metadata key {name!r} is under an unknown or retired key"
+                f" {token[:_KEY_ID_HEX_SIZE]!r}",
+                key=name,
+            )
+        try:
+            expected = token[: _KEY_ID_HEX_SIZE + 1] + _mac(secret, name, value)
+        except ConfigurationError:
+            expected = ""
+        if not hmac.compare_digest(expected.encode("ascii"), token.encode("ascii")):
+            raise BlindIndexError(
+                f"blind index for metadata key {name!r} does not match its sealed value:"
+                " it was moved from another row or rewritten",
+                key=name,
+            )
+
+    def __repr__(self) -> str:
+        return f"<V03 blind-index keys: {len(self._by_id)}>"
+
+
+def _mac(secret: bytes, name: str, value: Any) -> str:
+    encoded = name.encode("utf-8")
+    mac = crypto_hmac.HMAC(secret, hashes.SHA256())
+    mac.update(_DOMAIN + struct.pack(">I", len(encoded)) + encoded)
+    mac.update(
+        json.dumps(
+            _normalise(value),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+        ).encode("utf-8", "surrogatepass")
+    )
+    digest = mac.finalize()[:_MAC_SIZE]
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def _names(option: str, keys: Iterable[str] | None) -> frozenset[str]:
+    if keys is None:
+        return frozenset()
+    if isinstance(keys, (str, bytes)):
+        raise ConfigurationError(f"{option} takes a collection of key names, not one string")
+    names = frozenset(keys)
+    if not all(isinstance(n, str) for n in names):
+        raise ConfigurationError(f"{option} key names must be str")
+    if reserved := sorted(names & set(_RESERVED)):
+        raise ConfigurationError(f"{reserved} are reserved by secure_serde")
+    return names
+
+
+class V03Metadata:
+    """The metadata policy 0.3's saver was built with, and the checks it made on read."""
+
+    __slots__ = ("_allow", "_downgrade_log", "_keys", "_plaintext", "_unbound", "_unbound_log")
+
+    def __init__(  # noqa: PLR0913 - 0.3's saver options, keyword-only
+        self,
+        serde: Any,
+        migration: Migration,
+        *,
+        seal_metadata: bool,
+        plaintext_metadata: Iterable[str] | None,
+        indexed_metadata: Iterable[str] | None,
+        index_key: Any,
+    ) -> None:
+        if not isinstance(seal_metadata, bool):
+            raise ConfigurationError("seal_metadata must be True or False")
+        plaintext = _names("plaintext_metadata", plaintext_metadata)
+        indexed = _names("indexed_metadata", indexed_metadata)
+        self._plaintext: frozenset[str] | None = None
+        self._keys: _IndexKeys | None = None
+        if not seal_metadata:
+            if plaintext or indexed:
+                raise ConfigurationError(
+                    "seal_metadata=False keeps every key plaintext; plaintext_metadata and"
+                    " indexed_metadata need sealing on"
+                )
+        else:
+            self._plaintext = plaintext | V03_STRUCTURAL_METADATA_KEYS
+            if both := sorted(indexed & self._plaintext):
+                raise ConfigurationError(
+                    f"metadata key(s) {both} are plaintext: only sealed keys get a blind index"
+                )
+            self._keys = _IndexKeys.resolve(serde, index_key)
+            if self._keys is None and indexed:
+                raise ConfigurationError(
+                    "indexed_metadata needs a key for its blind indexes: the serde's cipher"
+                    " holds no local key (KMS?); pass index_key="
+                )
+        self._allow = migration.plaintext_metadata
+        self._unbound = migration.unbound
+        self._downgrade_log = RateLimitedWarning(
+            "secure_serde read %d checkpoint(s) with metadata that should be sealed in"
+            " plaintext (latest keys %s) because Migration.plaintext_metadata is on"
+        )
+        self._unbound_log = RateLimitedWarning(
+            "secure_serde read %d checkpoint(s) whose sealed metadata names no row"
+            " (latest %s) because Migration.unbound is on"
+        )
+
+    def open(self, serde: Any, metadata: Any, row: Row) -> Any:
+        """The caller's metadata, after every check; ``serde`` reads at the entry's location.
+
+        Raises:
+            MetadataDowngradeError, MetadataMovedError, BlindIndexError, or
+            the serde's `DecryptionError`.
+        """
+        self._check(metadata)
+        sealed = _open_entry(serde, metadata)
+        if sealed is None:
+            return metadata
+        bound = sealed.pop(ROW_KEY, None)
+        if self._plaintext is not None:
+            self._check_row(bound, row)
+            self._check_index(metadata.get(INDEX_METADATA_KEY), sealed)
+        plain = {k: v for k, v in metadata.items() if k not in _RESERVED}
+        return {**plain, **sealed}
+
+    def _check(self, metadata: Any) -> None:
+        if self._plaintext is None:
+            return
+        exposed = sorted(k for k in metadata if k not in self._plaintext and k not in _RESERVED)
+        missing = SEALED_METADATA_KEY not in metadata
+        if not exposed and not missing:
+            return
+        if missing and INDEX_METADATA_KEY in metadata:
+            index = metadata[INDEX_METADATA_KEY]
+            name = str(next(iter(index), "?")) if isinstance(index, dict) else "?"
+            raise BlindIndexError("blind index stored without a sealed entry", key=name)
+        if not self._allow:
+            what = f"key(s) {exposed} that should be sealed are" if exposed else "the entry is"
+            raise MetadataDowngradeError(
+                f"sealed metadata was removed or bypassed: {what} stored in plaintext"
+                " (Migration.plaintext_metadata is off)",
+                keys=tuple(exposed),
+            )
+        self._downgrade_log.record(exposed or ["<no sealed entry>"])
+
+    def _check_row(self, bound: Any, row: Row) -> None:
+        if bound is None:
+            if not self._unbound:
+                raise MetadataMovedError(
+                    "sealed metadata names no row (written by secure_serde 0.1.0?);"
+                    " read it under Migration.unbound"
+                )
+            self._unbound_log.record(row[2])
+            return
+        if bound != list(row):
+            raise MetadataMovedError("sealed metadata entry belongs to another checkpoint")
+
+    def _check_index(self, index: Any, sealed: Mapping[str, Any]) -> None:
+        if index is None:
+            return
+        if not isinstance(index, dict):
+            raise BlindIndexError("malformed blind index entry", key="?")
+        for name, token in index.items():
+            if name not in sealed:
+                raise BlindIndexError(
+                    f"blind index for metadata key {name!r} has no sealed value", key=str(name)
+                )
+            if self._keys is None:
+                raise BlindIndexError(
+                    f"cannot verify the blind index of {name!r}: no index key configured",
+                    key=str(name),
+                )
+            self._keys.verify(name, sealed[name], token)
+
+
+def _open_entry(serde: Any, metadata: Any) -> dict[str, Any] | None:
+    entry = metadata.get(SEALED_METADATA_KEY)
+    if entry is None:
+        return None
+    parsed = parse_envelope(entry)
+    if parsed is None:
+        raise DecryptionError("malformed sealed metadata entry")
+    sealed = serde.loads_typed(parsed)
+    if not isinstance(sealed, dict):
+        raise DecryptionError("sealed metadata entry does not hold a mapping")
+    return sealed

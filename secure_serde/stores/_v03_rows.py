@@ -1,0 +1,224 @@
+"""0.3's sealed rows, decoded: each value read only where 0.3 bound it, the record first.
+
+What 0.3's sealed savers wrote, and so what a row must prove here (the
+`Location` of each value is `_locate`'s, the record encoding `_record`'s):
+
+* SQLite: the ``checkpoints`` blob is the whole checkpoint, bound to
+  ``Location.checkpoint(thread, ns, id, parent, canonical(metadata record))``,
+  so its one tag authenticates the ids, the parent link and the plaintext
+  metadata; the metadata column must be JSON (`BindingError`).
+* PostgreSQL: the record (``checkpoint`` JSON minus its seal, and the
+  metadata record) is sealed under `RECORD_KEY`: the seal is the serde's
+  encryption of ``None`` at the record's location, naming the parent it was
+  made with (a link that pruning nulled still verifies). No seal raises
+  `UnboundValueError` outside ``Migration.unbound``. Each blob is read at
+  ``Location.blob(thread, ns, channel, version)``, the version being the one
+  the authenticated record names. Channel values found inline in the
+  checkpoint JSON (a stock saver kept them there; 0.3 never did) raise
+  `PlaintextRefusedError` outside ``Migration.inline_values``, and even then
+  anything but a JSON primitive raises `StrictDecodeError`.
+* Both: each pending write at ``Location.write(thread, ns, checkpoint, task,
+  task path, idx, channel)``, in ``writes_sort_key`` order; then the
+  metadata (`V03Metadata`), its entry at ``Location.metadata``.
+
+Errors come in 0.3's order: inline values, record, values, writes, metadata.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final, cast
+
+from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, PendingWrite, writes_sort_key
+
+from secure_serde._binding import Location
+from secure_serde._errors import (
+    BindingError,
+    DecryptionError,
+    PlaintextRefusedError,
+    StrictDecodeError,
+    UnboundValueError,
+)
+from secure_serde._migration import Migration
+from secure_serde._ratelog import RateLimitedWarning
+from secure_serde._serializer import EncryptedSerializer
+from secure_serde.stores._envelope import RECORD_KEY
+from secure_serde.stores._record import canonical, metadata_record
+from secure_serde.stores._v03_metadata import V03Metadata
+
+__all__ = ["V03Rows"]
+
+_EMPTY: Final = "empty"
+# What langgraph-checkpoint-postgres keeps inline (its put's primitive test).
+_INLINE_TYPES: Final = (type(None), str, int, float, bool)
+
+
+def _text(value: Any) -> str:
+    return bytes(value).decode() if isinstance(value, (bytes, bytearray, memoryview)) else value
+
+
+class _AtLocation:
+    """The serde reading at one location (what opens a sealed-metadata entry)."""
+
+    __slots__ = ("_location", "_rows")
+
+    def __init__(self, rows: V03Rows, location: Location) -> None:
+        self._rows = rows
+        self._location = location
+
+    def loads_typed(self, data: tuple[str, bytes]) -> Any:
+        return self._rows.load(data, self._location)
+
+
+class V03Rows:
+    """Decodes the rows of a 0.3 store into `CheckpointTuple`s, as 0.3's savers did."""
+
+    __slots__ = ("_inline_log", "_metadata", "migration", "serde")
+
+    def __init__(
+        self, serde: EncryptedSerializer, migration: Migration, metadata: V03Metadata
+    ) -> None:
+        self.serde = serde
+        self.migration = migration
+        self._metadata = metadata
+        self._inline_log = RateLimitedWarning(
+            "secure_serde read plaintext inline channel values %d time(s) (latest channels %s)"
+            " because Migration.inline_values is on; finish migrating and turn it off"
+        )
+
+    def load(self, data: tuple[Any, Any], location: Location) -> Any:
+        type_tag, payload = data
+        if not isinstance(type_tag, str) or not isinstance(payload, (bytes, bytearray, memoryview)):
+            raise DecryptionError("stored value has no type tag or no bytes")
+        return self.serde.loads_typed_at(
+            (type_tag, bytes(payload)), location, migration=self.migration
+        )
+
+    def _writes(self, row: tuple[str, str, str], writes: Iterable[Sequence[Any]]) -> list[Any]:
+        """``(task_id, channel, type, value, task_path, idx)`` rows, decoded in replay order."""
+        decoded = [
+            (_text(t), _text(c), _text(ty), v, _text(p), int(_text(i)))
+            for t, c, ty, v, p, i in writes
+        ]
+        pending: list[PendingWrite] = []
+        for task_id, channel, type_tag, value, task_path, idx in sorted(
+            decoded, key=lambda w: writes_sort_key(w[4], w[0], w[5])
+        ):
+            at = Location.write(*row, task_id, task_path, idx, channel)
+            pending.append((task_id, channel, self.load((type_tag, value), at)))
+        return pending
+
+    def _tuple(
+        self, row: tuple[str, str, str], parent_id: str | None, checkpoint: Any, metadata: Any
+    ) -> CheckpointTuple:
+        opened = self._metadata.open(_AtLocation(self, Location.metadata(*row)), metadata, row)
+        ids = {"thread_id": row[0], "checkpoint_ns": row[1]}
+        return CheckpointTuple(
+            {"configurable": {**ids, "checkpoint_id": row[2]}},
+            cast(Checkpoint, checkpoint),
+            opened,
+            {"configurable": {**ids, "checkpoint_id": parent_id}} if parent_id else None,
+            [],
+        )
+
+    def sqlite(self, row: Sequence[Any], writes: Iterable[Sequence[Any]]) -> CheckpointTuple:
+        """A tuple from ``(thread, ns, id, parent, type, checkpoint, metadata)`` and its writes."""
+        thread_id, checkpoint_ns, checkpoint_id, parent_id, type_tag, blob, stored = row
+        metadata = _sqlite_metadata(stored)
+        location = Location.checkpoint(
+            thread_id, checkpoint_ns, checkpoint_id, parent_id, canonical(metadata_record(metadata))
+        )
+        checkpoint = self.load((type_tag, blob), location)
+        if not isinstance(checkpoint, dict):
+            raise BindingError("checkpoint blob does not hold a checkpoint")
+        ids = (thread_id, checkpoint_ns, checkpoint_id)
+        pending = self._writes(ids, writes)
+        return self._tuple(ids, parent_id, checkpoint, metadata)._replace(pending_writes=pending)
+
+    def postgres(self, value: Mapping[str, Any]) -> CheckpointTuple:
+        """A tuple from a row of the stock ``SELECT_SQL`` (as a mapping of its columns)."""
+        thread_id, checkpoint_ns = value["thread_id"], value["checkpoint_ns"]
+        checkpoint_id, parent_id = value["checkpoint_id"], value["parent_checkpoint_id"]
+        stored: Mapping[str, Any] = value["checkpoint"]
+        blobs = [(_text(c), _text(t), b) for c, t, b in value["channel_values"] or ()]
+        self._check_inline(stored.get("channel_values"), {c for c, t, _ in blobs if t != _EMPTY})
+        record = {k: v for k, v in stored.items() if k != RECORD_KEY}
+        self._check_record(
+            (thread_id, checkpoint_ns, checkpoint_id),
+            parent_id,
+            [record, metadata_record(value["metadata"])],
+            stored.get(RECORD_KEY),
+        )
+        versions: Mapping[str, Any] = record.get("channel_versions") or {}
+        channel_values = dict(record.get("channel_values") or {})
+        for channel, type_tag, blob in blobs:
+            if type_tag == _EMPTY:
+                continue
+            if channel not in versions:
+                raise BindingError(f"blob of channel {channel!r} has no version in its record")
+            location = Location.blob(thread_id, checkpoint_ns, channel, versions[channel])
+            channel_values[channel] = self.load((type_tag, blob), location)
+        ids = (thread_id, checkpoint_ns, checkpoint_id)
+        pending = self._writes(ids, value["pending_writes"] or ())
+        checkpoint = {**record, "channel_values": channel_values}
+        loaded = self._tuple(ids, parent_id, checkpoint, value["metadata"])
+        return loaded._replace(pending_writes=pending)
+
+    def _check_inline(self, inline: Mapping[str, Any] | None, loaded: set[str]) -> None:
+        values = {ch: v for ch, v in (inline or {}).items() if ch not in loaded}
+        if not values:
+            return
+        channels = sorted(values)
+        if not self.migration.inline_values:
+            raise PlaintextRefusedError(
+                f"refusing plaintext value(s) of channel(s) {channels} stored inline in the"
+                " checkpoint JSON (Migration.inline_values is off);"
+                " a stock saver wrote them, or someone planted them"
+            )
+        if planted := sorted(ch for ch, v in values.items() if type(v) not in _INLINE_TYPES):
+            raise StrictDecodeError(
+                f"refusing inline value(s) of channel(s) {planted} in the checkpoint JSON: the"
+                " stock saver only inlines None, str, int, float and bool, so these were planted"
+            )
+        self._inline_log.record(channels)
+
+    def _check_record(
+        self, row: tuple[str, str, str], parent_id: str | None, record: Any, seal: Any
+    ) -> None:
+        if seal is None:
+            if self.migration.unbound:
+                return
+            raise UnboundValueError(
+                "checkpoint record carries no seal; read it under Migration(unbound=True)"
+            )
+        parsed = _parse_seal(seal)
+        if parent_id is None:
+            # Pruning (keep_latest) nulls the link of the checkpoint it keeps:
+            # the parent the seal names is accepted then, no other.
+            sealed_parent = seal.get("parent")
+            parent_id = sealed_parent if isinstance(sealed_parent, str) else None
+        location = Location.checkpoint(*row, parent_id, canonical(record))
+        if self.serde.loads_typed_at(parsed, location, migration=Migration.NONE) is not None:
+            raise BindingError("checkpoint record seal holds a value")
+
+
+def _parse_seal(seal: Any) -> tuple[str, bytes]:
+    if isinstance(seal, Mapping) and isinstance(seal.get("type"), str):
+        data = seal.get("data")
+        if isinstance(data, str):
+            try:
+                return seal["type"], base64.b64decode(data, validate=True)
+            except ValueError:
+                pass
+    raise BindingError("malformed checkpoint record seal")
+
+
+def _sqlite_metadata(stored: Any) -> Any:
+    if stored is None:
+        return {}
+    try:
+        return json.loads(stored)
+    except ValueError:
+        raise BindingError("checkpoint metadata is not JSON") from None
