@@ -39,7 +39,13 @@ def _run(snippet: str, namespace: dict[str, Any]) -> None:
 
 
 def test_every_page_with_snippets_is_collected() -> None:
-    assert {p.name for p in PAGES} >= {"usage.md", "kms.md", "postgres.md", "pickle.md"}
+    assert {p.name for p in PAGES} >= {
+        "usage.md",
+        "kms.md",
+        "postgres.md",
+        "pickle.md",
+        "migrating.md",
+    }
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
