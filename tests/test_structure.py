@@ -1,0 +1,174 @@
+"""The package's shape, read from the source: no import circles, no module too big to take over.
+
+tests/test_layers.py pins which layer may import which; this pins two
+things a layering cannot see:
+
+* **No circle between modules**, even through an import inside a function:
+  a deferred import still ties two modules together (each must be read to
+  understand the other), and it is how circles used to hide here
+  (``_format`` and ``_format_v2``, ``_saver`` and ``_tenant_saver``).
+  Imports under ``TYPE_CHECKING`` do not count: they are annotations only.
+* **No module above 600 lines**: one job per module, small enough to read
+  in one sitting.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Final
+
+ROOT: Final = Path(__file__).resolve().parent.parent / "secure_serde"
+MAX_LINES: Final = 600
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for statement in node.body:
+                skipped.update(id(inner) for inner in ast.walk(statement))
+    return skipped
+
+
+def _imported(name: str, source: str, known: Mapping[str, object], is_package: bool) -> set[str]:
+    """The package modules ``source`` (the text of module ``name``) imports, at any depth."""
+    tree = ast.parse(source)
+    skipped = _type_checking_nodes(tree)
+    here = name if is_package else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = here.split(".")[: len(here.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([node.module] if node.module else [])])
+            # ``from pkg import submodule`` depends on the submodule, not on all of pkg.
+            submodules = {f"{base}.{a.name}" for a in node.names} & known.keys()
+            found.update(submodules)
+            if len(submodules) < len(node.names) and base in known:
+                found.add(base)
+    found.discard(name)
+    return found
+
+
+def import_graph(sources: Mapping[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Module -> the package modules it imports; ``sources``: name -> (text, is_package)."""
+    return {
+        name: _imported(name, text, sources, is_package)
+        for name, (text, is_package) in sources.items()
+    }
+
+
+def circles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected set of two or more modules (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work: list[tuple[str, Iterator[str]]] = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            advanced = False
+            for successor in successors:
+                if successor not in index:
+                    index[successor] = low[successor] = counter
+                    counter += 1
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph.get(successor, ())))))
+                    advanced = True
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def _package_sources() -> dict[str, tuple[str, bool]]:
+    return {
+        name: (path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        for name, path in _modules().items()
+    }
+
+
+def test_no_import_circles() -> None:
+    found = circles(import_graph(_package_sources()))
+    assert found == [], f"modules that import each other (directly or round a loop): {found}"
+
+
+def test_no_module_above_the_size_limit() -> None:
+    sizes = {
+        name: len(path.read_text(encoding="utf-8").splitlines())
+        for name, path in _modules().items()
+    }
+    too_big = {name: lines for name, lines in sizes.items() if lines > MAX_LINES}
+    assert too_big == {}, f"modules above {MAX_LINES} lines: split them by job: {too_big}"
+
+
+def test_a_deferred_circle_is_found() -> None:
+    sources = {
+        "pkg": ("", True),
+        "pkg.a": ("from pkg.b import thing\n", False),
+        "pkg.b": ("def f():\n    from pkg import a\n    return a\n", False),
+        "pkg.c": ("from pkg.a import thing\n", False),
+    }
+    assert circles(import_graph(sources)) == [["pkg.a", "pkg.b"]]
+
+
+def test_a_relative_import_circle_is_found() -> None:
+    sources = {
+        "pkg": ("", True),
+        "pkg.sub": ("from . import _x\n", True),
+        "pkg.sub._x": ("from ._y import y\n", False),
+        "pkg.sub._y": ("from .. import sub\n", False),
+    }
+    assert circles(import_graph(sources)) == [["pkg.sub", "pkg.sub._x", "pkg.sub._y"]]
+
+
+def test_type_checking_imports_make_no_circle() -> None:
+    sources = {
+        "pkg": ("", True),
+        "pkg.a": ("from pkg.b import thing\n", False),
+        "pkg.b": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n", False),
+    }
+    assert circles(import_graph(sources)) == []
