@@ -29,6 +29,7 @@ from secure_serde._compress import compression_of
 from secure_serde.ciphers import EnvKeyCipher
 from tests.fixtures_services import saver_connection
 from tests.graphs_support import build_chat_graph, transcript
+from tests.rewrap.progress_support import progress_lines
 from tests.rewrap.rewrap_support import KeyEnv, cli_command, run_cli
 
 KEY = "rewrap-compress-key-0123456789ab"
@@ -183,13 +184,18 @@ def test_sigkill_during_rewrap_compress_loses_nothing(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
         )
         assert child.stderr is not None
-        first = child.stderr.read(7)  # the first batch is committed
-        # Soon after the first committed batch: on a fast machine a longer wait can see
-        # the whole store done before the kill, which proves nothing.
-        time.sleep(rng.uniform(0, 0.01))
+        # Killed after the first progress line that reports a batch compressed and rows left,
+        # at a random moment within the next batch: chosen by the work done, not a clock.
+        first = None
+        for first in progress_lines(child.stderr.fileno()):
+            if first.rewrapped or first.finished:
+                break
+        if first is not None and not first.finished:
+            time.sleep(rng.uniform(0, 8 / max(first.rate, 1)))
         child.send_signal(signal.SIGKILL)
         killed = child.wait(timeout=60) == -signal.SIGKILL
         child.stderr.close()
+        assert first is not None, "the child drew no progress line"
         now = sqlite_rows(path)
         assert now.keys() == before.keys(), f"seed {seed}, trial {trial}"
         # Every row opens to the value it held: compressed or not yet, never half-written.

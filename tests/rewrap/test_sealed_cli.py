@@ -7,16 +7,17 @@ under A and B; a rerun finishes the job, after which key B alone reads it.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
 import signal
 import sqlite3
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
+from tests.rewrap.progress_support import progress_lines
 from tests.rewrap.rewrap_support import KEY_A, KEY_B, KeyEnv, cli_command, run_cli
 from tests.rewrap.sealed_support import (
     audit,
@@ -99,8 +100,12 @@ def test_dry_run_says_would_and_writes_nothing(tmp_path: Path) -> None:
     assert digest(raw_rows(path)) == rows
 
 
-def _kill_mid_pass(path: Path, tmp_path: Path, delay: float) -> bool:
-    """Run the command, SIGKILL it ``delay`` s after its first committed batch; True if killed."""
+def _kill_mid_pass(path: Path, tmp_path: Path, jitter: float) -> bool:
+    """Run the command, SIGKILL it within the batch after its first rewrap; True if killed.
+
+    The moment is chosen by the work the command reports (a progress line with a row
+    rewrapped and rows left), then ``jitter`` of one batch's time at its own pace.
+    """
     proc = subprocess.Popen(
         cli_command("rewrap", str(path), "--batch-size", "1", "--progress"),
         env=KEYS.environ(tmp_path),
@@ -108,16 +113,13 @@ def _kill_mid_pass(path: Path, tmp_path: Path, delay: float) -> bool:
         stderr=subprocess.PIPE,
     )
     assert proc.stderr is not None
-    seen = b""
     try:
-        while b"rewrap [" not in seen:
-            chunk = os.read(proc.stderr.fileno(), 256)
-            if not chunk:
+        seen = None
+        for seen in progress_lines(proc.stderr.fileno()):
+            if seen.rewrapped or seen.finished:
                 break
-            seen += chunk
-        if delay:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=delay)
+        if seen is not None and not seen.finished:
+            time.sleep(jitter / max(seen.rate, 1))
         killed = proc.poll() is None
         if killed:
             os.kill(proc.pid, signal.SIGKILL)
@@ -135,7 +137,7 @@ def test_sigkill_mid_pass_then_rerun_completes(tmp_path: Path) -> None:
     rng = random.Random(20261203)  # noqa: S311 - kill timing, not crypto
     left_after_kill = []
     for _ in range(4):
-        killed = _kill_mid_pass(path, tmp_path, rng.uniform(0, 0.05))
+        killed = _kill_mid_pass(path, tmp_path, rng.uniform(0, 1))
         # Whatever moment the kill came at, A and B together read exactly what A wrote.
         assert observe(factory(path), serde_rotated()) == before
         found = audit(factory(path), serde_rotated())
