@@ -1,14 +1,16 @@
 """langgraph-checkpoint-conformance, for every saver we support paired with every cipher.
 
-Savers: InMemorySaver, SqliteSaver, AsyncSqliteSaver, our sealed (bound) AsyncPostgresSaver (on
-the real PostgreSQL fixture) and our sealed (bound) SqliteSaver and AsyncSqliteSaver. Ciphers:
-EnvKeyCipher, KeyRotationCipher (two keys, "b" primary) and
-KmsEnvelopeCipher (moto over HTTP). A new cipher is one more entry in ``CIPHERS``.
+Savers: InMemorySaver, SqliteSaver, AsyncSqliteSaver, and the sealed savers of
+`secure_serde.savers` (`SealedSaver` around the stock ones): AsyncPostgresSaver (on the real
+PostgreSQL fixture), SqliteSaver and AsyncSqliteSaver. Ciphers: EnvKeyCipher, KeyRotationCipher
+(two keys, "b" primary) and KmsEnvelopeCipher (moto over HTTP). A new cipher is one more entry
+in ``CIPHERS``. (tests/sealing/test_conformance_matrix.py runs `SealedSaver` around every inner
+saver kind under one cipher.)
 
 The suite runs every base capability and each extended one it detects; the test requires them
 all to pass, pins which ones are detected (so a saver that gains or loses one is noticed), and
-checks afterwards that what the suite stored went through the cipher.
-"""
+checks afterwards that what the suite stored went through the cipher: the type tags of the
+stored rows, or for the sealed savers those of the sealed cells they hand the stock saver."""
 
 from __future__ import annotations
 
@@ -37,13 +39,14 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
 from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher, KmsEnvelopeCipher
-from secure_serde.savers._v03_postgres import AsyncPostgresSaver
-from secure_serde.savers._v03_sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
-from secure_serde.savers._v03_sqlite import SqliteSaver as SealedSqliteSaver
+from secure_serde.savers.postgres import AsyncPostgresSaver
+from secure_serde.savers.sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
+from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
+from secure_serde.sealing._cell import VALUE, WRITE, unpack
+from tests.sealing.backends_support import sync_driven
 
 KEY_A = b"conformance-key-a-0123456789abcd"
 KEY_B = b"conformance-key-b-0123456789abcd"
-_INDEX_KEY = b"conformance-index-key-0123456789"
 BASE = sorted(c.value for c in BASE_CAPABILITIES)
 
 
@@ -127,10 +130,6 @@ class SyncSqliteSaver(_AsyncBySync, SqliteSaver):
     """The stock SqliteSaver, driven through its sync methods."""
 
 
-class SyncSealedSqliteSaver(_AsyncBySync, SealedSqliteSaver):
-    """Our sealed SqliteSaver, driven through its sync methods."""
-
-
 def _types_in_sqlite(path: Path) -> list[str]:
     with closing(sqlite3.connect(path)) as conn:
         rows = conn.execute("SELECT type FROM checkpoints UNION ALL SELECT type FROM writes")
@@ -143,6 +142,15 @@ def _types_in_postgres(url: str) -> list[str]:
             "SELECT type FROM checkpoint_blobs UNION ALL SELECT type FROM checkpoint_writes"
         ).fetchall()
         return [r[0] for r in rows]
+
+
+def _sealed_types(tuples: list[CheckpointTuple]) -> list[str]:
+    """The type tags of the sealed cells the stock saver holds: every channel value and write."""
+    types = [
+        unpack(v, VALUE).type_tag for t in tuples for v in t.checkpoint["channel_values"].values()
+    ]
+    types += [unpack(v, WRITE).type_tag for t in tuples for _, _, v in t.pending_writes or ()]
+    return types
 
 
 def _types_in_memory(savers: list[InMemorySaver]) -> list[str]:
@@ -172,9 +180,9 @@ class Case:
 
             async def sealed_sync() -> AsyncIterator[BaseCheckpointSaver[Any]]:
                 with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
-                    # Sealed by default, as on PostgreSQL below: the suite's "score" is indexed.
-                    yield SyncSealedSqliteSaver(
-                        conn, serde=serde, indexed_metadata=["score"], index_key=_INDEX_KEY
+                    # Metadata is sealed, as on PostgreSQL below: the suite's "score" is indexed.
+                    yield sync_driven(
+                        SealedSqliteSaver(conn, serde=serde, indexed_metadata=["score"])
                     )
 
             return sealed_sync
@@ -182,7 +190,7 @@ class Case:
 
             async def sealed_async() -> AsyncIterator[BaseCheckpointSaver[Any]]:
                 async with SealedAsyncSqliteSaver.from_conn_string(
-                    str(db), serde=serde, indexed_metadata=["score"], index_key=_INDEX_KEY
+                    str(db), serde=serde, indexed_metadata=["score"]
                 ) as saver:
                     yield saver
 
@@ -213,12 +221,12 @@ class Case:
         assert pg_url is not None
 
         async def postgres() -> AsyncIterator[BaseCheckpointSaver[Any]]:
-            # The suite filters on a custom key ("score"): metadata is sealed by
-            # default, so it is indexed (an explicit index key: KMS has no local one).
+            # The suite filters on a custom key ("score"): metadata is sealed, so it is
+            # indexed (under the store's own index key, KMS or not).
             async with AsyncPostgresSaver.from_conn_string(
-                pg_url, serde=serde, indexed_metadata=["score"], index_key=_INDEX_KEY
+                pg_url, serde=serde, indexed_metadata=["score"]
             ) as saver:
-                await saver.setup()
+                await saver.asetup()
                 yield saver
 
         return postgres
@@ -226,20 +234,31 @@ class Case:
     def stored_types(self, tmp_path: Path, pg_url: str | None) -> list[str]:
         if self.name == "InMemorySaver":
             return _types_in_memory(self.memory)
+        if self.name.startswith("sealed-"):
+            return _sealed_types(self._bare_tuples(tmp_path, pg_url))
         if pg_url is not None:
             return _types_in_postgres(pg_url)
         return _types_in_sqlite(tmp_path / "conformance.sqlite")
+
+    def _bare_tuples(self, tmp_path: Path, pg_url: str | None) -> list[CheckpointTuple]:
+        """Every checkpoint the stock saver under the sealed one holds, read by a bare one."""
+        if pg_url is not None:
+            from langgraph.checkpoint.postgres import PostgresSaver
+
+            with PostgresSaver.from_conn_string(pg_url) as bare:
+                return list(bare.list(None))
+        with closing(sqlite3.connect(tmp_path / "conformance.sqlite")) as conn:
+            return list(SqliteSaver(conn).list(None))
 
 
 CASES = {
     "InMemorySaver": [],
     "SqliteSaver": [],
     "AsyncSqliteSaver": [],
-    # 0.3's sealed savers, kept to read 0.3 stores, copy no threads (SealedSaver does:
-    # tests/sealing/test_conformance_matrix.py).
-    "secure_serde.AsyncPostgresSaver": ["prune"],
-    "secure_serde.sealed-SqliteSaver": [],
-    "secure_serde.sealed-AsyncSqliteSaver": [],
+    # SealedSaver keeps the stock saver's capabilities and adds copy_thread.
+    "secure_serde.sealed-AsyncPostgresSaver": ["copy_thread", "prune"],
+    "secure_serde.sealed-SqliteSaver": ["copy_thread"],
+    "secure_serde.sealed-AsyncSqliteSaver": ["copy_thread"],
 }
 
 
