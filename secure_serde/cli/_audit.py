@@ -48,7 +48,7 @@ from secure_serde.cli._audit_scan import (
 )
 from secure_serde.cli._audit_sealed import run_sealed
 from secure_serde.cli._next import is_internal_channel
-from secure_serde.cli._pretty import for_terminal
+from secure_serde.cli._pretty import MAX_LISTED, capped, command, for_terminal
 from secure_serde.config import require_ciphers
 from secure_serde.stores import (
     DEFAULT_BATCH_SIZE,
@@ -63,7 +63,7 @@ __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "register", "report_json"]
 
 EXIT_CLEAN: Final = 0
 EXIT_FINDINGS: Final = 1
-_DEFAULT_LISTED: Final = 20
+_DEFAULT_LISTED: Final = MAX_LISTED
 
 
 def register(subparsers: Any) -> None:
@@ -296,8 +296,73 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             "allowed": sorted(report.allowed_metadata_keys),
         },
         "findings": report.findings(),
+        # One per finding, in the same order: the command that fixes it.
+        "fixes": [
+            {"kind": kind, "finding": text, "commands": _fixes_json(kind, report)}
+            for kind, text in report.problems()
+        ],
         "exit_code": exit_code,
     }
+
+
+# -- the command that fixes each kind of finding ----------------------------------------------
+
+# adopt's target is a new store the operator names: a SQLite path or a postgresql:// URL.
+NEW_STORE: Final = "NEW_STORE"
+
+
+def fixes_for(kind: str, report: AuditReport) -> list[tuple[str, str]]:
+    """What fixes a finding of ``kind`` (see `AuditReport.problems`): (command, why) pairs.
+
+    The first is the fix; any other is an alternative. Each command runs as
+    printed (``NEW_STORE`` is the operator's to name), under the keys the
+    audit ran with.
+    """
+    store = report.store
+    adopt = command("adopt", store, NEW_STORE)
+    if kind == "plaintext":
+        return [(command("rewrap", store, "--allow-plaintext"), "encrypts them in place")]
+    if kind == "legacy":
+        return [
+            (
+                command("rewrap", store),
+                "moves them to the current format; pickle rows also need --allow-legacy-pickle,"
+                " only for a store nobody untrusted could write",
+            )
+        ]
+    if kind == "undecryptable":
+        return [
+            (
+                adopt,
+                "copies every row that opens into a new sealed store and lists the rest; first"
+                " configure any key the rows name (`secure-serde keyring show FILE` lists the key"
+                " ids a keyring holds)",
+            )
+        ]
+    if kind == "refused":
+        return [(adopt, "copies the store into a new sealed store, listing and leaving these")]
+    if kind == "inline":
+        return [
+            (
+                command("adopt", store, NEW_STORE, "--accept-unvouched"),
+                "seals them in a new store (each is listed as plaintext)",
+            )
+        ]
+    if kind == "metadata":
+        allow = [
+            arg
+            for key in sorted(report.flagged_metadata_keys())
+            for arg in ("--allow-metadata-key", key)
+        ]
+        return [
+            (adopt, "seals every metadata key in a new store"),
+            (command("audit", store, *allow), "if they are harmless in plaintext"),
+        ]
+    raise ValueError(f"no fix known for {kind!r}")
+
+
+def _fixes_json(kind: str, report: AuditReport) -> list[dict[str, str]]:
+    return [{"command": line, "why": why} for line, why in fixes_for(kind, report)]
 
 
 # -- text ---------------------------------------------------------------------------------------
@@ -331,10 +396,8 @@ def _group_line(group: CipherGroup, decrypted: bool) -> str:
 
 
 def _refs(out: TextIO, refs: list[str], total: int, limit: int) -> None:
-    for text in refs[:limit]:
-        print(f"    {for_terminal(text)}", file=out)
-    if total > min(len(refs), limit):
-        print(f"    ... and {total - min(len(refs), limit):,} more", file=out)
+    for line in capped(refs, total, limit=limit, indent="    "):
+        print(line, file=out)
 
 
 def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
@@ -351,7 +414,7 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
     if report.decrypted and report.stale_count:
         print(
             f"  {report.stale_count:,} readable value(s) not under the primary key"
-            " (secure-serde rewrap moves them)",
+            f" ({command('rewrap', report.store)} moves them)",
             file=out,
         )
     by_type = ", ".join(f"{for_terminal(t)} {n:,}" for t, n in sorted(report.plaintext.items()))
@@ -393,8 +456,11 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
     _print_metadata(report, out)
     findings = report.findings()
     print(f"findings: {len(findings)}", file=out)
-    for finding in findings:
+    for kind, finding in report.problems():
         print(f"  - {for_terminal(finding)}", file=out)
+        for index, (line, why) in enumerate(fixes_for(kind, report)):
+            # A shell comment: the line runs as printed, explanation included.
+            print(f"    {'or: ' if index else 'fix:'} {line}  # {why}", file=out)
 
 
 _BINDING_NAMES: Final = {

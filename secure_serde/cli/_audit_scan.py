@@ -233,29 +233,54 @@ class AuditReport:
 
     def findings(self) -> list[str]:
         """One line per kind of problem; empty for a clean store."""
-        found = []
+        return [text for _, text in self.problems()]
+
+    def problems(self) -> list[tuple[str, str]]:
+        """`findings`, each with its kind (the CLI names the command that fixes each kind):
+        ``plaintext``, ``undecryptable``, ``refused``, ``legacy``, ``inline``, ``metadata``."""
+        found: list[tuple[str, str]] = []
         if self.plaintext_count:
-            found.append(f"{self.plaintext_count:,} unencrypted serialized value(s)")
+            found.append(("plaintext", f"{self.plaintext_count:,} unencrypted serialized value(s)"))
         if self.failure_count:
-            found.append(f"{self.failure_count:,} value(s) the configured keys cannot decrypt")
+            found.append(
+                (
+                    "undecryptable",
+                    f"{self.failure_count:,} value(s) the configured keys cannot decrypt",
+                )
+            )
         if self.refused_count:
             found.append(
-                f"{self.refused_count:,} value(s) whose type tag nothing authenticates hold"
-                " what the strict decoder refuses (a type outside the allowlist, a pickle):"
-                " planted or relabelled rows would run code when loaded permissively;"
-                " rewrap will not seal them"
+                (
+                    "refused",
+                    f"{self.refused_count:,} value(s) whose type tag nothing authenticates hold"
+                    " what the strict decoder refuses (a type outside the allowlist, a pickle):"
+                    " planted or relabelled rows would run code when loaded permissively;"
+                    " rewrap will not seal them",
+                )
             )
         if self.legacy_count:
             found.append(
-                f"{self.legacy_count:,} value(s) in langgraph's built-in format"
-                " (type tag not authenticated): run secure-serde rewrap"
+                (
+                    "legacy",
+                    f"{self.legacy_count:,} value(s) in langgraph's built-in format"
+                    " (type tag not authenticated): run secure-serde rewrap",
+                )
             )
         if self.inline_count:
             found.append(
-                f"{self.inline_count:,} plaintext channel value(s) inline in the checkpoint JSON"
+                (
+                    "inline",
+                    f"{self.inline_count:,} plaintext channel value(s) inline in the"
+                    " checkpoint JSON",
+                )
             )
         if flagged := self.flagged_metadata_keys():
-            found.append(f"plaintext metadata key(s) not written by LangGraph: {sorted(flagged)}")
+            found.append(
+                (
+                    "metadata",
+                    f"plaintext metadata key(s) not written by LangGraph: {sorted(flagged)}",
+                )
+            )
         return found
 
     def add_failure(self, failure: RowFailure, kind: str) -> None:

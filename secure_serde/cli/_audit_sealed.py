@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any, Final, TextIO
 
 from secure_serde import ConfigurationError, EncryptedSerializer, TenantKeys
-from secure_serde.cli._pretty import for_terminal
+from secure_serde.cli._pretty import capped, command, for_terminal
 from secure_serde.config import serializer_from_env
 from secure_serde.sealing import (
     SealedAuditReport,
@@ -131,6 +131,10 @@ def report_json(report: SealedAuditReport, display: str, code: int) -> dict[str,
             }
             for f in report.findings
         ],
+        "fixes": (
+            _older_keys_fix(report.not_under_primary, display)
+            + _checkpoint_row_fixes(report, display)
+        ),
     }
 
 
@@ -153,33 +157,32 @@ def _print(report: SealedAuditReport, display: str, out: TextIO, max_listed: int
             f"  {report.shredded:,} checkpoints of shredded tenants or threads: erased on"
             " purpose, not findings\n"
         )
-        for row in report.shredded_rows[:max_listed]:
-            out.write(
-                f"    shredded: thread {for_terminal(row.thread_id)!s}"
-                f" ns {for_terminal(row.checkpoint_ns)!s} checkpoint"
-                f" {for_terminal(row.checkpoint_id)!s}\n"
-            )
-        if len(report.shredded_rows) > max_listed:
-            out.write(
-                f"    ... and {len(report.shredded_rows) - max_listed:,} more (--json lists all)\n"
-            )
+        rows = [
+            f"shredded: thread {row.thread_id} ns {row.checkpoint_ns} checkpoint"
+            f" {row.checkpoint_id}"
+            for row in report.shredded_rows
+        ]
+        for line in capped(rows, limit=max_listed, indent="    "):
+            out.write(line + "\n")
     if report.not_under_primary:
         out.write(
-            f"  {report.not_under_primary:,} cells are under older keys: run `secure-serde"
-            " rewrap` before retiring them (docs/rotation.md)\n"
+            f"  {report.not_under_primary:,} cells are under older keys, to move before"
+            " retiring them (docs/rotation.md)\n"
+            f"    fix: {command('rewrap', display)}\n"
         )
     if not report.findings:
         out.write("  every checkpoint opens, and every history reaches its root\n")
         return
     out.write(f"  {len(report.findings):,} checkpoints do not open:\n")
-    for finding in report.findings[:max_listed]:
-        out.write(
-            f"    {finding.error}: thread {for_terminal(finding.thread_id)!s}"
-            f" ns {for_terminal(finding.checkpoint_ns)!s} checkpoint"
-            f" {for_terminal(finding.checkpoint_id)!s}\n"
-        )
-    if len(report.findings) > max_listed:
-        out.write(f"    ... and {len(report.findings) - max_listed:,} more (--json lists all)\n")
+    rows = [
+        f"{finding.error}: thread {finding.thread_id} ns {finding.checkpoint_ns} checkpoint"
+        f" {finding.checkpoint_id}"
+        for finding in report.findings
+    ]
+    for line in capped(rows, limit=max_listed, indent="    "):
+        out.write(line + "\n")
+    for fix in _checkpoint_row_fixes(report, display):
+        out.write(f"    {fix}\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,6 +234,9 @@ def store_items_json(report: StoreAuditReport, display: str, code: int) -> dict[
             {"namespace": list(f.namespace), "key": f.key, "error": f.error}
             for f in report.findings
         ],
+        "fixes": (
+            _older_keys_fix(report.not_under_primary, display) + _item_row_fixes(report, display)
+        ),
     }
 
 
@@ -241,17 +247,74 @@ def _print_items(report: StoreAuditReport, display: str, out: TextIO, max_listed
     out.write(f" of {cells:,} cells (the store identity's included)\n")
     if report.not_under_primary:
         out.write(
-            f"  {report.not_under_primary:,} cells are under older keys: run `secure-serde"
-            " rewrap` before retiring them (docs/store.md)\n"
+            f"  {report.not_under_primary:,} cells are under older keys, to move before"
+            " retiring them (docs/store.md)\n"
+            f"    fix: {command('rewrap', display)}\n"
         )
     if not report.findings:
         out.write("  every item opens at its place\n")
         return
     out.write(f"  {len(report.findings):,} items do not open:\n")
-    for finding in report.findings[:max_listed]:
-        out.write(
-            f"    {finding.error}: namespace {for_terminal('.'.join(finding.namespace))!s}"
-            f" key {for_terminal(finding.key)!s}\n"
+    rows = [
+        f"{finding.error}: namespace {'.'.join(finding.namespace)} key {finding.key}"
+        for finding in report.findings
+    ]
+    for line in capped(rows, limit=max_listed, indent="    "):
+        out.write(line + "\n")
+    for fix in _item_row_fixes(report, display):
+        out.write(f"    {fix}\n")
+
+
+# The error classes a missing or retired key raises: configuring the key fixes them.
+_KEY_ERRORS: Final = frozenset({"UnknownKeyError", "UnknownCipherError", "RetiredKeyError"})
+
+
+def _fixes(errors: list[str], display: str, look: str | None) -> list[str]:
+    """One ``fix`` line per kind of row that does not open, naming what repairs it.
+
+    A row under a key this configuration lacks opens once the key is
+    configured; a blind-index token opens after the saver's reindex; any
+    other error means the row was changed outside the application, which no
+    command undoes: it comes back from a backup.
+    """
+    audit = command("audit", display)
+    fixes = []
+    keys = sorted(_KEY_ERRORS.intersection(errors))
+    if keys:
+        fixes.append(
+            f"fix ({', '.join(keys)}): configure the key the rows name"
+            " (SECURE_SERDE_KEYRING_FILE, or SECURE_SERDE_KMS_DECRYPT_KEY_IDS for a KMS key;"
+            f" `secure-serde keyring show FILE` lists a keyring's key ids), then {audit}"
         )
-    if len(report.findings) > max_listed:
-        out.write(f"    ... and {len(report.findings) - max_listed:,} more (--json lists all)\n")
+    if "BlindIndexError" in errors:
+        fixes.append(
+            "fix (BlindIndexError): run the application's SealedSaver.reindex() (docs/keys.md),"
+            f" then {audit}"
+        )
+    others = [e for e in errors if e not in _KEY_ERRORS and e != "BlindIndexError"]
+    if others:
+        where = f" ({look} shows the history around the first)" if look else ""
+        fixes.append(
+            f"fix ({', '.join(others)}): the rows were changed outside the application:"
+            f" restore them from a backup{where}, then {audit}"
+        )
+    return fixes
+
+
+def _older_keys_fix(not_under_primary: int, display: str) -> list[str]:
+    if not not_under_primary:
+        return []
+    return [f"fix (cells under older keys): {command('rewrap', display)}"]
+
+
+def _checkpoint_row_fixes(report: SealedAuditReport, display: str) -> list[str]:
+    if not report.findings:
+        return []
+    first = report.findings[0]
+    namespace = ["--ns", first.checkpoint_ns] if first.checkpoint_ns else []
+    look = command("inspect", display, "--thread", first.thread_id, *namespace)
+    return _fixes(sorted({f.error for f in report.findings}), display, look)
+
+
+def _item_row_fixes(report: StoreAuditReport, display: str) -> list[str]:
+    return _fixes(sorted({f.error for f in report.findings}), display, None)

@@ -14,16 +14,28 @@ import base64
 import dataclasses
 import datetime
 import enum
+import shlex
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
-__all__ = ["compact", "for_terminal", "message_lines", "shorten", "to_jsonable"]
+__all__ = [
+    "MAX_LISTED",
+    "capped",
+    "command",
+    "compact",
+    "for_terminal",
+    "message_lines",
+    "shorten",
+    "to_jsonable",
+]
 
 _ELLIPSIS: Final = "..."
+# Rows listed by id in a text report, per list; --json lists every row the report kept.
+MAX_LISTED: Final = 20
 
 
 def for_terminal(text: object) -> str:
@@ -47,6 +59,37 @@ def for_terminal(text: object) -> str:
     return "".join(
         c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in value
     )
+
+
+def capped(
+    rows: Sequence[object],
+    total: int | None = None,
+    *,
+    limit: int = MAX_LISTED,
+    indent: str = "  ",
+) -> list[str]:
+    """A list of rows as text lines: the first ``limit``, then one line counting the rest.
+
+    Every command that lists rows by id (rewrap's failures, audit's rows,
+    adopt's unvouched rows) prints them through here, so that a store of a
+    million bad rows prints a page, and the full list is in ``--json``.
+    ``rows`` are the rows the report kept, each printed as `for_terminal`
+    of its ``str``; ``total`` is how many there were, when a report keeps
+    fewer than it counts (rewrap keeps the first 1,000). The closing line
+    says how many ``--json`` lists.
+    """
+    count = len(rows) if total is None else max(total, len(rows))
+    lines = [f"{indent}{for_terminal(row)}" for row in rows[: max(limit, 0)]]
+    rest = count - len(lines)
+    if rest > 0:
+        where = "them" if len(rows) >= count else f"the first {len(rows):,}"
+        lines.append(f"{indent}... and {rest:,} more (--json lists {where})")
+    return lines
+
+
+def command(*argv: str) -> str:
+    """``secure-serde ARGV`` as a shell line that runs as printed, safe for a terminal."""
+    return for_terminal(" ".join(["secure-serde", *(shlex.quote(arg) for arg in argv)]))
 
 
 def shorten(text: str, max_chars: int) -> str:

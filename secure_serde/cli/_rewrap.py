@@ -13,8 +13,9 @@ the new key primary, the old keys still present and not retired.
 adopt`` (``_rewrap_bind``).
 
 Exit codes: 0 when every row is under the primary (or, with ``--dry-run``,
-can be put there); 1 when some rows could not be rewrapped (they
-are listed by table and primary key, never by content); 2 for usage,
+can be put there); 1 when some rows could not be rewrapped (the
+first 20 are listed by table and primary key, never by content, and
+``--json`` lists the first 1,000); 2 for usage,
 configuration or store errors; 130 when interrupted (committed batches stay
 committed: rerun to finish).
 """
@@ -31,10 +32,10 @@ from secure_serde import TenantKeys
 from secure_serde._migration import Migration
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
 from secure_serde.cli._args import positive_int
-from secure_serde.cli._pretty import for_terminal
+from secure_serde.cli._pretty import capped, for_terminal
 from secure_serde.cli._rewrap_bind import add_arguments, check_options
 from secure_serde.config import ConfiguredCiphers, require_ciphers
-from secure_serde.stores import DEFAULT_BATCH_SIZE, sealed_store_display
+from secure_serde.stores import DEFAULT_BATCH_SIZE
 
 __all__ = ["ProgressLine", "register"]
 
@@ -42,8 +43,6 @@ EXIT_OK: Final = 0
 EXIT_FAILED_ROWS: Final = 1
 EXIT_INTERRUPTED: Final = 130
 _REDRAW_SECONDS: Final = 0.1
-# Failing rows listed in text for a store SealedSaver sealed; --json lists every one kept.
-MAX_LISTED_SEALED: Final = 20
 
 
 def register(subparsers: Any) -> None:
@@ -64,7 +63,8 @@ def register(subparsers: Any) -> None:
         ),
         epilog=(
             "exit status: 0 all rows under the primary; 1 some rows could not be rewrapped"
-            " (listed by table and key, never by content); 2 usage, configuration or store"
+            " (the first 20 listed by table and key, never by content; --json lists up to"
+            " 1,000); 2 usage, configuration or store"
             " error; 130 interrupted (rerun to finish)."
         ),
     )
@@ -114,7 +114,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--json",
         action="store_true",
-        help="print the report as JSON, every failing row listed (by table and key only)",
+        help="print the report as JSON, failing rows listed by table and key only (up to 1,000)",
     )
     parser.add_argument(
         "--tenant-keys",
@@ -206,9 +206,7 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report_json(report), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        # A store SealedSaver sealed: its rotation (secure_serde/_rewrap/_sealed.py).
-        sealed = sealed_store_display(args.store) is not None
-        _print_report(report, configured, sys.stdout, MAX_LISTED_SEALED if sealed else None)
+        _print_report(report, configured, sys.stdout)
     if report.ok:
         return EXIT_OK
     if not report.ok:
@@ -258,12 +256,7 @@ def report_json(report: RewrapReport) -> dict[str, Any]:
     }
 
 
-def _print_report(
-    report: RewrapReport,
-    configured: ConfiguredCiphers,
-    out: TextIO,
-    max_listed: int | None = None,
-) -> None:
+def _print_report(report: RewrapReport, configured: ConfiguredCiphers, out: TextIO) -> None:
     verb = "would rewrap" if report.dry_run else "rewrapped"
     workers = f" with {report.workers} workers" if report.workers > 1 else ""
     print(f"store: {for_terminal(report.store)}", file=out)
@@ -287,10 +280,5 @@ def _print_report(
         print(f"  skipped ({kind}): {count:,}", file=out)
     if report.failures:
         print("rows that could not be rewrapped:", file=out)
-        listed = report.failures if max_listed is None else report.failures[:max_listed]
-        for failure in listed:
-            print(f"  {for_terminal(failure)}", file=out)
-        hidden = report.failure_count - len(listed)
-        if hidden > 0:
-            more = " (--json lists them)" if max_listed is not None else ""
-            print(f"  ... and {hidden:,} more{more}", file=out)
+        for line in capped(report.failures, report.failure_count):
+            print(line, file=out)

@@ -137,24 +137,72 @@ def test_usage_errors_exit_two(argv: list[str], capsys: pytest.CaptureFixture[st
     assert info.value.code == 2
 
 
-def test_long_failure_lists_are_cut_short(
+def _plant_bad_writes(store: Path, count: int) -> None:
+    """``count`` rows no key opens: a one-byte value under the aesgcm cipher name."""
+    with sqlite3.connect(store) as conn:
+        conn.executemany(
+            "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel,"
+            " type, value) VALUES (?, '', 'c', 'task', 0, 'ch', 'msgpack+aesgcm', x'00')",
+            [(f"bad-{i:05d}",) for i in range(count)],
+        )
+
+
+def _listed(out: str) -> list[str]:
+    return [line for line in out.splitlines() if "thread_id='bad-" in line]
+
+
+def test_failure_lists_show_twenty_rows_and_a_count_and_json_lists_all(
+    store: Path, keys: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = 25
+    _plant_bad_writes(store, bad)
+    keys(KEY_A, STAGE3)
+    assert main(["rewrap", str(store), "--dry-run"]) == 1
+    out, err = capsys.readouterr()
+    listed = _listed(out)
+    assert len(listed) == 20
+    # The first twenty, in the order the report keeps them.
+    assert [line.split("thread_id='")[1][:9] for line in listed] == [
+        f"bad-{i:05d}" for i in range(20)
+    ]
+    assert "  ... and 5 more (--json lists them)" in out.splitlines()
+    assert f"{bad:,} row(s) could not be rewrapped" in err
+
+    assert main(["rewrap", str(store), "--dry-run", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert document["failure_count"] == bad
+    assert sorted(f["key"]["thread_id"] for f in document["failures"]) == [
+        f"bad-{i:05d}" for i in range(bad)
+    ]
+
+
+def test_twenty_failures_are_all_listed_with_no_count_line(
+    store: Path, keys: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _plant_bad_writes(store, 20)
+    keys(KEY_A, STAGE3)
+    assert main(["rewrap", str(store), "--dry-run"]) == 1
+    out, _ = capsys.readouterr()
+    assert len(_listed(out)) == 20
+    assert "more (--json" not in out
+
+
+def test_past_what_the_report_keeps_json_lists_the_first_thousand(
     store: Path, keys: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from secure_serde._rewrap import MAX_LISTED_FAILURES
 
     bad = MAX_LISTED_FAILURES + 7
-    with sqlite3.connect(store) as conn:
-        conn.executemany(
-            "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel,"
-            " type, value) VALUES (?, '', 'c', 'task', 0, 'ch', 'msgpack+aesgcm', x'00')",
-            [(f"bad-{i:05d}",) for i in range(bad)],
-        )
+    _plant_bad_writes(store, bad)
     keys(KEY_A, STAGE3)
     assert main(["rewrap", str(store), "--batch-size", "250"]) == 1
     out, err = capsys.readouterr()
-    assert sum(1 for line in out.splitlines() if "thread_id='bad-" in line) == MAX_LISTED_FAILURES
-    assert "... and 7 more" in out
+    assert len(_listed(out)) == 20
+    assert f"  ... and {bad - 20:,} more (--json lists the first 1,000)" in out.splitlines()
     assert f"{bad:,} row(s) could not be rewrapped" in err
+    assert main(["rewrap", str(store), "--batch-size", "250", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert (document["failure_count"], len(document["failures"])) == (bad, MAX_LISTED_FAILURES)
 
 
 def test_sigint_stops_between_batches_and_a_rerun_finishes(tmp_path: Path) -> None:
