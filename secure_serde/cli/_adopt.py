@@ -1,7 +1,8 @@
 """``secure-serde adopt SOURCE TARGET``: copy an older store into a new SealedSaver store.
 
 SOURCE is a store secure_serde 0.3's sealed savers wrote, or a stock saver
-with secure_serde's serializer; TARGET is a new store (a SQLite path or a
+with secure_serde's serializer, read by `secure_serde.stores.V03Reader` (read
+only); TARGET is a new store (a SQLite path or a
 ``postgresql://`` URL), opened with the 0.4 saver of its kind and set up.
 Keys come from the environment, as for every command. Every row the tool
 cannot vouch for is listed first (``--dry-run`` writes nothing) and refused
@@ -23,6 +24,7 @@ from secure_serde.cli._pretty import for_terminal
 from secure_serde.config import serializer_from_env
 from secure_serde.savers import AdoptReport, adopt
 from secure_serde.sealing import SealedSaver
+from secure_serde.stores import V03Reader
 
 __all__ = ["register"]
 
@@ -62,17 +64,11 @@ def register(subparsers: Any) -> None:
 @contextmanager
 def _source(
     location: str, serde: EncryptedSerializer, migration: Migration | None
-) -> Iterator[Any]:
-    if location.startswith(_POSTGRES):
-        from secure_serde.savers import V03PostgresSaver
-
-        with V03PostgresSaver.from_conn_string(location, serde=serde, migration=migration) as saver:
-            yield saver
-    else:
-        from secure_serde.savers import V03SqliteSaver
-
-        with V03SqliteSaver.from_conn_string(location, serde=serde, migration=migration) as saver:
-            yield saver
+) -> Iterator[V03Reader]:
+    # 0.3's layout is read by the 0.3 reader; a stock store's rows are unbound
+    # to it, so they read only leniently (and are listed as unauthenticated).
+    with V03Reader(location, serde=serde, migration=migration) as reader:
+        yield reader
 
 
 @contextmanager

@@ -2,10 +2,11 @@
 
 The connection is a `secure_serde.stores.HistoryView` (SQLite opened with
 ``mode=ro``, PostgreSQL on a session whose transactions are all read only),
-which also answers the id and namespace queries. SQLite is read by our
-sealed ``SqliteSaver`` (the stock one when the serializer cannot bind values
-to rows); PostgreSQL by our `PostgresSaver` (the stock one's reads, plus
-sealed metadata, the inline-values switch and row binding). Each checkpoint
+which also answers the id and namespace queries. Both databases are read by
+`secure_serde.stores.V03Reader` on that connection (0.3's sealed rows: row
+binding, record seals, sealed metadata, the inline-values switch); a SQLite
+store by the stock ``SqliteSaver`` when the serializer cannot bind values to
+rows. Each checkpoint
 is first read as the sealed savers read it, with every value bound to its
 row; one that a stock saver or an older secure_serde wrote (no binding) is
 then read under ``Migration(unbound=True)`` and marked unbound, so it is
@@ -36,7 +37,7 @@ from secure_serde import (
 )
 from secure_serde import _langgraph as lg
 from secure_serde.cli._next import derive_next
-from secure_serde.stores import HistoryView, Store, StoreError
+from secure_serde.stores import HistoryView, Store, StoreError, V03Reader
 
 __all__ = ["CheckpointEntry", "CheckpointReader", "DeltaValue"]
 
@@ -111,31 +112,23 @@ class CheckpointReader:
         self._binding_store: bool | None = None
 
     def _saver(self, serde: SerializerProtocol, migration: Migration) -> BaseCheckpointSaver[Any]:
-        if self._view.kind == "postgres":
-            from secure_serde.savers import V03PostgresSaver as PostgresSaver
-
+        if isinstance(serde, EncryptedSerializer) and self.binds:
             # A viewer, not a writer: it unseals whatever is sealed and enforces no
             # metadata policy (which keys a deployment seals is not known here).
-            return PostgresSaver(
-                self._view.connection, serde=serde, migration=migration, seal_metadata=False
+            return V03Reader(self._view, serde=serde, migration=migration, seal_metadata=False)
+        if self._view.kind == "postgres":
+            raise ConfigurationError(
+                "inspecting a PostgreSQL store needs a serializer whose cipher binds values"
+                " to their rows (any cipher from secure_serde.ciphers)"
             )
         try:
             from langgraph.checkpoint.sqlite import SqliteSaver
-
-            from secure_serde.savers import V03SqliteSaver as SealedSqliteSaver
         except ImportError:
             raise ConfigurationError(
                 "inspecting SQLite stores needs langgraph-checkpoint-sqlite:"
                 " pip install 'secure-serde[sqlite]'"
             ) from None
-        saver: SqliteSaver
-        if self.binds:
-            # A viewer: it unseals whatever is sealed, enforcing no metadata policy.
-            saver = SealedSqliteSaver(
-                self._view.connection, serde=serde, migration=migration, seal_metadata=False
-            )
-        else:
-            saver = SqliteSaver(self._view.connection, serde=serde)
+        saver = SqliteSaver(self._view.connection, serde=serde)
         # setup() would switch the journal mode and create tables: the store
         # exists already (open_store checked), and this connection cannot write.
         saver.is_setup = True
@@ -169,6 +162,8 @@ class CheckpointReader:
             return False
         try:
             return self._bound.get_tuple(_config(*newest)) is not None
+        except StoreError:
+            raise
         except _READ_ERRORS:
             return False
         except self._view.driver_error as exc:
@@ -186,6 +181,8 @@ class CheckpointReader:
             except _UNBOUND_ERRORS:
                 unbound = True
                 saved = self.saver.get_tuple(config)
+        except StoreError:
+            raise  # the database, not this checkpoint
         except _READ_ERRORS as exc:
             return CheckpointEntry(checkpoint_id, error=_describe(exc))
         except self._view.driver_error as exc:

@@ -8,14 +8,19 @@ thread's checkpoints are listed and put oldest first per namespace, each
 with its pending writes, so the target seals and binds every value where it
 lands.
 
-Before anything is written, every source row is classified:
+The source is read by `secure_serde.stores.V03Reader` for a store 0.3's
+sealed savers wrote (read only, checked as 0.3 checked it), or by a stock
+langgraph saver for a stock store. Before anything is written, every
+source row is classified:
 
-* its stored type tag, read raw through the source's stock saver class
-  (nothing is decrypted): a tag with no cipher is **plaintext**, and a
+* its stored type tag, read from the database by the stores layer
+  (`secure_serde.stores.checkpoint_tags`; nothing is decrypted), so it
+  works on any SQLite or PostgreSQL store: a tag with no cipher, or a value
+  kept inline in PostgreSQL's checkpoint JSON, is **plaintext**, and a
   ``+aes`` tag (langgraph's built-in format, whose tag nothing
   authenticates) is **legacy**: it could have been relabelled;
-* then the checkpoint is read through ``source`` as configured (0.3's
-  savers refuse what is not bound to its row by default): a row that fails
+* then the checkpoint is read through ``source`` as configured (the 0.3
+  reader refuses what is not bound to its row by default): a row that fails
   there is **unauthenticated** if ``lenient`` (a reader of the same store
   under a `Migration`) reads it, and **misplaced** if even that refuses it.
 
@@ -29,6 +34,8 @@ plaintext, legacy and unauthenticated rows takes ``accept_unvouched=True``
 from __future__ import annotations
 
 import logging
+import os
+import sqlite3
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -38,6 +45,14 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde.sealing import SealedSaver
 from secure_serde.sealing._codec import new_versions_of
+from secure_serde.stores import (
+    CheckpointTags,
+    HistoryView,
+    Store,
+    V03Reader,
+    checkpoint_tags,
+    open_store,
+)
 
 __all__ = ["AdoptReport", "Unvouched", "adopt"]
 
@@ -98,67 +113,49 @@ class AdoptReport:
         return [head, *(f"  {u}" for u in self.unvouched)]
 
 
-class _Raw:
-    """A stored value as the source holds it: its type tag, never decrypted."""
-
-    __slots__ = ("type_tag",)
-
-    def __init__(self, type_tag: str) -> None:
-        self.type_tag = type_tag
-
-
-class _RawSerde:
-    def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        raise ConfigurationError("adopt's raw reader never writes")
-
-    def loads_typed(self, data: tuple[str, bytes]) -> _Raw:
-        return _Raw(data[0])
-
-
-def _tag_reason(value: Any) -> str | None:
-    if not isinstance(value, _Raw):
-        return PLAINTEXT  # kept inline by the stock saver (PostgreSQL's JSON): never encrypted
-    if "+" not in value.type_tag:
-        return PLAINTEXT
-    if value.type_tag.endswith("+aes"):
+def _tag_reason(type_tag: str | None) -> str | None:
+    if type_tag is None or "+" not in type_tag:
+        return PLAINTEXT  # kept inline (PostgreSQL's JSON) or stored without a cipher
+    if type_tag.endswith("+aes"):
         return LEGACY
     return None
 
 
-def _raw_reader(source: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:
-    """The source's stock langgraph saver class on the same connection, reading tags only."""
-    stock = next(
-        (
-            c
-            for c in type(source).__mro__
-            if c.__module__.startswith("langgraph.checkpoint.") and c is not BaseCheckpointSaver
-        ),
-        None,
+def _stored(
+    source: BaseCheckpointSaver[Any], store: str | os.PathLike[str] | Store | None
+) -> list[CheckpointTags]:
+    """The type tags of every checkpoint of the source's store, from the stores layer."""
+    if isinstance(source, SealedSaver):
+        raise ConfigurationError("adopt copies an unsealed store; its source is a SealedSaver")
+    if store is None and isinstance(source, V03Reader):
+        return checkpoint_tags(source.view)
+    if store is None:
+        store = _sqlite_file(source)
+    if isinstance(store, Store):
+        with HistoryView(store) as view:
+            return checkpoint_tags(view)
+    with open_store(store) as opened, HistoryView(opened) as view:
+        return checkpoint_tags(view)
+
+
+def _sqlite_file(source: BaseCheckpointSaver[Any]) -> str:
+    conn = getattr(source, "conn", None)
+    if isinstance(conn, sqlite3.Connection):
+        for _, name, path in conn.execute("PRAGMA database_list"):
+            if name == "main" and path:
+                return str(path)
+    raise ConfigurationError(
+        f"adopt reads the rows of {type(source).__name__}'s database to classify them:"
+        " pass store= (its SQLite path or postgresql:// URL), or read a 0.3 store with"
+        " secure_serde.stores.V03Reader"
     )
-    if stock is None or isinstance(source, SealedSaver):
-        raise ConfigurationError(
-            "adopt reads a langgraph stock saver or one of secure_serde 0.3's savers"
-            f" (secure_serde.savers.V03SqliteSaver, ...), not {type(source).__name__}"
-        )
-    raw: BaseCheckpointSaver[Any] = object.__new__(stock)
-    raw.__dict__.update(source.__dict__)  # the same connection and lock
-    raw.serde = _RawSerde()
-    return raw
 
 
-def _config(t: CheckpointTuple, checkpoint_id: str | None = None) -> RunnableConfig:
-    c = t.config["configurable"]
-    config: dict[str, Any] = {"thread_id": c["thread_id"], "checkpoint_ns": c["checkpoint_ns"]}
+def _config(tags: CheckpointTags, checkpoint_id: str | None) -> RunnableConfig:
+    config: dict[str, Any] = {"thread_id": tags.thread_id, "checkpoint_ns": tags.checkpoint_ns}
     if checkpoint_id is not None:
         config["checkpoint_id"] = checkpoint_id
     return {"configurable": config}
-
-
-def _parent_id(t: CheckpointTuple) -> str | None:
-    if t.parent_config is None:
-        return None
-    parent = t.parent_config["configurable"].get("checkpoint_id")
-    return None if parent is None else str(parent)
 
 
 def _read(saver: BaseCheckpointSaver[Any] | None, config: RunnableConfig) -> CheckpointTuple | None:
@@ -178,28 +175,19 @@ class _Run:
     unvouched: list[Unvouched] = field(default_factory=list)
     refused: set[tuple[str, str, str]] = field(default_factory=set)
 
-    def take(self, found: CheckpointTuple) -> tuple[CheckpointTuple, list[Any]] | None:
+    def take(self, tags: CheckpointTags) -> tuple[CheckpointTuple, list[Any]] | None:
         """The checkpoint to copy and the writes to copy with it, or ``None`` (refused)."""
-        c = found.config["configurable"]
-        key = (str(c["thread_id"]), str(c["checkpoint_ns"]), str(c["checkpoint_id"]))
+        key = (tags.thread_id, tags.checkpoint_ns, tags.checkpoint_id)
 
         def note(row: str, reason: str, copied: bool) -> None:
             self.unvouched.append(Unvouched(*key, row, reason, copied))
 
-        parent = _parent_id(found)
-        if parent is not None and (key[0], key[1], parent) in self.refused:
+        if tags.parent_id is not None and (key[0], key[1], tags.parent_id) in self.refused:
             self._refuse(key, note, PARENT_REFUSED)
             return None
-        cell = found.checkpoint
-        values: dict[str, Any] = (
-            {"checkpoint": cell}
-            if isinstance(cell, _Raw)
-            else {f"value {k}": v for k, v in cell["channel_values"].items()}
-        )
-        value_reasons = {k: r for k, v in values.items() if (r := _tag_reason(v)) is not None}
-        pending = list(found.pending_writes or ())
-        write_reasons = {i: r for i, w in enumerate(pending) if (r := _tag_reason(w[2]))}
-        config = _config(found, key[2])
+        value_reasons = {row: r for row, tag in tags.values if (r := _tag_reason(tag))}
+        write_reasons = {i: r for i, w in enumerate(tags.writes) if (r := _tag_reason(w[2]))}
+        config = _config(tags, key[2])
         read = _read(self.source, config)
         if read is None:
             read = _read(self.lenient, config)
@@ -212,10 +200,13 @@ class _Run:
         for row, reason in value_reasons.items():
             note(row, reason, copied=take)
         for i, reason in write_reasons.items():
-            note(f"write {pending[i][0]} {pending[i][1]}", reason, copied=take and self.accept)
+            task_id, channel, _ = tags.writes[i]
+            note(f"write {task_id} {channel}", reason, copied=take and self.accept)
         if read is None or not take:
             self.refused.add(key)
             return None
+        # Every saver returns a checkpoint's writes in writes_sort_key order, the
+        # order of tags.writes, so positions match.
         kept = [
             w
             for i, w in enumerate(read.pending_writes or ())
@@ -228,19 +219,22 @@ class _Run:
         note("checkpoint", reason, copied=False)
 
 
-def adopt(
+def adopt(  # noqa: PLR0913 - the source, the target, and keyword-only switches
     source: BaseCheckpointSaver[Any],
     target: SealedSaver,
     *,
     lenient: BaseCheckpointSaver[Any] | None = None,
     dry_run: bool = False,
     accept_unvouched: bool = False,
+    store: str | os.PathLike[str] | Store | None = None,
 ) -> AdoptReport:
     """Copy every thread of ``source`` into ``target``; see the module docstring.
 
     Args:
-        source: the older store's saver, configured to read strictly (0.3's
-            savers and `EncryptedSerializer` do by default); sync API.
+        source: the older store's reader, configured to read strictly: a
+            `secure_serde.stores.V03Reader` for a store 0.3's sealed savers
+            wrote, or a stock langgraph saver (with `EncryptedSerializer`,
+            or none) for a stock store; sync API.
         target: a set-up `SealedSaver` on a new store.
         lenient: the same store read under a `Migration` (``unbound``,
             ``plaintext``...): what copies accepted rows, and what tells an
@@ -248,6 +242,15 @@ def adopt(
         dry_run: classify and report; write nothing.
         accept_unvouched: copy plaintext, legacy and unauthenticated rows too
             (each listed, and logged).
+        store: where the source's rows are (a SQLite path, a
+            ``postgresql://`` URL or a `Store`), read for their type tags;
+            needed only for a stock PostgreSQL saver (a `V03Reader` and a
+            stock SQLite saver know their database).
+
+    Raises:
+        ConfigurationError: the target is not a `SealedSaver`, the source
+            is one, or its store cannot be told.
+        StoreError: the store cannot be read.
     """
     if not isinstance(target, SealedSaver):
         raise ConfigurationError("adopt copies into a SealedSaver; wrap the target saver first")
@@ -255,7 +258,7 @@ def adopt(
         raise ConfigurationError(
             "accept_unvouched=True needs lenient=: a saver reading the source under a Migration"
         )
-    rows = sorted(_raw_reader(source).list(None), key=_order)
+    rows = _stored(source, store)
     _log.warning(
         "secure_serde adopt: %s %d checkpoint(s) of an unsealed store into a sealed one",
         "dry run over" if dry_run else "taking in",
@@ -264,32 +267,25 @@ def adopt(
     run = _Run(source, lenient, accept_unvouched)
     threads: set[str] = set()
     checkpoints = writes = 0
-    for found in rows:
-        taken = run.take(found)
+    for tags in rows:
+        taken = run.take(tags)
         if taken is None:
             continue
         read, kept = taken
-        threads.add(str(found.config["configurable"]["thread_id"]))
+        threads.add(tags.thread_id)
         checkpoints += 1
         writes += len(kept)
         if not dry_run:
-            _put(target, found, read, kept)
+            _put(target, tags, read, kept)
     report = AdoptReport(dry_run, len(threads), checkpoints, writes, tuple(run.unvouched))
     for line in report.lines():
         _log.warning("secure_serde adopt: %s", line.strip())
     return report
 
 
-def _order(t: CheckpointTuple) -> tuple[str, str, str]:
-    c = t.config["configurable"]
-    return str(c["thread_id"]), str(c["checkpoint_ns"]), str(c["checkpoint_id"])
-
-
-def _put(
-    target: SealedSaver, found: CheckpointTuple, read: CheckpointTuple, kept: list[Any]
-) -> None:
+def _put(target: SealedSaver, tags: CheckpointTags, read: CheckpointTuple, kept: list[Any]) -> None:
     checkpoint = read.checkpoint
-    config = _config(found, _parent_id(found))
+    config = _config(tags, tags.parent_id)
     written = target.put(config, checkpoint, read.metadata, new_versions_of(checkpoint))
     by_task: dict[str, list[tuple[str, Any]]] = {}
     for task_id, channel, value in kept:

@@ -99,6 +99,11 @@ every statement is a literal with bound parameters):
   `SEALED_METADATA_KEY`, `INDEX_METADATA_KEY`, `ROW_KEY`) and of a
   checkpoint record's seal (`canonical`, `metadata_record`, `RECORD_KEY`),
   shared with the sealed savers, which build on this package.
+* `V03Reader(store, serde=...)` - the checkpoints of a store secure_serde
+  0.3's sealed savers wrote, read only and checked as 0.3 read them
+  (secure_serde/stores/_v03.py); `checkpoint_tags(view)` - each checkpoint's
+  stored type tags, decrypting nothing (`CheckpointTags`), which
+  ``secure_serde.savers.adopt`` classifies rows by.
 
 Errors opening, reading or writing a store raise `StoreError`, under
 `SecureSerdeError`.
@@ -150,6 +155,7 @@ if TYPE_CHECKING:
     from secure_serde.stores._record import canonical, metadata_record
     from secure_serde.stores._sqlite import SqliteStore
     from secure_serde.stores._v03 import V03Reader
+    from secure_serde.stores._v03_tags import CheckpointTags, checkpoint_tags
 else:
     from secure_serde._lazy import lazy_attributes
 
@@ -159,6 +165,7 @@ else:
             "ALL_THREADS": "secure_serde.stores._base",
             "Cell": "secure_serde.stores._base",
             "CheckpointId": "secure_serde.stores._history",
+            "CheckpointTags": "secure_serde.stores._v03_tags",
             "DEFAULT_BATCH_SIZE": "secure_serde.stores._base",
             "HistoryView": "secure_serde.stores._history",
             "INDEX_METADATA_KEY": "secure_serde.stores._envelope",
@@ -182,6 +189,7 @@ else:
             "TableSpec": "secure_serde.stores._base",
             "ThreadRange": "secure_serde.stores._base",
             "canonical": "secure_serde.stores._record",
+            "checkpoint_tags": "secure_serde.stores._v03_tags",
             "envelope": "secure_serde.stores._envelope",
             "envelope_cell": "secure_serde.stores._envelope",
             "metadata_record": "secure_serde.stores._record",
@@ -208,6 +216,7 @@ __all__ = [
     "SEALED_METADATA_KEY",
     "Cell",
     "CheckpointId",
+    "CheckpointTags",
     "HistoryView",
     "InlineChannel",
     "JsonColumnScan",
@@ -223,6 +232,7 @@ __all__ = [
     "ThreadRange",
     "V03Reader",
     "canonical",
+    "checkpoint_tags",
     "envelope",
     "envelope_cell",
     "metadata_record",
