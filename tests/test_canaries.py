@@ -7,8 +7,10 @@ an ``interrupt()`` value and its resume value, a subgraph with its own state and
 bytea), SQLite through the database file's bytes. Each "nothing found" test has a twin showing
 the same search does find canaries in a store written without our protection.
 
-Metadata is the one thing stored as plaintext JSON by design; the tests pin exactly which keys
-are there, and SECURITY.md lists the same keys.
+The sealed savers are `secure_serde.savers`' (`SealedSaver` around the stock ones). Metadata
+keys stay visible by design (their values are sealed, or blind-index tokens, unless named in
+``plaintext_metadata``); the tests pin exactly which keys are there, and SECURITY.md lists the
+same keys.
 """
 
 from __future__ import annotations
@@ -27,16 +29,16 @@ from psycopg.rows import dict_row
 
 from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers import SEALED_METADATA_KEY
-from secure_serde.savers._blind_index import INDEX_METADATA_KEY
-from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver
-from secure_serde.savers._v03_sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
-from secure_serde.savers._v03_sqlite import SqliteSaver as SealedSqliteSaver
+from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers.sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
+from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
 from tests import canary_support as canary
 from tests.fixtures_services import PostgresServer, pg_dump
 
 KEY = b"canary-tests-key-0123456789abcde"
 SUFFIX = b"+aesgcm"
+# pg_dump writes bytea as hex: how a sealed cell's header, which names its cipher, shows there.
+HEX_SUFFIX = SUFFIX.hex().encode()
 
 # What a LangGraph 1.2 run of the canary graph leaves in the plaintext metadata (SECURITY.md,
 # "What stays plaintext at rest", states the same lists). The first four are langgraph's own
@@ -45,8 +47,15 @@ SUFFIX = b"+aesgcm"
 LANGGRAPH_METADATA_KEYS = ["counters_since_delta_snapshot", "parents", "source", "step"]
 COPIED_FROM_CONFIG = ["api_key", "run_id", "tenant"]
 DEFAULT_PLAINTEXT_METADATA = sorted(LANGGRAPH_METADATA_KEYS + COPIED_FROM_CONFIG)
-# With plaintext_metadata=() on our Postgres savers: langgraph's keys and the sealed envelope.
-SEALED_PLAINTEXT_METADATA = sorted([*LANGGRAPH_METADATA_KEYS, SEALED_METADATA_KEY])
+# The sealed savers' metadata keys: langgraph's and run_id (all but "parents" as blind-index
+# tokens, secure_serde.sealing.DEFAULT_INDEXED_METADATA), the sealed entry of every other key,
+# and on the store identity's own row its entry.
+SEALED_METADATA_KEY = "__secure_serde__"
+IDENTITY_METADATA_KEY = "__secure_serde_store__"
+IDENTITY_THREAD = "__secure_serde_store__"
+SEALED_PLAINTEXT_METADATA = sorted(
+    [*LANGGRAPH_METADATA_KEYS, "run_id", SEALED_METADATA_KEY, IDENTITY_METADATA_KEY]
+)
 # The config canaries: values langgraph copies from config into every checkpoint's metadata.
 CONFIG_CANARIES = {"api_key": [canary.API_KEY.encode()], "run_id": [canary.RUN_ID.encode()]}
 
@@ -91,7 +100,7 @@ def assert_graph_stored_everything(url: str, dump: bytes) -> None:
     assert any(r["checkpoint_ns"].startswith("child:") for r in namespaces)
     assert delta_writes is not None
     assert delta_writes["n"] >= 4
-    assert dump.count(SUFFIX) >= 40
+    assert dump.count(HEX_SUFFIX) >= 40
 
 
 # --------------------------------------------------------------------------------------------
@@ -108,52 +117,41 @@ def migrated(postgres_url: str) -> str:
 async def _run_ours(url: str, *, is_async: bool, **options: Any) -> None:
     if is_async:
         async with AsyncPostgresSaver.from_conn_string(url, serde=serde(), **options) as saver:
+            await saver.asetup()
             graph = canary.build_canary_graph(saver)
             canary.check_final_state(await canary.run_async(graph, "canary"))
     else:
         with PostgresSaver.from_conn_string(url, serde=serde(), **options) as sync_saver:
+            sync_saver.setup()
             graph = canary.build_canary_graph(sync_saver)
             canary.check_final_state(canary.run_sync(graph, "canary"))
 
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
-async def test_postgres_dump_holds_no_state_canary(
+async def test_postgres_dump_holds_no_canary_at_all(
     postgres_server: PostgresServer, migrated: str, is_async: bool
 ) -> None:
     await _run_ours(migrated, is_async=is_async)
     dump = pg_dump(postgres_server, migrated)
     assert_graph_stored_everything(migrated, dump)
-    assert canary.leaks(dump, every_canary(), hex_too=True) == set()
-    # Metadata is sealed by default: configurable values are not in the dump.
-    assert postgres_metadata_keys(migrated) == SEALED_PLAINTEXT_METADATA
-    assert canary.API_KEY.encode() not in dump
-
-
-async def test_postgres_unsealed_metadata_dump_shows_configurable(
-    postgres_server: PostgresServer, migrated: str
-) -> None:
-    """``seal_metadata=False`` (0.1.0's default) keeps the stock metadata, in the clear."""
-    await _run_ours(migrated, is_async=False, seal_metadata=False)
-    dump = pg_dump(postgres_server, migrated)
-    assert canary.leaks(dump, every_canary(), hex_too=True) == set()
-    assert postgres_metadata_keys(migrated) == DEFAULT_PLAINTEXT_METADATA
-    assert canary.API_KEY.encode() in dump
-
-
-@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
-async def test_postgres_sealed_metadata_dump_holds_no_canary_at_all(
-    postgres_server: PostgresServer, migrated: str, is_async: bool
-) -> None:
-    await _run_ours(migrated, is_async=is_async, plaintext_metadata=())
-    dump = pg_dump(postgres_server, migrated)
-    assert_graph_stored_everything(migrated, dump)
-    config_canaries = {
-        "api_key": [canary.API_KEY.encode()],
-        "run_id": [canary.RUN_ID.encode()],
-        "tenant": [b'"acme"'],
-    }
+    # Metadata is sealed by default: configurable values are not in the dump either.
+    config_canaries = {**CONFIG_CANARIES, "tenant": [b'"acme"']}
     assert canary.leaks(dump, {**every_canary(), **config_canaries}, hex_too=True) == set()
     assert postgres_metadata_keys(migrated) == SEALED_PLAINTEXT_METADATA
+
+
+async def test_postgres_plaintext_metadata_dump_shows_those_keys(
+    postgres_server: PostgresServer, migrated: str
+) -> None:
+    """Keys named in ``plaintext_metadata`` are kept in the clear: the search finds them, and
+    still no state canary."""
+    await _run_ours(migrated, is_async=False, plaintext_metadata=COPIED_FROM_CONFIG)
+    dump = pg_dump(postgres_server, migrated)
+    assert canary.leaks(dump, every_canary(), hex_too=True) == set()
+    assert canary.leaks(dump, CONFIG_CANARIES) == set(CONFIG_CANARIES)
+    assert postgres_metadata_keys(migrated) == sorted(
+        {*SEALED_PLAINTEXT_METADATA, *COPIED_FROM_CONFIG}
+    )
 
 
 def test_stock_postgres_saver_dump_shows_canaries(
@@ -170,15 +168,16 @@ def test_stock_postgres_saver_dump_shows_canaries(
 def test_unencrypted_serde_dump_shows_every_canary(
     postgres_server: PostgresServer, migrated: str
 ) -> None:
-    """Our saver without encryption: every canary is in a blob, and the hex search finds it."""
-    with PostgresSaver.from_conn_string(
-        migrated, serde=JsonPlusSerializer(), seal_metadata=False
-    ) as saver:
+    """Without encryption every canary is found: the values kept in blobs only by the hex search
+    (the sealed savers take no unencrypted serializer, so this is the stock saver)."""
+    with psycopg.connect(migrated, autocommit=True, row_factory=dict_row) as conn:
+        saver = StockPostgresSaver(conn, serde=JsonPlusSerializer())
         canary.check_final_state(canary.run_sync(canary.build_canary_graph(saver), "canary"))
     dump = pg_dump(postgres_server, migrated)
-    # The bool has no pattern of its own outside the stock saver's inline JSON.
     assert canary.leaks(dump, canary.state_canaries(), hex_too=True) == set(canary.state_canaries())
-    assert canary.leaks(dump, canary.inline_json_patterns(), hex_too=True) == set()
+    in_blobs = set(canary.state_canaries()) - STOCK_POSTGRES_LEAKS
+    assert in_blobs
+    assert canary.leaks(dump, canary.state_canaries()) & in_blobs == set()
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,6 +226,7 @@ def test_sqlite_file_without_encryption_shows_every_canary(tmp_path: Path) -> No
 
 
 # The sealed SQLite savers: config canaries sealed too, by default and with an index.
+# The store identity's row is not a checkpoint of the graph.
 
 
 async def _run_sealed_sqlite(path: Path, *, is_async: bool, **options: Any) -> tuple[bytes, int]:
@@ -261,7 +261,10 @@ def _sqlite_checkpoints(path: Path) -> int:
     with closing(sqlite3.connect(path)) as conn:
         namespaces = {r[0] for r in conn.execute("SELECT DISTINCT checkpoint_ns FROM checkpoints")}
         assert any(ns.startswith("child:") for ns in namespaces)
-        return int(conn.execute("SELECT count(*) FROM checkpoints").fetchone()[0])
+        (count,) = conn.execute(
+            "SELECT count(*) FROM checkpoints WHERE thread_id <> ?", (IDENTITY_THREAD,)
+        ).fetchone()
+        return int(count)
 
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
@@ -277,9 +280,8 @@ async def test_sealed_sqlite_file_holds_no_config_canary(tmp_path: Path, is_asyn
     for data in (raw, after):
         assert data.count(SUFFIX) >= 40
         assert canary.leaks(data, {**canary.state_canaries(), **CONFIG_CANARIES}) == set()
-    assert sqlite_metadata_keys(path) == sorted(
-        [*LANGGRAPH_METADATA_KEYS, SEALED_METADATA_KEY, INDEX_METADATA_KEY, "tenant"]
-    )
+    # api_key as a blind-index token; tenant left in plaintext.
+    assert sqlite_metadata_keys(path) == sorted([*SEALED_PLAINTEXT_METADATA, "api_key", "tenant"])
     # The key the user left plaintext is there: the search finds what it looks for.
     assert after.count(b'"tenant": "acme"') == total
 
@@ -296,12 +298,12 @@ async def test_sealed_sqlite_seals_metadata_by_default(tmp_path: Path, is_async:
     assert sqlite_metadata_keys(path) == SEALED_PLAINTEXT_METADATA
 
 
-async def test_sealed_sqlite_unsealed_metadata_shows_configurable(tmp_path: Path) -> None:
-    """``seal_metadata=False``: the same search finds the config canaries, state stays sealed."""
+async def test_sealed_sqlite_plaintext_metadata_shows_those_keys(tmp_path: Path) -> None:
+    """``plaintext_metadata``: the same search finds the config canaries, state stays sealed."""
     path = tmp_path / "store" / "canary.sqlite"
     path.parent.mkdir()
-    await _run_sealed_sqlite(path, is_async=False, seal_metadata=False)
+    await _run_sealed_sqlite(path, is_async=False, plaintext_metadata=COPIED_FROM_CONFIG)
     raw = store_bytes(path.parent)
     assert canary.leaks(raw, canary.state_canaries()) == set()
     assert canary.leaks(raw, CONFIG_CANARIES) == set(CONFIG_CANARIES)
-    assert sqlite_metadata_keys(path) == DEFAULT_PLAINTEXT_METADATA
+    assert sqlite_metadata_keys(path) == sorted({*SEALED_PLAINTEXT_METADATA, *COPIED_FROM_CONFIG})
