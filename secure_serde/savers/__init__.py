@@ -8,9 +8,12 @@ below need no database driver until they are called:
 * `adopt` copies the threads of an older store (one secure_serde 0.3's
   savers wrote, or a stock saver with or without secure_serde's serde) into
   a `SealedSaver`, after a dry run that lists every row it cannot vouch for;
+* `V03Reader` (also `secure_serde.stores.V03Reader`) reads a store 0.3's
+  sealed savers wrote, read only and checked as 0.3 checked it: ``adopt``'s
+  source for such a store;
 * ``V03PostgresSaver``, ``V03SqliteSaver`` and their async twins are
-  secure_serde 0.3's savers, kept only to read the stores 0.3 wrote
-  (``adopt``'s source, ``inspect``); they copy no threads.
+  secure_serde 0.3's savers themselves, deprecated in favour of `V03Reader`
+  and going away; they copy no threads.
 """
 
 from typing import TYPE_CHECKING
@@ -20,6 +23,7 @@ if TYPE_CHECKING:
     from secure_serde.savers._metadata import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
     from secure_serde.savers._v03_postgres import V03AsyncPostgresSaver, V03PostgresSaver
     from secure_serde.savers._v03_sqlite import V03AsyncSqliteSaver, V03SqliteSaver
+    from secure_serde.stores._v03 import V03Reader
 else:
     from secure_serde._lazy import lazy_attributes
 
@@ -33,6 +37,7 @@ else:
             "V03AsyncPostgresSaver": "secure_serde.savers._v03_postgres",
             "V03AsyncSqliteSaver": "secure_serde.savers._v03_sqlite",
             "V03PostgresSaver": "secure_serde.savers._v03_postgres",
+            "V03Reader": "secure_serde.stores._v03",
             "V03SqliteSaver": "secure_serde.savers._v03_sqlite",
             "adopt": "secure_serde.savers._adopt",
         },
@@ -46,6 +51,7 @@ __all__ = [
     "V03AsyncPostgresSaver",
     "V03AsyncSqliteSaver",
     "V03PostgresSaver",
+    "V03Reader",
     "V03SqliteSaver",
     "adopt",
 ]
