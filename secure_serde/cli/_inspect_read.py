@@ -91,9 +91,8 @@ class CheckpointReader:
         serde: SerializerProtocol,
         *,
         migration: Migration | None = None,
-        allow_inline_values: bool = False,
     ) -> None:
-        resolved = Migration.resolve(migration, allow_inline_values=allow_inline_values)
+        resolved = Migration.resolve(migration)
         if resolved.inline_values and store.kind != "postgres":
             raise ConfigurationError("--allow-inline-values applies to PostgreSQL stores only")
         self.binds = isinstance(serde, EncryptedSerializer) and serde.binds_locations
