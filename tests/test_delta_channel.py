@@ -12,7 +12,10 @@ rebuilt at every checkpoint, and ``get_delta_channel_history`` at every
 checkpoint, whose seeds must be ``_DeltaSnapshot`` values, type included.
 
 Savers: SqliteSaver on a file, and on the real PostgreSQL fixture both
-langgraph's PostgresSaver and secure_serde's sealed one.
+langgraph's PostgresSaver and secure_serde's sealed one; secure_serde's sealed
+savers (`SealedSaver` around the stock ones) run the encrypted half, the stock
+saver the plain one. For them the stored type tags checked are those of the
+sealed cells the stock saver holds.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import pandas as pd
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
-from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -38,7 +41,9 @@ from secure_serde import EncryptedSerializer, PickleFallbackSerializer
 from secure_serde import _langgraph as lg
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
-from secure_serde.savers._v03_postgres import PostgresSaver as SealedPostgresSaver
+from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
+from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
+from secure_serde.sealing._cell import VALUE, WRITE, unpack
 from tests import strategies as cs
 from tests import strategies_pandas  # noqa: F401  (registers exact frame comparison)
 from tests.fixtures_services import saver_connection
@@ -196,12 +201,22 @@ def sqlite_savers(path: Path) -> Iterator[tuple[SaverFactory, Callable[[], list[
         yield (lambda serde: SqliteSaver(conn, serde=serde)), types
 
 
+def sealed_types(tuples: Sequence[CheckpointTuple]) -> list[str]:
+    """The type tags inside the sealed cells a bare stock saver reads: channel values, writes."""
+    types = [
+        unpack(v, VALUE).type_tag for t in tuples for v in t.checkpoint["channel_values"].values()
+    ]
+    types += [unpack(v, WRITE).type_tag for t in tuples for _, _, v in t.pending_writes or ()]
+    return types
+
+
+ENC: RunnableConfig = {"configurable": {"thread_id": "enc"}}
+
+
 @contextmanager
-def postgres_savers(
-    url: str, saver_cls: type[StockPostgresSaver]
-) -> Iterator[tuple[SaverFactory, Callable[[], list[str]]]]:
+def postgres_savers(url: str) -> Iterator[tuple[SaverFactory, Callable[[], list[str]]]]:
     with saver_connection(url) as conn:
-        saver_cls(conn, serde=JsonPlusSerializer()).setup()
+        StockPostgresSaver(conn, serde=JsonPlusSerializer()).setup()
 
         def types() -> list[str]:
             return [
@@ -212,17 +227,24 @@ def postgres_savers(
                 ).fetchall()
             ]
 
-        # Sealing metadata needs an encrypting serde: the plain run keeps it plaintext.
-        yield (
-            (
-                lambda serde: (
-                    saver_cls(conn, serde=serde, seal_metadata=False)
-                    if saver_cls is SealedPostgresSaver and isinstance(serde, JsonPlusSerializer)
-                    else saver_cls(conn, serde=serde)
-                )
-            ),
-            types,
-        )
+        yield (lambda serde: StockPostgresSaver(conn, serde=serde)), types
+
+
+@contextmanager
+def sealed_postgres_savers(url: str) -> Iterator[tuple[SaverFactory, Callable[[], list[str]]]]:
+    with saver_connection(url) as conn:
+        # The store identity first: a sealed saver refuses a store already holding checkpoints.
+        SealedPostgresSaver(conn, serde=encrypted_serde(False)).setup()
+
+        def make_saver(serde: Any) -> BaseCheckpointSaver[Any]:
+            if isinstance(serde, EncryptedSerializer):
+                return SealedPostgresSaver(conn, serde=serde)
+            return StockPostgresSaver(conn, serde=serde)
+
+        def types() -> list[str]:
+            return sealed_types(list(StockPostgresSaver(conn).list(ENC)))
+
+        yield make_saver, types
 
 
 def compare_runs(
@@ -251,9 +273,9 @@ def test_sqlite_encrypted_matches_unencrypted(tmp_path: Path, with_frame: bool) 
 @pytest.mark.parametrize("with_frame", [False, True], ids=["list", "list+frame"])
 def test_sealed_sqlite_encrypted_matches_unencrypted(tmp_path: Path, with_frame: bool) -> None:
     """Bound rows: the delta history walks authenticated ancestors (the stock saver runs plain)."""
-    from secure_serde.savers._v03_sqlite import SqliteSaver as SealedSqliteSaver
-
     with closing(sqlite3.connect(tmp_path / "sealed.sqlite", check_same_thread=False)) as conn:
+        # The store identity first: a sealed saver refuses a store already holding checkpoints.
+        SealedSqliteSaver(conn, serde=encrypted_serde(False)).setup()
 
         def make_saver(serde: Any) -> BaseCheckpointSaver[Any]:
             if isinstance(serde, EncryptedSerializer):
@@ -261,21 +283,16 @@ def test_sealed_sqlite_encrypted_matches_unencrypted(tmp_path: Path, with_frame:
             return SqliteSaver(conn, serde=serde)
 
         def types() -> list[str]:
-            return [
-                t
-                for table in ("checkpoints", "writes")
-                for (t,) in conn.execute(f"SELECT type FROM {table} WHERE thread_id = 'enc'")  # noqa: S608
-            ]
+            return sealed_types(list(SqliteSaver(conn).list(ENC)))
 
         compare_runs(make_saver, types, with_frame=with_frame)
 
 
 @pytest.mark.parametrize("with_frame", [False, True], ids=["list", "list+frame"])
-@pytest.mark.parametrize(
-    "saver_cls", [StockPostgresSaver, SealedPostgresSaver], ids=["stock", "sealed"]
-)
+@pytest.mark.parametrize("sealed", [False, True], ids=["stock", "sealed"])
 def test_postgres_encrypted_matches_unencrypted(
-    postgres_url: str, saver_cls: type[StockPostgresSaver], with_frame: bool
+    postgres_url: str, sealed: bool, with_frame: bool
 ) -> None:
-    with postgres_savers(postgres_url, saver_cls) as (make_saver, types):
+    savers = sealed_postgres_savers if sealed else postgres_savers
+    with savers(postgres_url) as (make_saver, types):
         compare_runs(make_saver, types, with_frame=with_frame)
