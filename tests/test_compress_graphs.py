@@ -1,4 +1,8 @@
-"""Compression under encryption on real graphs and savers: SQLite, PostgreSQL, strict msgpack."""
+"""Compression under encryption on real graphs and savers: SQLite, PostgreSQL, strict msgpack.
+
+On PostgreSQL both langgraph's saver and secure_serde's sealed one (`SealedSaver` around it),
+whose type tags are those inside the sealed cells the stock saver holds.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ from langgraph.types import Command
 from secure_serde import CompressedSerializer, EncryptedSerializer, PickleFallbackSerializer
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
-from secure_serde.savers._v03_postgres import PostgresSaver as SealedPostgresSaver
+from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
+from secure_serde.sealing._cell import VALUE, WRITE, unpack
 from tests.fixtures_services import saver_connection
 from tests.graphs_support import (
     KEY,
@@ -115,7 +120,18 @@ def test_turning_compression_on_midway_keeps_the_thread_readable(tmp_path: Path)
 # --- PostgreSQL ----------------------------------------------------------------------------
 
 
-def blob_tags(url: str) -> list[str]:
+def blob_tags(url: str, *, sealed: bool) -> list[str]:
+    if sealed:
+        # The sealed cells the stock saver holds, read by a bare one: each names its type tag.
+        with saver_connection(url) as conn:
+            tuples = list(StockPostgresSaver(conn).list(None))
+        tags = [
+            unpack(v, VALUE).type_tag
+            for t in tuples
+            for v in t.checkpoint["channel_values"].values()
+        ]
+        tags += [unpack(v, WRITE).type_tag for t in tuples for _, _, v in t.pending_writes or ()]
+        return tags
     with psycopg.connect(url) as conn:
         rows = conn.execute("SELECT type FROM checkpoint_blobs WHERE type <> 'empty'").fetchall()
         rows += conn.execute("SELECT type FROM checkpoint_writes").fetchall()
@@ -134,7 +150,7 @@ def pg_saver(request: pytest.FixtureRequest, postgres_url: str) -> Iterator[Any]
 def test_chat_graph_on_postgres(pg_saver: Any, postgres_url: str) -> None:
     graph = run_chat(pg_saver, "pg")
     assert transcript(graph.get_state(cfg("pg")).values["messages"]) == (expected_transcript(TURNS))
-    tags = blob_tags(postgres_url)
+    tags = blob_tags(postgres_url, sealed=isinstance(pg_saver, SealedPostgresSaver))
     check_tags(tags)
     with psycopg.connect(postgres_url) as conn:
         (dump,) = conn.execute(
