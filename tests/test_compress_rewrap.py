@@ -14,15 +14,12 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.postgres import PostgresSaver
-from langgraph.checkpoint.sqlite import SqliteSaver
 
 from secure_serde import CompressedSerializer, EncryptedSerializer, rewrap
 from secure_serde._compress import compression_of
@@ -31,6 +28,7 @@ from tests.fixtures_services import saver_connection
 from tests.graphs_support import build_chat_graph, transcript
 from tests.rewrap.progress_support import progress_lines
 from tests.rewrap.rewrap_support import KeyEnv, cli_command, run_cli
+from tests.serdes_support import stock_sqlite
 
 KEY = "rewrap-compress-key-0123456789ab"
 TABLES = {
@@ -77,20 +75,9 @@ def keys() -> KeyEnv:
     return KeyEnv(env_key=KEY, keyring=None)
 
 
-@contextmanager
-def sqlite_saver(path: Path, serde: Any) -> Iterator[SqliteSaver]:
-    conn = sqlite3.connect(path, check_same_thread=False)
-    try:
-        saver = SqliteSaver(conn, serde=serde)
-        saver.setup()
-        yield saver
-    finally:
-        conn.close()
-
-
 def test_rewrap_compress_then_audit_on_sqlite(tmp_path: Path) -> None:
     path = tmp_path / "store.sqlite"
-    with sqlite_saver(path, uncompressed()) as saver:
+    with stock_sqlite(path, uncompressed()) as saver:
         run_chat(saver, threads=3, turns=6)
     before = sqlite_rows(path)
     assert all(compression_of(tag) is None for tag, _ in before.values())
@@ -129,7 +116,7 @@ def test_rewrap_compress_then_audit_on_sqlite(tmp_path: Path) -> None:
     text_report = run_cli(keys(), tmp_path, "audit", str(path)).stdout
     assert f"compressed: {len(compressed):,} (zstd {len(compressed):,})" in text_report
 
-    with sqlite_saver(path, reader()) as saver:
+    with stock_sqlite(path, reader()) as saver:
         graph = build_chat_graph(saver)
         state = graph.get_state({"configurable": {"thread_id": "t1"}})
         assert transcript(state.values["messages"])[-2] == ("human", text("t1", 5))
@@ -169,7 +156,7 @@ def test_sigkill_during_rewrap_compress_loses_nothing(tmp_path: Path) -> None:
     seed = int.from_bytes(os.urandom(4), "big")
     rng = random.Random(seed)  # noqa: S311 - timing, not secrets
     path = tmp_path / "big.sqlite"
-    with sqlite_saver(path, uncompressed()) as saver:
+    with stock_sqlite(path, uncompressed()) as saver:
         run_chat(saver, threads=20, turns=8)
     before = sqlite_rows(path)
     original = values(before)

@@ -32,8 +32,8 @@ from typing_extensions import TypedDict
 from secure_serde import EncryptedSerializer, RetiredKeyError, UnknownKeyError
 from secure_serde.ciphers import KeyRotationCipher
 from secure_serde.stores import Cell, open_store
-from tests.fixtures_services import saver_connection
 from tests.graphs_support import linear_graph
+from tests.serdes_support import stock_postgres, stock_sqlite
 
 # Raw 32-character keys: the form LANGGRAPH_AES_KEY takes in drop-in deployments.
 KEY_A = "rotation-test-key-A-0123456789ab"
@@ -108,24 +108,13 @@ def key_id(key: str) -> str:
 
 @contextmanager
 def sqlite_graph(path: Path, serde: SerializerProtocol) -> Iterator[ChatGraph]:
-    from langgraph.checkpoint.sqlite import SqliteSaver
-
-    conn = sqlite3.connect(path, check_same_thread=False)
-    try:
-        saver = SqliteSaver(conn, serde=serde)
-        saver.setup()
+    with stock_sqlite(path, serde) as saver:
         yield build_graph(saver)
-    finally:
-        conn.close()
 
 
 @contextmanager
 def postgres_graph(url: str, serde: SerializerProtocol) -> Iterator[ChatGraph]:
-    from langgraph.checkpoint.postgres import PostgresSaver
-
-    with saver_connection(url) as conn:
-        saver = PostgresSaver(conn, serde=serde)
-        saver.setup()
+    with stock_postgres(url, serde) as saver:
         yield build_graph(saver)
 
 

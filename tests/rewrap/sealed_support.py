@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
 from secure_serde import EncryptedSerializer
 from secure_serde.sealing import SealedAuditReport, SealedSaver, audit_sealed
-from tests.fixtures_services import saver_connection
 from tests.rewrap.rewrap_support import (
     KEY_A,
     KEY_B,
@@ -27,6 +26,7 @@ from tests.rewrap.rewrap_support import (
     rotation_serde,
     run_turns,
 )
+from tests.serdes_support import thin_postgres, thin_sqlite
 from tests.test_delta_channel import build as build_delta
 from tests.test_delta_channel import describe, run_scenario
 
@@ -52,33 +52,10 @@ def serde_b() -> EncryptedSerializer:
     return rotation_serde(B_ONLY, "b")
 
 
-@contextmanager
-def sqlite_saver(path: Path, serde: EncryptedSerializer) -> Iterator[SealedSaver]:
-    from secure_serde.savers.sqlite import SqliteSaver
-
-    conn = sqlite3.connect(path, check_same_thread=False)
-    try:
-        saver = SqliteSaver(conn, serde=serde)
-        saver.setup()
-        yield saver
-    finally:
-        conn.close()
-
-
-@contextmanager
-def postgres_saver(url: str, serde: EncryptedSerializer) -> Iterator[SealedSaver]:
-    from secure_serde.savers.postgres import PostgresSaver
-
-    with saver_connection(url) as conn:
-        saver = PostgresSaver(conn, serde=serde)
-        saver.setup()
-        yield saver
-
-
 def factory(location: str | Path) -> SaverFactory:
     if isinstance(location, str) and location.startswith("postgresql://"):
-        return lambda serde: postgres_saver(location, serde)
-    return lambda serde: sqlite_saver(Path(location), serde)
+        return lambda serde: thin_postgres(location, serde)
+    return lambda serde: thin_sqlite(Path(location), serde)
 
 
 def populate(open_saver: SaverFactory, *, turns: int = 2) -> None:

@@ -26,19 +26,14 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.postgres import AsyncPostgresStore, PostgresStore
 from langgraph.store.sqlite import SqliteStore
 
-from secure_serde import EncryptedSerializer
-from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.sealing import SealedStore
 from tests.fixtures_services import PostgresServer, pg_dump
+from tests.serdes_support import env_serde
 
 KEY = b"sealed-store-matrix-key-01234567"
 OTHER_KEY = b"sealed-store-matrix-other-key-01"
 LANES = ("memory", "sqlite", "postgres", "apostgres")
 RESERVED = ("__secure_serde_store__",)
-
-
-def serde(key: bytes = KEY) -> EncryptedSerializer:
-    return EncryptedSerializer(EnvKeyCipher(key))
 
 
 class StoreEnv:
@@ -99,7 +94,7 @@ class StoreEnv:
         if not sealed:
             return self.inner
         return SealedStore(
-            self.inner, serde=serde(key), indexed_fields=indexed, searchable_fields=searchable
+            self.inner, serde=env_serde(key), indexed_fields=indexed, searchable_fields=searchable
         )
 
     def call(self, store: BaseStore, method: str, *args: Any, **kwargs: Any) -> Any:

@@ -21,14 +21,12 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.channels import DeltaChannel
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from langgraph.checkpoint.sqlite import SqliteSaver
 from typing_extensions import TypedDict
 
 from secure_serde import (
     BindingError,
     BlindIndexError,
     ConfigurationError,
-    EncryptedSerializer,
     HistoryError,
     SealedSaver,
     StoreIdentityError,
@@ -37,6 +35,7 @@ from secure_serde import (
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.stores import StoreError, open_store
 from tests.graphs_support import linear_graph
+from tests.serdes_support import dropin_serde, sealed_sqlite
 
 KEY = b"sealing-attacks-key-0123456789ab"
 STORE_THREAD = "__secure_serde_store__"
@@ -59,15 +58,9 @@ def _step(state: LogState) -> dict[str, Any]:
     return {"log": [f"entry-{n}"], "notes": [f"note-{n}"]}
 
 
-def serde(*, compress: bool = False) -> EncryptedSerializer:
-    return EncryptedSerializer.from_pycryptodome_aes(key=KEY, compress=compress)
-
-
 @contextmanager
 def sqlite_saver(path: Path, **options: Any) -> Iterator[SealedSaver]:
-    with closing(sqlite3.connect(path, check_same_thread=False)) as conn:
-        saver = SealedSaver(SqliteSaver(conn), serde=serde(), **options)
-        saver.setup()
+    with sealed_sqlite(path, dropin_serde(KEY), **options) as saver:
         yield saver
 
 
@@ -221,7 +214,7 @@ def test_a_deleted_ancestor_breaks_delta_history_loudly(tmp_path: Path) -> None:
 
 def test_prune_and_delete_for_runs_are_not_available_where_the_inner_saver_has_none() -> None:
     # SqliteSaver and InMemorySaver have neither; the wrapper never pretends to.
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     assert type(saver).prune is InMemorySaver.prune
     assert type(saver).delete_for_runs is InMemorySaver.delete_for_runs
     assert isinstance(saver, SealedSaver)
@@ -297,11 +290,11 @@ def test_a_sealed_saver_that_cannot_encrypt_fails_at_construction(bad: Any) -> N
 
 def test_no_option_stores_metadata_in_plaintext_unnamed() -> None:
     with pytest.raises(TypeError):
-        SealedSaver(InMemorySaver(), serde=serde(), seal_metadata=False)  # type: ignore[call-arg]
+        SealedSaver(InMemorySaver(), serde=dropin_serde(KEY), seal_metadata=False)  # type: ignore[call-arg]
     with pytest.raises(ConfigurationError, match="list of key names"):
-        SealedSaver(InMemorySaver(), serde=serde(), plaintext_metadata="user_id")
+        SealedSaver(InMemorySaver(), serde=dropin_serde(KEY), plaintext_metadata="user_id")
     with pytest.raises(ConfigurationError, match="reserved"):
-        SealedSaver(InMemorySaver(), serde=serde(), indexed_metadata=["__secure_serde__"])
+        SealedSaver(InMemorySaver(), serde=dropin_serde(KEY), indexed_metadata=["__secure_serde__"])
 
 
 # -- 5. index tokens are checked against the sealed metadata ------------------------------------
@@ -363,7 +356,7 @@ def test_attacker_chosen_notes_compress_apart_from_the_secret(guess_matches: boo
     secret = "tok-7Hq2ZpX9vL4mB8cR"
     guess = secret if guess_matches else "tok-aaaaaaaaaaaaaaaa"
     inner = InMemorySaver()
-    saver = SealedSaver(inner, serde=serde(compress=True))
+    saver = SealedSaver(inner, serde=dropin_serde(KEY, compress=True))
     graph = linear_graph(SecretState, ("note", _note), checkpointer=saver)
     filler = "the quick brown fox jumps over the lazy dog " * 30
     graph.invoke(
@@ -375,7 +368,9 @@ def test_attacker_chosen_notes_compress_apart_from_the_secret(guess_matches: boo
     # wrong guess (the two parametrizations compare against one expected figure, below).
     baseline = InMemorySaver()
     graph = linear_graph(
-        SecretState, ("note", _note), checkpointer=SealedSaver(baseline, serde=serde(compress=True))
+        SecretState,
+        ("note", _note),
+        checkpointer=SealedSaver(baseline, serde=dropin_serde(KEY, compress=True)),
     )
     graph.invoke(
         {"secret": "x" * len(secret), "notes": [filler + guess * 4]},

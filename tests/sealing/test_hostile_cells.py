@@ -36,7 +36,6 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from secure_serde import (
     BindingError,
     DecryptionError,
-    EncryptedSerializer,
     MetadataDowngradeError,
     SealedSaver,
     SecureSerdeError,
@@ -46,6 +45,7 @@ from secure_serde import (
 from secure_serde.sealing import audit_sealed
 from secure_serde.sealing._index import matches
 from secure_serde.stores import store_thread_ids
+from tests.serdes_support import dropin_serde, sealed_sqlite
 
 KEY = b"hostile-cells-key-0123456789abcd"
 RECORD = "__secure_serde__"
@@ -55,20 +55,11 @@ USERS = {"a": "alice", "b": "bob"}
 UNTYPED = (RecursionError, UnicodeDecodeError, sqlite3.Error, AttributeError, TypeError)
 
 
-def serde() -> EncryptedSerializer:
-    return EncryptedSerializer.from_pycryptodome_aes(key=KEY)
-
-
 @contextmanager
 def sealed(db: Path) -> Iterator[SealedSaver]:
-    with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
-        saver = SealedSaver(
-            SqliteSaver(conn),
-            serde=serde(),
-            indexed_metadata=["user_id"],
-            plaintext_metadata=["tenant"],
-        )
-        saver.setup()
+    with sealed_sqlite(
+        db, dropin_serde(KEY), indexed_metadata=["user_id"], plaintext_metadata=["tenant"]
+    ) as saver:
         yield saver
 
 

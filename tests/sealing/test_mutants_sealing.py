@@ -34,12 +34,9 @@ from secure_serde import (
 )
 from secure_serde._binding import Location
 from secure_serde.sealing import _cell, _codec, _identity, _index, _walks
+from tests.serdes_support import dropin_serde
 
 KEY = b"mutants-sealing-key-0123456789ab"
-
-
-def serde() -> EncryptedSerializer:
-    return EncryptedSerializer.from_pycryptodome_aes(key=KEY)
 
 
 def checkpoint(
@@ -274,18 +271,18 @@ def _identity_tuple(text: Any) -> CheckpointTuple:
 
 
 def test_open_identity_refuses_other_keys_and_other_shapes() -> None:
-    _, _, metadata = _identity.new_identity_put(serde())
+    _, _, metadata = _identity.new_identity_put(dropin_serde(KEY))
     text = dict(metadata)[_identity.IDENTITY_KEY]
-    assert len(_identity.open_identity(_identity_tuple(text), serde()).store_id) == 16
+    assert len(_identity.open_identity(_identity_tuple(text), dropin_serde(KEY)).store_id) == 16
     other = EncryptedSerializer.from_pycryptodome_aes(key=b"another-key-0123456789abcdefghij")
     with pytest.raises(StoreIdentityError, match="does not open under the configured keys"):
         _identity.open_identity(_identity_tuple(text), other)
     location = Location.identity(_identity.IDENTITY_THREAD)
     for record in ([1, 2], None):
-        tag, blob = serde().dumps_typed_at(record, location)
+        tag, blob = dropin_serde(KEY).dumps_typed_at(record, location)
         cell = _cell.to_text(_cell.pack(_cell.IDENTITY, tag, blob))
         with pytest.raises(StoreIdentityError):
-            _identity.open_identity(_identity_tuple(cell), serde())
+            _identity.open_identity(_identity_tuple(cell), dropin_serde(KEY))
 
 
 def test_a_fresh_identity_and_where_it_lives() -> None:
@@ -302,7 +299,7 @@ def test_a_fresh_identity_and_where_it_lives() -> None:
             "checkpoint_id": "00000000-0000-0000-0000-000000000000",
         }
     }
-    put_config, put_checkpoint, put_metadata = _identity.new_identity_put(serde())
+    put_config, put_checkpoint, put_metadata = _identity.new_identity_put(dropin_serde(KEY))
     assert put_config == {
         "configurable": {"thread_id": "__secure_serde_store__", "checkpoint_ns": ""}
     }
@@ -323,7 +320,7 @@ def test_a_saver_that_cannot_list_every_thread_logs_and_creates_the_identity(
             return super().list(config, **kwargs)
 
     with caplog.at_level(logging.WARNING, logger="secure_serde"):
-        saver = SealedSaver(OneThreadAtATime(), serde=serde())
+        saver = SealedSaver(OneThreadAtATime(), serde=dropin_serde(KEY))
         saver.setup()
     assert "OneThreadAtATime cannot list every thread" in caplog.text
     put(saver, "t", 1, {"a": 1})
@@ -450,7 +447,7 @@ def test_the_parent_id_and_ids_only_parents() -> None:
 
 
 def test_the_sealers_tokens_are_the_store_identitys() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     sealer = saver._ready()
     index = sealer.identity.index
     assert sealer.token("run_id", "r1") == f"ssix2:{index.key_id()}:{index.digest('run_id', 'r1')}"
@@ -458,7 +455,7 @@ def test_the_sealers_tokens_are_the_store_identitys() -> None:
 
 
 def test_a_record_cell_under_another_inner_tag_is_refused() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     put(saver, "t", 1, {"a": 1})
     found = next(iter(saver.inner.list(config("t"))))
     record = _cell.from_text(dict(found.metadata)[_codec.RECORD_KEY], _cell.RECORD)
@@ -471,7 +468,7 @@ def test_a_record_cell_under_another_inner_tag_is_refused() -> None:
 
 
 def test_a_write_cell_repeated_under_its_task_and_index_is_refused() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     written = put(saver, "t", 1, {"a": 1})
     saver.put_writes(written, [("a", 2), ("b", 3)], "task")
     found = saver.inner.get_tuple(config("t"))
@@ -516,7 +513,7 @@ def _view(saver: SealedSaver, thread: str) -> list[tuple[Any, ...]]:
 
 
 def test_copy_thread_copies_every_value_write_and_parent() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     _thread_with_history(saver)
     before = _view(saver, "src")
     saver.copy_thread("src", "dst")
@@ -528,7 +525,7 @@ def test_copy_thread_copies_every_value_write_and_parent() -> None:
     src = saver.inner.get_tuple(config("src"))
     assert dst is not None
     assert src is not None
-    assert dst.checkpoint["channel_values"]["a"] != src.checkpoint["channel_values"]["a"]
+    assert dst.checkpoint["channel_values"]["c"] != src.checkpoint["channel_values"]["c"]
     swapped = src._replace(
         checkpoint={**src.checkpoint, "channel_values": dst.checkpoint["channel_values"]}
     )
@@ -542,7 +539,7 @@ def test_copy_thread_copies_every_value_write_and_parent() -> None:
 
 def test_copy_thread_refuses_a_thread_whose_history_is_cut() -> None:
     inner = InMemorySaver()
-    saver = SealedSaver(inner, serde=serde())
+    saver = SealedSaver(inner, serde=dropin_serde(KEY))
     _thread_with_history(saver)
     del inner.storage["src"][""][cid(1)]
     with pytest.raises(HistoryError, match="missing"):
@@ -551,7 +548,7 @@ def test_copy_thread_refuses_a_thread_whose_history_is_cut() -> None:
 
 
 def test_prune_keeps_the_latest_per_namespace_and_its_history_still_verifies() -> None:
-    saver = SealedSaver(PruningSaver(), serde=serde())
+    saver = SealedSaver(PruningSaver(), serde=dropin_serde(KEY))
     _thread_with_history(saver)
     _thread_with_history(saver, "other")
     saver.prune(["src"])
@@ -572,7 +569,7 @@ def test_prune_keeps_the_latest_per_namespace_and_its_history_still_verifies() -
 
 def test_prune_with_an_unsealed_parent_cut_is_still_refused() -> None:
     inner = PruningSaver()
-    saver = SealedSaver(inner, serde=serde())
+    saver = SealedSaver(inner, serde=dropin_serde(KEY))
     _thread_with_history(saver)
     inner.prune(["src"])  # the inner saver alone: nothing was resealed as detached
     with pytest.raises(HistoryError):
@@ -582,7 +579,7 @@ def test_prune_with_an_unsealed_parent_cut_is_still_refused() -> None:
 
 
 def test_delete_for_runs_detaches_only_the_children_of_deleted_rows() -> None:
-    saver = SealedSaver(PruningSaver(), serde=serde())
+    saver = SealedSaver(PruningSaver(), serde=dropin_serde(KEY))
     _thread_with_history(saver)
     saver.delete_for_runs(["r1"])
     left = [f.config["configurable"]["checkpoint_id"] for f in saver.list(thread_config("src"))]
@@ -599,7 +596,7 @@ def test_delete_for_runs_detaches_only_the_children_of_deleted_rows() -> None:
 
 
 def test_a_v3_checkpoint_gets_its_pending_sends_from_its_parent() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     parent = put(saver, "t", 1, {"a": 1, "b": 2})
     sends = [Send("node", {"x": 1}), Send("node", {"x": 2})]
     saver.put_writes(parent, [(TASKS, sends[0]), (TASKS, sends[1]), ("a", 5)], "task")
@@ -620,7 +617,7 @@ def test_a_v3_checkpoint_gets_its_pending_sends_from_its_parent() -> None:
 
 
 def test_add_sends_without_versions_asks_the_saver() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     parent = put(saver, "t", 1, {"a": 1})
     saver.put_writes(parent, [(TASKS, Send("n", 1))], "task")
     opened_parent = saver._ready().open(saver.inner.get_tuple(config("t", 1)))  # type: ignore[arg-type]
@@ -638,7 +635,7 @@ def test_add_sends_without_versions_asks_the_saver() -> None:
 
 
 def test_list_walk_bookkeeping() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     _thread_with_history(saver)
     rows = [(f, saver._ready().open(f)) for f in saver.inner.list(thread_config("src"))]
     assert {_walks.key_of(r[0]) for r in _walks.latest_per_namespace(rows)} == {
@@ -674,7 +671,7 @@ def _inner_rows(inner: InMemorySaver) -> str:
 
 def test_a_record_carries_no_values_and_the_inner_saver_no_sends_or_maps() -> None:
     inner = InMemorySaver()
-    saver = SealedSaver(inner, serde=serde())
+    saver = SealedSaver(inner, serde=dropin_serde(KEY))
     put(saver, "t", 1, {"a": "x" * 20_000})
     found = inner.get_tuple(config("t"))
     assert found is not None
@@ -700,7 +697,7 @@ def test_a_record_carries_no_values_and_the_inner_saver_no_sends_or_maps() -> No
 
 
 def test_a_channel_put_again_at_its_version_stores_the_new_value() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     first, second = ["first"], ["second"]
     saver.put(config("t"), checkpoint(cid(1), {"a": first}), cast(CheckpointMetadata, {}), {"a": 1})
     saver.put(
@@ -711,7 +708,7 @@ def test_a_channel_put_again_at_its_version_stores_the_new_value() -> None:
 
 def test_writes_come_back_in_the_stock_savers_order() -> None:
     bare = InMemorySaver()
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     batches: list[tuple[str, str, list[tuple[str, Any]]]] = [
         ("b-task", "~a", [("x", 1), ("__error__", "boom")]),
         ("a-task", "~b", [("x", 2), ("y", 3)]),
@@ -731,7 +728,7 @@ def test_writes_come_back_in_the_stock_savers_order() -> None:
 
 
 def test_opening_some_channels_opens_only_those() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     written = put(saver, "t", 1, {"a": 1, "b": 2, "c": 3})
     saver.put_writes(written, [("a", 10), ("c", 30)], "task")
     raw = saver.inner.get_tuple(config("t"))
@@ -743,7 +740,7 @@ def test_opening_some_channels_opens_only_those() -> None:
 
 
 def test_a_read_returns_the_parent_config() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     put(saver, "t", 1, {"a": 1})
     put(saver, "t", 2, {"a": 2}, parent=1)
     assert read(saver, "t").parent_config == config("t", 1)
@@ -752,7 +749,7 @@ def test_a_read_returns_the_parent_config() -> None:
 
 def test_tampered_plaintext_metadata_and_parents_are_refused_by_name() -> None:
     inner = InMemorySaver()
-    saver = SealedSaver(inner, serde=serde(), plaintext_metadata=["tenant"])
+    saver = SealedSaver(inner, serde=dropin_serde(KEY), plaintext_metadata=["tenant"])
     put(saver, "t", 1, {"a": 1}, tenant="acme", parents={"": "p-1"})
     raw = inner.get_tuple(config("t"))
     assert raw is not None
@@ -766,7 +763,7 @@ def test_tampered_plaintext_metadata_and_parents_are_refused_by_name() -> None:
 
 
 def test_a_forged_index_token_names_its_key() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde(), indexed_metadata=["user_id"])
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY), indexed_metadata=["user_id"])
     put(saver, "t", 1, {"a": 1}, user_id="bob")
     raw = saver.inner.get_tuple(config("t"))
     assert raw is not None
@@ -777,7 +774,7 @@ def test_a_forged_index_token_names_its_key() -> None:
 
 
 def test_a_record_under_a_cipher_that_does_not_bind_or_a_composite_tag_is_refused() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     put(saver, "t", 1, {"a": 1})
     raw = saver.inner.get_tuple(config("t"))
     assert raw is not None
@@ -793,7 +790,7 @@ def test_a_record_under_a_cipher_that_does_not_bind_or_a_composite_tag_is_refuse
 
 def test_pages_count_their_rows_and_check_the_parents_beyond_them() -> None:
     inner = InMemorySaver()
-    saver = SealedSaver(inner, serde=serde(), indexed_metadata=["team"])
+    saver = SealedSaver(inner, serde=dropin_serde(KEY), indexed_metadata=["team"])
     put(saver, "t", 1, {"a": 1}, team="red")
     for n in range(2, 6):
         put(saver, "t", n, {"a": n}, parent=n - 1, team="blue" if n % 2 else "red")
@@ -818,7 +815,7 @@ def read_id(found: CheckpointTuple) -> str:
 
 
 def test_history_in_a_namespace_walks_that_namespace() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     first = put(saver, "t", 1, {"a": 1}, ns="child")
     saver.put_writes(first, [("a", 10)], "task")
     put(saver, "t", 2, {"b": 2}, ns="child", parent=1)
@@ -829,7 +826,7 @@ def test_history_in_a_namespace_walks_that_namespace() -> None:
 
 def test_a_detached_row_moved_under_another_parent_is_refused() -> None:
     inner = PruningSaver()
-    saver = SealedSaver(inner, serde=serde())
+    saver = SealedSaver(inner, serde=dropin_serde(KEY))
     _thread_with_history(saver)
     saver.prune(["src"])
     stored = inner.storage["src"][""][cid(3)]
@@ -839,7 +836,7 @@ def test_a_detached_row_moved_under_another_parent_is_refused() -> None:
 
 
 def test_delete_for_runs_detaches_every_orphan_of_the_deleted_rows() -> None:
-    saver = SealedSaver(PruningSaver(), serde=serde())
+    saver = SealedSaver(PruningSaver(), serde=dropin_serde(KEY))
     put(saver, "t", 1, {"a": 1}, run_id="r1")
     for n, run in ((2, "r2"), (3, "r1"), (4, "r2")):
         put(saver, "t", n, {"a": n}, parent=n - 1, run_id=run)
@@ -852,7 +849,7 @@ def test_a_prune_that_fails_after_detaching_leaves_every_parent_pointer() -> Non
         def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
             raise RuntimeError("the database went away")
 
-    saver = SealedSaver(FailingPrune(), serde=serde())
+    saver = SealedSaver(FailingPrune(), serde=dropin_serde(KEY))
     _thread_with_history(saver)
     with pytest.raises(RuntimeError):
         saver.prune(["src"])
@@ -861,7 +858,7 @@ def test_a_prune_that_fails_after_detaching_leaves_every_parent_pointer() -> Non
 
 
 def test_a_copy_of_a_pruned_thread_stays_detached() -> None:
-    saver = SealedSaver(PruningSaver(), serde=serde())
+    saver = SealedSaver(PruningSaver(), serde=dropin_serde(KEY))
     _thread_with_history(saver)
     put(saver, "src", 2, {"n": 2}, ns="child", parent=1)
     saver.prune(["src"])
@@ -874,7 +871,7 @@ def test_a_copy_of_a_pruned_thread_stays_detached() -> None:
 
 
 def test_a_filter_on_a_sealed_only_key_returns_exactly_the_matching_rows() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=serde())
+    saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     put(saver, "t", 1, {"a": 1}, colour="red")
     put(saver, "t", 2, {"a": 2}, parent=1, colour="blue")
     put(saver, "t", 3, {"a": 3}, parent=2)
@@ -885,7 +882,7 @@ def test_a_filter_on_a_sealed_only_key_returns_exactly_the_matching_rows() -> No
 
 def test_a_page_checks_a_parent_beyond_it_in_its_own_namespace() -> None:
     inner = InMemorySaver()
-    saver = SealedSaver(inner, serde=serde())
+    saver = SealedSaver(inner, serde=dropin_serde(KEY))
     put(saver, "t", 1, {"a": 1}, ns="child")
     put(saver, "t", 2, {"a": 2}, ns="child", parent=1)
     put(saver, "t", 3, {"a": 3}, ns="child", parent=1)  # a fork: 2 is not 3's parent

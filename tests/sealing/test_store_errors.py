@@ -15,11 +15,12 @@ import secure_serde
 from secure_serde import ConfigurationError, EncryptedSerializer, SecureSerdeError
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.sealing import SealedStore
-from tests.sealing.store_support import KEY, RESERVED, serde
+from tests.sealing.store_support import KEY, RESERVED
+from tests.serdes_support import env_serde
 
 
 def _store(**kwargs: Any) -> SealedStore:
-    store = SealedStore(InMemoryStore(), serde=serde(), **kwargs)
+    store = SealedStore(InMemoryStore(), serde=env_serde(KEY), **kwargs)
     store.put(("n",), "k", {"kind": "a", "topic": "t", "score": 3})
     return store
 
@@ -33,12 +34,12 @@ def test_exported_from_the_package() -> None:
     "kwargs",
     [
         {"serde": JsonPlusSerializer()},
-        {"serde": serde(), "indexed_fields": "kind"},
-        {"serde": serde(), "indexed_fields": ("a.b",)},
-        {"serde": serde(), "searchable_fields": ("a[0]",)},
-        {"serde": serde(), "indexed_fields": ("__secure_serde__",)},
-        {"serde": serde(), "indexed_fields": ("x",), "searchable_fields": ("x",)},
-        {"serde": serde(), "indexed_fields": ("",)},
+        {"serde": env_serde(KEY), "indexed_fields": "kind"},
+        {"serde": env_serde(KEY), "indexed_fields": ("a.b",)},
+        {"serde": env_serde(KEY), "searchable_fields": ("a[0]",)},
+        {"serde": env_serde(KEY), "indexed_fields": ("__secure_serde__",)},
+        {"serde": env_serde(KEY), "indexed_fields": ("x",), "searchable_fields": ("x",)},
+        {"serde": env_serde(KEY), "indexed_fields": ("",)},
     ],
 )
 def test_bad_arguments_are_refused(kwargs: dict[str, Any]) -> None:
@@ -48,10 +49,10 @@ def test_bad_arguments_are_refused(kwargs: dict[str, Any]) -> None:
 
 def test_only_a_base_store_once() -> None:
     with pytest.raises(ConfigurationError):
-        SealedStore(object(), serde=serde())  # type: ignore[arg-type]
-    sealed = SealedStore(InMemoryStore(), serde=serde())
+        SealedStore(object(), serde=env_serde(KEY))  # type: ignore[arg-type]
+    sealed = SealedStore(InMemoryStore(), serde=env_serde(KEY))
     with pytest.raises(ConfigurationError, match="once"):
-        SealedStore(sealed, serde=serde())
+        SealedStore(sealed, serde=env_serde(KEY))
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 
 from secure_serde import SealedSaver
-from tests.sealing.store_support import LANES, EnvFactory, StoreEnv, envs, serde
+from tests.sealing.store_support import KEY, LANES, EnvFactory, StoreEnv, envs
+from tests.serdes_support import env_serde
 
 FACTS = ["CANARY-fact-likes-oolong", "CANARY-fact-allergic-to-cats", "CANARY-fact-lives-in-Lyon"]
 
@@ -58,7 +59,9 @@ def _run(env: StoreEnv, sealed: bool) -> tuple[list[Any], list[Any]]:
     builder.add_node("remember", _aremember if env.lane == "apostgres" else _remember)
     builder.add_edge(START, "remember")
     builder.add_edge("remember", END)
-    graph = builder.compile(checkpointer=SealedSaver(InMemorySaver(), serde=serde()), store=store)
+    graph = builder.compile(
+        checkpointer=SealedSaver(InMemorySaver(), serde=env_serde(KEY)), store=store
+    )
     answers = []
     for i, fact in enumerate(FACTS):
         config: RunnableConfig = {"configurable": {"thread_id": f"t{i % 2}"}}

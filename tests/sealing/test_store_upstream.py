@@ -48,7 +48,8 @@ from langgraph.store.memory import InMemoryStore
 from langgraph.store.sqlite import SqliteStore
 
 from secure_serde.sealing import SealedStore
-from tests.sealing.store_support import envs, serde
+from tests.sealing.store_support import KEY, envs
+from tests.serdes_support import env_serde
 
 _TMP: list[Path] = []
 
@@ -65,7 +66,7 @@ def _wrapped_sqlite() -> Iterator[BaseStore]:
     path = _TMP[0] / f"vendored-{uuid.uuid4().hex}.sqlite"
     with SqliteStore.from_conn_string(str(path)) as inner:
         inner.setup()
-        yield SealedStore(inner, serde=serde())
+        yield SealedStore(inner, serde=env_serde(KEY))
 
 
 @pytest.fixture(autouse=True)
@@ -115,7 +116,7 @@ def _vector_store(fake_embeddings: CharacterEmbeddings) -> BaseStore:
     inner = InMemoryStore(
         index={"dims": fake_embeddings.dims, "embed": fake_embeddings, "fields": ["text"]}
     )
-    return SealedStore(inner, serde=serde(), searchable_fields=("text", "score"))
+    return SealedStore(inner, serde=env_serde(KEY), searchable_fields=("text", "score"))
 
 
 def test_list_namespaces_basic(store: BaseStore) -> None:
