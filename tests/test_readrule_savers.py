@@ -1,21 +1,29 @@
 """The sealed PostgreSQL savers on the suite's real PostgreSQL: what an attacker can plant there.
 
-* Sealed metadata downgraded: the envelope deleted and a sealed key written in plaintext, or a
-  plaintext key planted beside the envelope. Refused, except under
-  ``Migration.plaintext_metadata``, where the sealed value still wins.
-* A serde whose type tag is not a cipher's (``PickleFallbackSerializer``: ``msgpack+pickle``)
-  must not be taken for an encrypting one by the metadata sealer.
-* Inline values and plaintext-tagged envelopes are read strictly under the migration switches.
+The savers are `secure_serde.savers.postgres`' (`SealedSaver` around the stock ones): each
+checkpoint's record, its sealed metadata included, is one sealed cell in the metadata JSON
+(``__secure_serde__``), beside the keys left in plaintext and the blind-index tokens.
 
-Each record these savers write is sealed (issue 10), so any edit to the metadata or the
-checkpoint JSON fails its seal first (`BindingError`). The checks here are the ones that still
-stand for records with no seal, written before binding and read under
-``Migration(unbound=True)``: `strip_record_seals` makes the rows such.
+* Sealed metadata downgraded: the sealed entry deleted and a sealed key written in plaintext,
+  or a key planted beside the entry. Refused (`BindingError`, `MetadataDowngradeError`), the
+  planted value never returned.
+* A key left in plaintext (``plaintext_metadata``) changed: refused, it must equal its sealed
+  copy.
+* A serde whose type tag is not a cipher's (``PickleFallbackSerializer``: ``msgpack+pickle``)
+  is not taken for an encrypting one.
+* A planted plaintext-tagged value in place of the record, and 0.3's envelope layout, are
+  refused before anything is decoded, even with the serializer's plaintext switch on.
+* Values planted inline in the checkpoint JSON, where the stock saver keeps primitives, are
+  never read: the record comes from its seal.
+
+0.3's savers read records with no seal under ``Migration(unbound=True)`` and downgraded
+metadata under ``Migration.plaintext_metadata``; `SealedSaver` has no such switch (a bound
+store stays bound), so those reads are gone with them.
 """
 
 from __future__ import annotations
 
-import logging
+import base64
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,20 +36,20 @@ from psycopg.types.json import Jsonb
 
 from secure_serde import (
     BindingError,
+    ConfigurationError,
     EncryptedSerializer,
-    EncryptionError,
     MetadataDowngradeError,
     Migration,
-    StrictDecodeError,
 )
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import NUMPY, PickleFallbackSerializer
-from secure_serde.savers import SEALED_METADATA_KEY
-from secure_serde.savers._bound import RECORD_KEY
-from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
+from secure_serde.sealing._cell import RECORD, pack, to_text
 from tests.fixtures_services import saver_connection
 from tests.planted_msgpack import PlantedCall, planted_value
 
+# The metadata entry holding each checkpoint's sealed record (secure_serde/sealing/_codec.py).
+RECORD_KEY = "__secure_serde__"
 KEY = b"readrule-saver-key-0123456789abc"
 API_KEY = "sk-readrule-0123456789"
 
@@ -67,21 +75,15 @@ def put(
 
 
 def stored_metadata(conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    row: Any = conn.execute("SELECT metadata FROM checkpoints").fetchone()
+    row: Any = conn.execute("SELECT metadata FROM checkpoints WHERE thread_id = 't'").fetchone()
     return dict(row["metadata"])
 
 
 def write_metadata(conn: psycopg.Connection[Any], metadata: dict[str, Any]) -> None:
-    conn.execute("UPDATE checkpoints SET metadata = %s", (Jsonb(metadata),))
-
-
-def strip_record_seals(conn: psycopg.Connection[Any]) -> None:
-    """Make every record look written before binding: no seal."""
-    result = conn.execute("UPDATE checkpoints SET checkpoint = checkpoint - %s", (RECORD_KEY,))
-    assert result.rowcount >= 1
-
-
-UNBOUND = Migration(unbound=True)
+    result = conn.execute(
+        "UPDATE checkpoints SET metadata = %s WHERE thread_id = 't'", (Jsonb(metadata),)
+    )
+    assert result.rowcount == 1
 
 
 @pytest.fixture
@@ -93,89 +95,54 @@ def sealed(postgres_url: str) -> Iterator[tuple[psycopg.Connection[Any], Postgre
         tup = saver.get_tuple(stored)
         assert tup is not None
         assert tup.metadata.get("api_key") == API_KEY
-        assert SEALED_METADATA_KEY in stored_metadata(conn)
+        metadata = stored_metadata(conn)
+        assert isinstance(metadata[RECORD_KEY], str)
+        assert metadata["tenant"] == "acme"
+        assert "api_key" not in metadata
         yield conn, saver, stored
 
 
-def test_deleted_envelope_with_the_key_in_plaintext_is_refused(
-    sealed: tuple[Any, PostgresSaver, Any], caplog: pytest.LogCaptureFixture
+def test_deleted_record_with_the_key_in_plaintext_is_refused(
+    sealed: tuple[Any, PostgresSaver, Any],
 ) -> None:
     conn, saver, stored = sealed
     metadata = stored_metadata(conn)
-    del metadata[SEALED_METADATA_KEY]
+    del metadata[RECORD_KEY]
     metadata["api_key"] = "attacker-chosen"
     write_metadata(conn, metadata)
-    with pytest.raises(BindingError):
+    with pytest.raises(BindingError) as caught:
         saver.get_tuple(stored)
-    strip_record_seals(conn)
-    saver = PostgresSaver(conn, serde=serde(), plaintext_metadata=["tenant"], migration=UNBOUND)
-    with pytest.raises(MetadataDowngradeError, match="api_key") as caught:
-        saver.get_tuple(stored)
-    assert caught.value.keys == ("api_key",)
     assert "attacker-chosen" not in str(caught.value)
-    with pytest.raises(MetadataDowngradeError):
+    with pytest.raises(BindingError):
         list(saver.list(None))
-    # Under the logged migration switch, rows written before sealing was turned on read.
-    migrating = PostgresSaver(
-        conn,
-        serde=serde(),
-        plaintext_metadata=["tenant"],
-        migration=Migration(plaintext_metadata=True, unbound=True),
-    )
-    with caplog.at_level(logging.WARNING, logger="secure_serde"):
-        tup = migrating.get_tuple(stored)
-    assert tup is not None
-    assert tup.metadata.get("api_key") == "attacker-chosen"
-    assert any("Migration.plaintext_metadata" in r.getMessage() for r in caplog.records)
 
 
-def test_sealed_value_wins_over_a_planted_plaintext_key(
+def test_a_key_planted_beside_the_sealed_record_is_refused(
     sealed: tuple[Any, PostgresSaver, Any],
 ) -> None:
     conn, saver, stored = sealed
     metadata = stored_metadata(conn)
     metadata["api_key"] = "planted"
     write_metadata(conn, metadata)
-    with pytest.raises(BindingError):
+    with pytest.raises(MetadataDowngradeError) as caught:
         saver.get_tuple(stored)
-    strip_record_seals(conn)
-    saver = PostgresSaver(conn, serde=serde(), plaintext_metadata=["tenant"], migration=UNBOUND)
+    assert "planted" not in str(caught.value)
     with pytest.raises(MetadataDowngradeError):
-        saver.get_tuple(stored)
-    migrating = PostgresSaver(
-        conn,
-        serde=serde(),
-        plaintext_metadata=["tenant"],
-        migration=Migration(plaintext_metadata=True, unbound=True),
-    )
-    tup = migrating.get_tuple(stored)
-    assert tup is not None
-    assert tup.metadata.get("api_key") == API_KEY
-    assert tup.metadata.get("tenant") == "acme"
+        list(saver.list(None))
 
 
-def test_plaintext_keys_the_saver_does_not_seal_are_not_a_downgrade(
-    sealed: tuple[Any, PostgresSaver, Any],
-) -> None:
+def test_a_changed_plaintext_key_is_refused(sealed: tuple[Any, PostgresSaver, Any]) -> None:
     conn, saver, stored = sealed
     metadata = stored_metadata(conn)
     metadata["tenant"] = "other"
     write_metadata(conn, metadata)
-    # The record seal covers plaintext keys too.
-    with pytest.raises(BindingError):
+    with pytest.raises(MetadataDowngradeError, match="tenant"):
         saver.get_tuple(stored)
-    strip_record_seals(conn)
-    saver = PostgresSaver(conn, serde=serde(), plaintext_metadata=["tenant"], migration=UNBOUND)
-    tup = saver.get_tuple(stored)
-    assert tup is not None
-    assert tup.metadata.get("tenant") == "other"
 
 
 async def test_async_saver_refuses_a_downgrade(postgres_url: str) -> None:
-    async with AsyncPostgresSaver.from_conn_string(
-        postgres_url, serde=serde(), plaintext_metadata=()
-    ) as saver:
-        await saver.setup()
+    async with AsyncPostgresSaver.from_conn_string(postgres_url, serde=serde()) as saver:
+        await saver.asetup()
         config: RunnableConfig = {
             "configurable": {"thread_id": "t", "checkpoint_ns": "", "api_key": API_KEY}
         }
@@ -183,110 +150,91 @@ async def test_async_saver_refuses_a_downgrade(postgres_url: str) -> None:
         checkpoint["channel_values"] = {"x": [1]}
         checkpoint["channel_versions"] = {"x": 1}
         stored = await saver.aput(config, checkpoint, {"source": "input", "step": -1}, {"x": 1})
+        found = await saver.aget_tuple(stored)
+        assert found is not None
+        assert found.metadata.get("api_key") == API_KEY
         with saver_connection(postgres_url) as conn:
             metadata = stored_metadata(conn)
-            del metadata[SEALED_METADATA_KEY]
+            del metadata[RECORD_KEY]
             metadata["api_key"] = "attacker-chosen"
             write_metadata(conn, metadata)
         with pytest.raises(BindingError):
             await saver.aget_tuple(stored)
-        with saver_connection(postgres_url) as conn:
-            strip_record_seals(conn)
-    async with AsyncPostgresSaver.from_conn_string(
-        postgres_url, serde=serde(), plaintext_metadata=(), migration=UNBOUND
-    ) as saver:
-        with pytest.raises(MetadataDowngradeError):
-            await saver.aget_tuple(stored)
-    async with AsyncPostgresSaver.from_conn_string(
-        postgres_url,
-        serde=serde(),
-        plaintext_metadata=(),
-        migration=Migration(plaintext_metadata=True, unbound=True),
-    ) as migrating:
-        tup = await migrating.aget_tuple(stored)
-        assert tup is not None
-        assert tup.metadata.get("api_key") == "attacker-chosen"
+        with pytest.raises(BindingError):
+            [t async for t in saver.alist(None)]
 
 
 def test_pickle_fallback_alone_is_not_an_encrypting_serde(postgres_url: str) -> None:
-    # A numpy value in the metadata makes PickleFallbackSerializer tag it msgpack+pickle:
-    # a "+" in the tag, but no cipher.
-    extra = {"score": np.float32(1.5)}
-    assert PickleFallbackSerializer(allowed=[NUMPY]).dumps_typed(extra)[0] == "msgpack+pickle"
+    # A numpy value makes PickleFallbackSerializer tag it msgpack+pickle: a "+" in the tag,
+    # but no cipher.
+    assert PickleFallbackSerializer(allowed=[NUMPY]).dumps_typed(np.float32(1.5))[0] == (
+        "msgpack+pickle"
+    )
     with saver_connection(postgres_url) as conn:
-        saver = PostgresSaver(
-            conn, serde=PickleFallbackSerializer(allowed=[NUMPY]), plaintext_metadata=["tenant"]
-        )
-        saver.setup()
-        with pytest.raises(EncryptionError, match="encrypting serde"):
-            put(saver, "t", extra, api_key=API_KEY)
-        count: Any = conn.execute("SELECT count(*) AS n FROM checkpoints").fetchone()
-        assert count["n"] == 0
+        with pytest.raises(ConfigurationError, match="EncryptedSerializer"):
+            PostgresSaver(
+                conn,
+                serde=PickleFallbackSerializer(allowed=[NUMPY]),  # type: ignore[arg-type]
+                plaintext_metadata=["tenant"],
+            )
+        count: Any = conn.execute(
+            "SELECT count(*) AS n FROM pg_tables WHERE tablename = 'checkpoints'"
+        ).fetchone()
+        assert count["n"] == 0  # refused before touching the database
         # Wrapped in EncryptedSerializer it seals, and reads back.
         wrapped = PostgresSaver(
             conn,
             serde=EncryptedSerializer(EnvKeyCipher(KEY), PickleFallbackSerializer(allowed=[NUMPY])),
             plaintext_metadata=["tenant"],
         )
-        tup = wrapped.get_tuple(put(wrapped, "t", extra, api_key=API_KEY))
+        wrapped.setup()
+        tup = wrapped.get_tuple(put(wrapped, "t", api_key=API_KEY))
         assert tup is not None
         assert tup.metadata.get("api_key") == API_KEY
-        assert tup.metadata.get("score") == np.float32(1.5)
+        assert API_KEY not in str(stored_metadata(conn))
 
 
-def test_plaintext_tagged_envelope_is_read_strictly(
-    sealed: tuple[Any, PostgresSaver, Any],
+@pytest.mark.parametrize("layout", ["plaintext cell", "0.3 envelope"])
+def test_a_planted_plaintext_record_is_refused_before_decoding(
+    sealed: tuple[Any, PostgresSaver, Any], layout: str
 ) -> None:
-    import base64
-
     conn, _, stored = sealed
     metadata = stored_metadata(conn)
-    metadata[SEALED_METADATA_KEY] = {
-        "type": "msgpack",
-        "data": base64.b64encode(planted_value()).decode("ascii"),
-    }
+    if layout == "plaintext cell":
+        metadata[RECORD_KEY] = to_text(pack(RECORD, "msgpack", planted_value()))
+    else:
+        encoded = base64.b64encode(planted_value()).decode("ascii")
+        metadata[RECORD_KEY] = {"type": "msgpack", "data": encoded}
     write_metadata(conn, metadata)
-    strip_record_seals(conn)
     reader = PostgresSaver(
-        conn,
-        serde=serde(migration=Migration(plaintext=True)),
-        plaintext_metadata=["tenant"],
-        migration=UNBOUND,
+        conn, serde=serde(migration=Migration(plaintext=True)), plaintext_metadata=["tenant"]
     )
-    with pytest.raises(StrictDecodeError):
+    with pytest.raises(BindingError):
         reader.get_tuple(stored)
     assert not PlantedCall.ran
 
 
-def test_planted_inline_object_is_refused_even_under_the_switch(postgres_url: str) -> None:
-    with saver_connection(postgres_url) as conn:
-        saver = PostgresSaver(conn, serde=serde())
-        saver.setup()
-        stored = put(saver, "t")
-        conn.execute(
-            "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_values,verdict}',"
-            ' \'{"lc": 1, "type": "constructor", "id": ["os", "system"]}\')'
-        )
-        # Refused before the record seal is even looked at.
-        for migrating in (
-            PostgresSaver(conn, serde=serde(), migration=Migration(inline_values=True)),
-            PostgresSaver(conn, serde=serde(), migration=Migration(inline_values=True)),
-        ):
-            with pytest.raises(StrictDecodeError, match="verdict"):
-                migrating.get_tuple(stored)
-        # A primitive, which the stock saver does inline, still reads under the switch,
-        # in a record with no seal (the sealed saver never inlines, so a seal fails).
-        conn.execute(
-            "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_values,verdict}',"
-            " '\"approved\"')"
-        )
-        with pytest.raises(BindingError):
-            PostgresSaver(conn, serde=serde(), migration=Migration(inline_values=True)).get_tuple(
-                stored
-            )
-        strip_record_seals(conn)
-        tup = PostgresSaver(
-            conn, serde=serde(), migration=Migration(unbound=True, inline_values=True)
-        ).get_tuple(stored)
-        assert tup is not None
-        assert tup.checkpoint["channel_values"]["verdict"] == "approved"
+@pytest.mark.parametrize(
+    "planted",
+    ['{"lc": 1, "type": "constructor", "id": ["os", "system"]}', '"approved"'],
+    ids=["object", "primitive"],
+)
+def test_a_value_planted_inline_is_never_read(
+    sealed: tuple[Any, PostgresSaver, Any], planted: str
+) -> None:
+    conn, saver, stored = sealed
+    before = saver.get_tuple(stored)
+    assert before is not None
+    conn.execute(
+        "UPDATE checkpoints SET checkpoint = jsonb_set(checkpoint, '{channel_values,verdict}', %s)"
+        " WHERE thread_id = 't'",
+        (planted,),
+    )
+    (row,) = conn.execute("SELECT checkpoint FROM checkpoints WHERE thread_id = 't'").fetchall()
+    assert "verdict" in row["checkpoint"]["channel_values"]
+    # The stock saver would hand the planted value over; the sealed one reads its record.
+    after = saver.get_tuple(stored)
+    assert after is not None
+    assert "verdict" not in after.checkpoint["channel_values"]
+    assert after.checkpoint == before.checkpoint
+    assert [t.checkpoint for t in saver.list(None)] == [before.checkpoint]
