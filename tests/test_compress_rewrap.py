@@ -28,7 +28,7 @@ from tests.fixtures_services import saver_connection
 from tests.graphs_support import build_chat_graph, transcript
 from tests.rewrap.progress_support import progress_lines
 from tests.rewrap.rewrap_support import KeyEnv, cli_command, run_cli
-from tests.serdes_support import stock_sqlite
+from tests.serdes_support import env_serde, stock_sqlite
 
 KEY = "rewrap-compress-key-0123456789ab"
 TABLES = {
@@ -38,11 +38,11 @@ TABLES = {
 
 
 def uncompressed() -> EncryptedSerializer:
-    return EncryptedSerializer(EnvKeyCipher(KEY))
+    return env_serde(KEY)
 
 
 def reader() -> EncryptedSerializer:
-    return EncryptedSerializer(EnvKeyCipher(KEY), CompressedSerializer())
+    return env_serde(KEY, CompressedSerializer())
 
 
 def text(thread: str, turn: int) -> str:

@@ -49,6 +49,7 @@ from tests.graphs_support import (
     reply_text,
     transcript,
 )
+from tests.serdes_support import env_serde
 from tests.strict_support import run_strict_report
 
 SUFFIX = "+aesgcm"
@@ -56,7 +57,7 @@ CANARY = "CANARY-q7Zx-owl-9f3b1e-do-not-store"
 
 
 def our_serde(key: bytes = KEY) -> EncryptedSerializer:
-    return EncryptedSerializer(EnvKeyCipher(key))
+    return env_serde(key)
 
 
 def cfg(thread_id: str) -> RunnableConfig:

@@ -29,6 +29,7 @@ from secure_serde._keys import Key
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.ciphers._keyring import Keyring
 from tests.planted import PlantedPickle
+from tests.serdes_support import env_serde
 
 KEY = b"0123456789abcdef0123456789abcdef"
 OTHER_KEY = b"fedcba9876543210fedcba9876543210"
@@ -37,10 +38,6 @@ OTHER_KEY = b"fedcba9876543210fedcba9876543210"
 @pytest.fixture(autouse=True)
 def _reset_marker() -> None:
     PlantedPickle.reset()
-
-
-def _serde(**kwargs: Any) -> EncryptedSerializer:
-    return EncryptedSerializer(EnvKeyCipher(key=KEY), **kwargs)
 
 
 SAMPLES: list[Any] = [
@@ -53,7 +50,7 @@ SAMPLES: list[Any] = [
 
 @pytest.mark.parametrize("value", SAMPLES)
 def test_round_trip_and_tag_shape(value: Any) -> None:
-    serde = _serde()
+    serde = env_serde(KEY)
     tag, blob = serde.dumps_typed(value)
     plain_tag, plain = JsonPlusSerializer().dumps_typed(value)
     assert tag == f"{plain_tag}+aesgcm"
@@ -63,7 +60,7 @@ def test_round_trip_and_tag_shape(value: Any) -> None:
 
 @pytest.mark.parametrize("value", SAMPLES)
 def test_every_single_bit_flip_is_refused(value: Any) -> None:
-    serde = _serde()
+    serde = env_serde(KEY)
     tag, blob = serde.dumps_typed(value)
     for i in range(len(blob) * 8):
         flipped = bytearray(blob)
@@ -74,7 +71,7 @@ def test_every_single_bit_flip_is_refused(value: Any) -> None:
 
 @pytest.mark.parametrize("value", SAMPLES)
 def test_every_truncation_is_refused(value: Any) -> None:
-    serde = _serde()
+    serde = env_serde(KEY)
     tag, blob = serde.dumps_typed(value)
     for cut in range(len(blob)):
         with pytest.raises(DecryptionError):
@@ -118,13 +115,13 @@ def test_planted_plaintext_pickle_never_runs() -> None:
 @pytest.mark.parametrize("tag", ["msgpack", "bytes", "null", "json"])
 def test_plaintext_rows_are_refused_by_default(tag: str) -> None:
     with pytest.raises(PlaintextRefusedError):
-        _serde().loads_typed((tag, b"\x80"))
+        env_serde(KEY).loads_typed((tag, b"\x80"))
 
 
 def test_plaintext_reads_are_allowed_and_logged_rate_limited(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    serde = _serde(migration=Migration(plaintext=True))
+    serde = env_serde(KEY, migration=Migration(plaintext=True))
     row = JsonPlusSerializer().dumps_typed({"legacy": True})
     with caplog.at_level(logging.WARNING, logger="secure_serde"):
         for _ in range(50):
@@ -136,7 +133,7 @@ def test_plaintext_reads_are_allowed_and_logged_rate_limited(
 
 @pytest.mark.parametrize("cipher_name", ["aes256", "kms", "", "AESGCM", "aesgcm "])
 def test_unknown_cipher_names_are_refused(cipher_name: str) -> None:
-    serde = _serde(migration=Migration(plaintext=True))
+    serde = env_serde(KEY, migration=Migration(plaintext=True))
     _, blob = serde.dumps_typed({"a": 1})
     with pytest.raises(UnknownCipherError) as info:
         serde.loads_typed((f"msgpack+{cipher_name}", blob))
@@ -147,7 +144,7 @@ def test_rows_under_another_key_name_the_key_id_only() -> None:
     other = EncryptedSerializer(EnvKeyCipher(key=OTHER_KEY))
     row = other.dumps_typed({"secret": "value"})
     with pytest.raises(UnknownKeyError) as info:
-        _serde().loads_typed(row)
+        env_serde(KEY).loads_typed(row)
     assert info.value.key_id == other.cipher.key_id  # type: ignore[attr-defined]
     assert info.value.key_id in str(info.value)
     for secret in (KEY, OTHER_KEY):
@@ -232,8 +229,8 @@ def test_plain_langgraph_ciphers_are_refused_with_a_hint() -> None:
 
 
 def test_default_inner_serializer_is_not_shared() -> None:
-    assert _serde().serde is not _serde().serde
-    assert isinstance(_serde().serde, JsonPlusSerializer)
+    assert env_serde(KEY).serde is not env_serde(KEY).serde
+    assert isinstance(env_serde(KEY).serde, JsonPlusSerializer)
 
 
 def test_unsupported_drop_in_arguments_fail_at_construction() -> None:
@@ -265,7 +262,7 @@ def test_bad_env_key_fails_without_echoing_it(monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_secrets_stay_out_of_repr_and_pickles() -> None:
-    serde = _serde()
+    serde = env_serde(KEY)
     cipher = serde.cipher
     assert isinstance(cipher, EnvKeyCipher)
     texts = [repr(serde), str(serde), repr(cipher), repr(cipher.keyring)]

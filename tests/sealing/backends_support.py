@@ -47,8 +47,8 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from secure_serde import EncryptedSerializer
-from secure_serde.ciphers import EnvKeyCipher
 from tests.fixtures_services import PostgresServer, pg_dump, saver_connection
+from tests.serdes_support import env_serde
 
 # The one switch: SealedSaver around every inner saver (True), or the bare inner savers (False).
 SEALED_WRAPPER = True
@@ -71,7 +71,7 @@ DUMMY_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "t
 
 
 def sealing_serde() -> EncryptedSerializer:
-    return EncryptedSerializer(EnvKeyCipher(KEY))
+    return env_serde(KEY)
 
 
 def seal(inner: BaseCheckpointSaver[Any]) -> BaseCheckpointSaver[Any]:

@@ -11,10 +11,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import sqlite3
 import struct
 from collections.abc import Iterator
-from contextlib import closing
 from pathlib import Path
 from typing import Any, cast
 
@@ -29,14 +27,11 @@ from langgraph.checkpoint.base import (
     empty_checkpoint,
 )
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.postgres import PostgresSaver
-from langgraph.checkpoint.sqlite import SqliteSaver
 
-from secure_serde import BlindIndexError, EncryptedSerializer, SealedSaver, StoreIdentityError
-from secure_serde.ciphers import EnvKeyCipher
+from secure_serde import BlindIndexError, SealedSaver, StoreIdentityError
 from secure_serde.sealing import _identity
 from secure_serde.sealing._reindex import claim_reindex, release_reindex
-from tests.fixtures_services import saver_connection
+from tests.serdes_support import env_serde, stock_postgres, stock_sqlite
 
 KEY = b"index-lifecycle-key-0123456789ab"
 IDENTITY_THREAD = "__secure_serde_store__"
@@ -44,12 +39,8 @@ INDEXED = ("user",)
 KINDS = ("memory", "sqlite", "postgres")
 
 
-def _serde() -> EncryptedSerializer:
-    return EncryptedSerializer(EnvKeyCipher(KEY))
-
-
 def _sealed(inner: BaseCheckpointSaver[Any]) -> SealedSaver:
-    return SealedSaver(inner, serde=_serde(), indexed_metadata=INDEXED)
+    return SealedSaver(inner, serde=env_serde(KEY), indexed_metadata=INDEXED)
 
 
 @pytest.fixture(params=KINDS)
@@ -59,15 +50,10 @@ def inner(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BaseCheckp
     if kind == "memory":
         yield InMemorySaver()
     elif kind == "sqlite":
-        with closing(sqlite3.connect(tmp_path / "store.db", check_same_thread=False)) as conn:
-            saver = SqliteSaver(conn)
-            saver.setup()
+        with stock_sqlite(tmp_path / "store.db") as saver:
             yield saver
     else:
-        url = str(request.getfixturevalue("postgres_url"))
-        with saver_connection(url) as conn:
-            pg = PostgresSaver(conn)
-            pg.setup()
+        with stock_postgres(str(request.getfixturevalue("postgres_url"))) as pg:
             yield pg
 
 
@@ -138,7 +124,7 @@ def _record(inner: BaseCheckpointSaver[Any]) -> dict[str, Any]:
     """The opened identity record (what the store holds, sealed)."""
     found = inner.get_tuple(_identity.identity_config())
     assert found is not None
-    return _identity._open_record(found, _serde())
+    return _identity._open_record(found, env_serde(KEY))
 
 
 def _key_id(key: bytes) -> str:
@@ -304,7 +290,7 @@ def test_a_format_1_store_reads_filters_and_reindexes_to_format_2(
         "index_key": key,
         "created": "2026-12-01T00:00:00+00:00",
     }
-    inner.put(*_identity._identity_put(_serde(), v1), {})
+    inner.put(*_identity._identity_put(env_serde(KEY), v1), {})
     saver = _sealed(inner)
     _fill(saver)
     assert _record(inner)["format"] == 1

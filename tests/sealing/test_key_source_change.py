@@ -9,19 +9,17 @@ rows written under either source match the same filter.
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from operator import add
 from pathlib import Path
 from typing import Annotated, Any
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.sqlite import SqliteSaver
 from typing_extensions import TypedDict
 
-from secure_serde import EncryptedSerializer, SealedSaver
+from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import EnvKeyCipher, KmsEnvelopeCipher
 from tests.graphs_support import linear_graph
+from tests.serdes_support import env_serde, sealed_sqlite
 
 ENV_KEY = b"key-source-change-0123456789abcd"
 
@@ -36,9 +34,7 @@ def _note(state: State) -> dict[str, Any]:
 
 def _run(db: Path, serde: EncryptedSerializer, thread: str, user: str) -> list[str]:
     """One turn for ``user`` on ``thread``, then the threads a filter on ``user`` finds."""
-    with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
-        saver = SealedSaver(SqliteSaver(conn), serde=serde, indexed_metadata=["user_id"])
-        saver.setup()
+    with sealed_sqlite(db, serde, indexed_metadata=["user_id"]) as saver:
         graph = linear_graph(State, ("note", _note), checkpointer=saver)
         config: RunnableConfig = {"configurable": {"thread_id": thread, "user_id": user}}
         graph.invoke({"notes": []}, config)
@@ -52,7 +48,7 @@ def _run(db: Path, serde: EncryptedSerializer, thread: str, user: str) -> list[s
 
 def test_env_key_to_kms_keeps_indexed_filters(tmp_path: Path, kms_client: Any) -> None:
     db = tmp_path / "store.sqlite"
-    env = EncryptedSerializer(EnvKeyCipher(ENV_KEY))
+    env = env_serde(ENV_KEY)
     assert _run(db, env, "before", "alice") == ["before"]
     arn = kms_client.create_key(Description="key-source-change")["KeyMetadata"]["Arn"]
     kms = EncryptedSerializer(
