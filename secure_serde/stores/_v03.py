@@ -295,6 +295,10 @@ class V03Reader(BaseCheckpointSaver[str]):
     ) -> None:
         raise _read_only()
 
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        # Asked only on the way to a put: refuse there, with the same message.
+        raise _read_only()
+
     def close(self) -> None:
         if self._owned:
             self.view.close()

@@ -2,7 +2,8 @@
 
 The Python API is tested in tests/savers/test_adopt.py; here the command: keys from the
 environment, a dry run that writes nothing, the listing of a planted plaintext row (refused,
-exit 1), ``--accept-unvouched`` copying it, and the adopted store opening under SealedSaver.
+exit 1), ``--accept-unvouched`` copying it, and the adopted store opening under SealedSaver; on
+both 0.3 layouts (the frozen SQLite file and PostgreSQL dump) and on a stock store.
 """
 
 from __future__ import annotations
@@ -12,10 +13,25 @@ import shutil
 from pathlib import Path
 
 import pytest
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.sqlite import SqliteSaver as StockSqliteSaver
 
+from secure_serde.savers import V03Reader
 from secure_serde.savers.sqlite import SqliteSaver
 from tests.cli.cli_support import only_env_key, run_main
-from tests.savers.test_adopt import THREAD, VECTOR, VECTOR_KEY, plant_plaintext_write, serde
+from tests.graphs_support import build_review_graph
+from tests.savers.test_adopt import (
+    THREAD,
+    VECTOR,
+    VECTOR_KEY,
+    graph,
+    plant_plaintext_write,
+    serde,
+)
+from tests.stores.test_v03_postgres_vector import load_vector
+from tests.stores.v03_support import KEY as PG_KEY
+from tests.stores.v03_support import serde as pg_serde
 
 
 @pytest.fixture
@@ -73,3 +89,52 @@ def test_the_same_store_twice_is_refused(store: Path, capsys: pytest.CaptureFixt
     code, _, err = run_main(capsys, "adopt", str(store), str(store))
     assert code == 2
     assert "same" in err
+
+
+def test_the_frozen_postgres_store_is_adopted(
+    postgres_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    load_vector(postgres_url)
+    only_env_key(monkeypatch, PG_KEY.decode())
+    target = tmp_path / "new.sqlite"
+    code, out, err = run_main(capsys, "adopt", "--json", postgres_url, str(target))
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["threads"], report["unvouched"]) == (3, [])
+    with (
+        V03Reader(postgres_url, serde=pg_serde()) as old,
+        SqliteSaver.from_conn_string(str(target), serde=pg_serde()) as new,
+    ):
+        assert report["checkpoints"] == len(list(old.list(None)))
+        for thread in ("review-1", "review-2"):
+            config: RunnableConfig = {"configurable": {"thread_id": thread}}
+            got = build_review_graph(new).get_state(config)
+            assert got.values == build_review_graph(old).get_state(config).values
+
+
+def test_a_stock_store_is_listed_unauthenticated_and_copied_when_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rows a stock saver wrote with secure_serde's serializer are bound to no row."""
+    only_env_key(monkeypatch, VECTOR_KEY.decode())
+    stock = tmp_path / "stock.sqlite"
+    with StockSqliteSaver.from_conn_string(str(stock)) as saver:
+        saver.serde = serde()
+        graph(saver).invoke({"messages": [HumanMessage("hi")]}, THREAD)
+        checkpoints = len(list(saver.list(None)))
+    code, out, _ = run_main(capsys, "adopt", "--json", str(stock), str(tmp_path / "a.sqlite"))
+    assert code == 1
+    rows = json.loads(out)["unvouched"]
+    assert [(r["row"], r["reason"]) for r in rows] == [("checkpoint", "unauthenticated")] + [
+        ("checkpoint", "parent refused")
+    ] * (checkpoints - 1)
+    code, out, _ = run_main(
+        capsys, "adopt", "--json", "--accept-unvouched", str(stock), str(tmp_path / "b.sqlite")
+    )
+    assert code == 0
+    assert json.loads(out)["checkpoints"] == checkpoints
+    with SqliteSaver.from_conn_string(str(tmp_path / "b.sqlite"), serde=serde()) as saver:
+        assert graph(saver).get_state(THREAD).values["messages"][0].content == "hi"

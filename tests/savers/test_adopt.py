@@ -3,24 +3,31 @@
 The frozen store, tests/vectors/v03_sqlite_store.sqlite, was written by 0.3's sealed
 SqliteSaver (now secure_serde.savers.V03SqliteSaver) under the test key ``VECTOR_KEY``,
 by ``make_vector`` below (``python -m tests.savers.test_adopt``): one thread, two
-human turns, and an interrupt left pending.
+human turns, and an interrupt left pending. The PostgreSQL one,
+tests/vectors/v03_postgres_store.sql, is described in tests/stores/test_v03_postgres_vector.py.
+Both are read by `V03Reader`; stock stores are adopted from the stock saver itself, their rows
+classified from the stores layer's type tags.
 """
 
 from __future__ import annotations
 
 import shutil
 import sqlite3
-import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
 
+import psycopg
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
+from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as LangGraphEncrypted
+from langgraph.checkpoint.sqlite import SqliteSaver as StockSqliteSaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
@@ -28,8 +35,14 @@ from langgraph.types import Command, interrupt
 from secure_serde import EncryptedSerializer, Migration
 from secure_serde._errors import StoreIdentityError
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers import AdoptReport, V03SqliteSaver, adopt
+from secure_serde.savers import AdoptReport, V03Reader, adopt
 from secure_serde.savers.sqlite import SqliteSaver
+from tests.fixtures_services import saver_connection
+from tests.graphs_support import build_parent_graph, build_review_graph, transcript
+from tests.stores.test_v03_postgres_vector import THREADS as PG_THREADS
+from tests.stores.test_v03_postgres_vector import load_vector
+from tests.stores.v03_support import INDEXED
+from tests.stores.v03_support import serde as pg_serde
 
 VECTOR: Final = Path(__file__).resolve().parent.parent / "vectors" / "v03_sqlite_store.sqlite"
 # A test key, committed with the store it opens; never a real one.
@@ -62,6 +75,8 @@ def serde(migration: Migration | None = None) -> EncryptedSerializer:
 
 def make_vector(path: Path) -> None:
     """Write the frozen store with 0.3's sealed SqliteSaver (run once, committed)."""
+    from secure_serde.savers import V03SqliteSaver
+
     with V03SqliteSaver.from_conn_string(str(path), serde=serde()) as saver:
         app = graph(saver)
         app.invoke({"messages": [HumanMessage("first, user@example.com")]}, THREAD)
@@ -73,12 +88,10 @@ LENIENT: Final = Migration(plaintext=True, unbound=True, plaintext_metadata=True
 
 
 @contextmanager
-def v03(path: Path, *, lenient: bool = False) -> Iterator[V03SqliteSaver]:
+def v03(path: Path | str, *, lenient: bool = False) -> Iterator[V03Reader]:
     migration = LENIENT if lenient else None
-    with V03SqliteSaver.from_conn_string(
-        str(path), serde=serde(migration), migration=migration
-    ) as saver:
-        yield saver
+    with V03Reader(path, serde=serde(migration), migration=migration) as reader:
+        yield reader
 
 
 @pytest.fixture
@@ -88,16 +101,22 @@ def store(tmp_path: Path) -> Path:
     return path
 
 
+def pending(saver: BaseCheckpointSaver[Any]) -> tuple[Any, Any, Any]:
+    """The state waiting at the interrupt (message ids included)."""
+    before = graph(saver).get_state(THREAD)
+    return before.values, before.next, before.interrupts[0].value
+
+
 def resumed(saver: BaseCheckpointSaver[Any]) -> tuple[Any, Any]:
-    """The state before resuming (ids included), and after (the new message's id is fresh)."""
+    """The state before resuming, and what resuming adds (the new message's id is fresh)."""
+    before = pending(saver)
     app = graph(saver)
-    before = app.get_state(THREAD)
     app.invoke(Command(resume="later"), THREAD)
     after = app.get_state(THREAD)
-    old = before.values["messages"]
+    old = before[0]["messages"]
     assert after.values["messages"][: len(old)] == old
     new = [(type(m).__name__, m.content) for m in after.values["messages"][len(old) :]]
-    return (before.values, before.next, before.interrupts[0].value), new
+    return before, new
 
 
 def test_the_vector_is_a_0_3_store_the_new_saver_refuses(store: Path) -> None:
@@ -124,10 +143,9 @@ def test_adopt_converts_the_frozen_store_and_the_graph_resumes_identically(
         assert (report.threads, report.unvouched) == (1, ())
         assert report.checkpoints == len(list(source.list(THREAD))) == dry.checkpoints
         assert report.writes > 0
-        expected = resumed(source)
-        assert expected[1] == [("AIMessage", "approved: later")]
+        expected = pending(source)
         got = resumed(target)
-    assert got == expected
+    assert got == (expected, [("AIMessage", "approved: later")])
 
 
 def plant_plaintext_write(path: Path) -> str:
@@ -165,11 +183,11 @@ def test_a_planted_plaintext_row_is_listed_and_refused(store: Path, tmp_path: Pa
         stored = [w for t in target.list(THREAD) for w in t.pending_writes or ()]
         assert stored
         assert all(task != "planted-task" for task, _, _ in stored)
-        # Without the planted row, the adopted store resumes as the original did.
+        # Without the planted row, the adopted store resumes from the original's state.
         original = tmp_path / "original.sqlite"
         shutil.copyfile(VECTOR, original)
         with v03(original) as clean:
-            assert resumed(target) == resumed(clean)
+            assert resumed(target) == (pending(clean), [("AIMessage", "approved: later")])
 
 
 def test_accepting_unvouched_rows_needs_a_lenient_reader(store: Path, tmp_path: Path) -> None:
@@ -182,33 +200,132 @@ def test_accepting_unvouched_rows_needs_a_lenient_reader(store: Path, tmp_path: 
             adopt(source, target, accept_unvouched=True)
 
 
-def test_the_vector_is_what_make_vector_writes(tmp_path: Path) -> None:
-    """The committed store has the shape make_vector gives (its ciphertexts are random)."""
-    fresh = tmp_path / "fresh.sqlite"
-    subprocess.run(
-        [sys.executable, "-m", "tests.savers.test_adopt", str(fresh)], cwd=ROOT, check=True
-    )
+def test_the_0_3_reader_only_reads(store: Path) -> None:
+    """The 0.3 reader copies no threads and writes nothing: adopt's job, then SealedSaver's."""
+    before = store.read_bytes()
+    with v03(store) as reader:
+        assert reader.get_tuple(THREAD) is not None
+        with pytest.raises(NotImplementedError):
+            reader.copy_thread("chat-1", "chat-2")
+        with pytest.raises(ValueError, match="only reads"):
+            graph(reader).invoke(Command(resume="no"), THREAD)
+        assert reader.get_tuple({"configurable": {"thread_id": "chat-2"}}) is None
+    assert store.read_bytes() == before
 
-    def shape(path: Path) -> list[tuple[Any, ...]]:
-        with sqlite3.connect(path) as conn:
-            return conn.execute(
-                "SELECT thread_id, checkpoint_ns, type, length(checkpoint) > 0"
-                " FROM checkpoints ORDER BY checkpoint_id"
-            ).fetchall()
 
-    assert shape(fresh) == shape(VECTOR)
+# --- PostgreSQL: the frozen store 0.3's sealed PostgresSaver wrote -------------------------
+
+
+def test_adopt_converts_the_frozen_postgres_store(postgres_url: str, tmp_path: Path) -> None:
+    load_vector(postgres_url)
+    with (
+        V03Reader(postgres_url, serde=pg_serde(), indexed_metadata=INDEXED) as source,
+        SqliteSaver.from_conn_string(str(tmp_path / "new.sqlite"), serde=pg_serde()) as target,
+    ):
+        target.setup()
+        report = adopt(source, target)
+        assert (report.threads, report.unvouched) == (3, ())
+        assert report.checkpoints == len(list(source.list(None)))
+        for thread in PG_THREADS:
+            config: RunnableConfig = {"configurable": {"thread_id": thread}}
+            builder = build_parent_graph if thread.startswith("parent") else build_review_graph
+            old = builder(source).get_state(config, subgraphs=True)
+            new = builder(target).get_state(config, subgraphs=True)
+            assert (new.values, new.next, new.interrupts) == (old.values, old.next, old.interrupts)
+            assert new.tasks == old.tasks
+            assert [t.metadata for t in target.list(config)] == [
+                t.metadata for t in source.list(config)
+            ]
+        review = build_review_graph(target)
+        done = review.invoke(
+            Command(resume={"verdict": "ok", "note": "later"}),
+            {"configurable": {"thread_id": "review-2"}},
+        )
+        assert transcript(done["messages"])[-1] == ("ai", "published (ok)")
+
+
+def test_a_postgres_row_that_does_not_authenticate_is_misplaced(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    load_vector(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE checkpoint_writes SET task_id = task_id || 'x' WHERE thread_id = 'review-2'"
+        )
+    lenient = Migration(plaintext=True, unbound=True, plaintext_metadata=True)
+    with (
+        V03Reader(postgres_url, serde=pg_serde(), indexed_metadata=INDEXED) as source,
+        V03Reader(postgres_url, serde=pg_serde(lenient), migration=lenient) as loose,
+        SqliteSaver.from_conn_string(str(tmp_path / "new.sqlite"), serde=pg_serde()) as target,
+    ):
+        target.setup()
+        report = adopt(source, target, lenient=loose, dry_run=True)
+    reasons = {(u.thread_id, u.reason) for u in report.unvouched}
+    assert ("review-2", "misplaced") in reasons
+    assert {r for t, r in reasons} <= {"misplaced", "parent refused"}
+    assert all(u.thread_id == "review-2" and not u.copied for u in report.unvouched)
+    assert report.threads == 2
+
+
+# --- stock stores: the stock saver reads, the stores layer classifies ---------------------
+
+
+def test_a_stock_plaintext_sqlite_store_is_listed_row_by_row(tmp_path: Path) -> None:
+    path = tmp_path / "stock.sqlite"
+    with StockSqliteSaver.from_conn_string(str(path)) as stock:
+        graph(stock).invoke({"messages": [HumanMessage("hi")]}, THREAD)
+        rows = len(list(stock.list(None)))
+        writes = sum(len(t.pending_writes or ()) for t in stock.list(None))
+        with SqliteSaver.from_conn_string(str(tmp_path / "new.sqlite"), serde=serde()) as target:
+            target.setup()
+            report = adopt(stock, target, dry_run=True)
+    assert report.checkpoints == 0
+    by_row = Counter((u.row.split()[0], u.reason) for u in report.unvouched)
+    # The first checkpoint is plaintext (its writes too); its descendants go with it.
+    assert by_row[("checkpoint", "plaintext")] == 1
+    assert by_row[("checkpoint", "parent refused")] == rows - 1
+    assert 0 < by_row[("write", "plaintext")] < writes
+
+
+def test_a_legacy_aes_store_is_listed_as_legacy(tmp_path: Path) -> None:
+    path = tmp_path / "legacy.sqlite"
+    key = VECTOR_KEY
+    with StockSqliteSaver.from_conn_string(str(path)) as stock:
+        stock.serde = LangGraphEncrypted.from_pycryptodome_aes(key=key)
+        graph(stock).invoke({"messages": [HumanMessage("hi")]}, THREAD)
+    legacy = EncryptedSerializer.from_pycryptodome_aes(key=key)
+    with (
+        StockSqliteSaver.from_conn_string(str(path)) as source,
+        SqliteSaver.from_conn_string(str(tmp_path / "new.sqlite"), serde=serde()) as target,
+    ):
+        source.serde = legacy
+        target.setup()
+        dry = adopt(source, target, lenient=source, dry_run=True)
+        assert {u.reason for u in dry.unvouched} == {"legacy", "parent refused"}
+        assert dry.checkpoints == 0
+        taken = adopt(source, target, lenient=source, accept_unvouched=True)
+        assert taken.checkpoints == len(list(source.list(None)))
+        assert {u.reason for u in taken.unvouched} == {"legacy"}
+        assert all(u.copied for u in taken.unvouched)
+        assert pending(target) == pending(source)
+
+
+def test_a_stock_postgres_saver_needs_its_store_named(postgres_url: str, tmp_path: Path) -> None:
+    with saver_connection(postgres_url) as conn:
+        stock = StockPostgresSaver(conn, serde=serde())
+        stock.setup()
+        build_review_graph(stock).invoke(
+            {"messages": [HumanMessage("draft")]}, {"configurable": {"thread_id": "s"}}
+        )
+        with SqliteSaver.from_conn_string(str(tmp_path / "new.sqlite"), serde=serde()) as target:
+            target.setup()
+            with pytest.raises(ValueError, match="store="):
+                adopt(stock, target, dry_run=True)
+            report = adopt(stock, target, store=postgres_url, dry_run=True)
+    # The stock saver keeps primitives inline in its JSON: plaintext, listed by channel.
+    assert {u.reason for u in report.unvouched} == {"plaintext", "parent refused"}
+    assert any(u.row.startswith("value ") for u in report.unvouched)
 
 
 if __name__ == "__main__":
     make_vector(Path(sys.argv[1]))
-
-
-def test_the_0_3_savers_copy_no_threads(store: Path) -> None:
-    """0.3's savers only read: copying a thread is adopt's job, then SealedSaver's."""
-    before = store.read_bytes()
-    with v03(store) as saver:
-        assert saver.get_tuple(THREAD) is not None
-        with pytest.raises(NotImplementedError):
-            saver.copy_thread("chat-1", "chat-2")
-        assert saver.get_tuple({"configurable": {"thread_id": "chat-2"}}) is None
-    assert store.read_bytes() == before

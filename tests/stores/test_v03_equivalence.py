@@ -10,6 +10,8 @@ These tests go with the 0.3 savers; the frozen stores (tests/vectors/v03_*) stay
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -335,3 +337,46 @@ def test_a_serde_that_cannot_bind_is_refused(sqlite_store: Path) -> None:
 
     with pytest.raises(ValueError, match="binds"):
         V03Reader(sqlite_store, serde=JsonPlusSerializer())  # type: ignore[arg-type]
+
+
+# --- the frozen stores are what their generators (0.3's savers) write ----------------------
+
+ROOT: Final = Path(__file__).resolve().parents[2]
+
+
+def test_the_sqlite_vector_is_what_make_vector_writes(tmp_path: Path) -> None:
+    """tests/vectors/v03_sqlite_store.sqlite has the shape tests.savers.test_adopt gives."""
+    from tests.savers.test_adopt import VECTOR
+
+    fresh = tmp_path / "fresh.sqlite"
+    subprocess.run(
+        [sys.executable, "-m", "tests.savers.test_adopt", str(fresh)], cwd=ROOT, check=True
+    )
+
+    def shape(path: Path) -> list[tuple[Any, ...]]:
+        with sqlite3.connect(path) as conn:
+            return conn.execute(
+                "SELECT thread_id, checkpoint_ns, type, length(checkpoint) > 0"
+                " FROM checkpoints ORDER BY checkpoint_id"
+            ).fetchall()
+
+    assert shape(fresh) == shape(VECTOR)
+
+
+def test_the_postgres_vector_is_what_make_vector_writes(tmp_path: Path) -> None:
+    """tests/vectors/v03_postgres_store.sql has the shape its generator gives."""
+    from tests.stores.test_v03_postgres_vector import VECTOR
+
+    fresh = tmp_path / "fresh.sql"
+    subprocess.run(
+        [sys.executable, "-m", "tests.stores.test_v03_postgres_vector", str(fresh)],
+        cwd=ROOT,
+        check=True,
+    )
+
+    def shape(path: Path) -> list[tuple[str, str]]:
+        inserts = [line for line in path.read_text().splitlines() if line.startswith("INSERT")]
+        # Table and thread of each row; ids, versions and ciphertexts are fresh each run.
+        return sorted((line.split()[2], [*line.split("'"), ""][1]) for line in inserts)
+
+    assert shape(fresh) == shape(VECTOR)
