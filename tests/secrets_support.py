@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, Final
 
 import secure_serde
-from secure_serde._errors import ConfigurationError
+from secure_serde import ConfigurationError
 from secure_serde._keys import _INFO_AEAD, parse_key
 from secure_serde._primitives import hkdf_sha256
 

@@ -183,6 +183,6 @@ def test_reprs_name_the_legacy_mode() -> None:
     assert "legacy=GCM" in repr(gcm)
     assert "mode 9" not in repr(eax)
     assert "mode 11" not in repr(gcm)
-    from secure_serde.ciphers._legacy import LegacyAesReader
+    from secure_serde.ciphers import LegacyAesReader
 
     assert repr(LegacyAesReader(b"k" * 16, 11)) == "<LegacyAesReader mode=GCM>"

@@ -26,8 +26,7 @@ from secure_serde import (
     UnknownKeyError,
 )
 from secure_serde._keys import Key
-from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.ciphers._keyring import Keyring
+from secure_serde.ciphers import EnvKeyCipher, Keyring
 from tests.planted import PlantedPickle
 from tests.serdes_support import env_serde
 

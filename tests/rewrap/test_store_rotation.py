@@ -21,10 +21,14 @@ import pytest
 from langgraph.store.postgres import PostgresStore
 from langgraph.store.sqlite import SqliteStore
 
-from secure_serde import EncryptedSerializer, rewrap
-from secure_serde._errors import DecryptionError, SecureSerdeError
-from secure_serde.sealing import SealedStore, _store_codec, _store_identity
-from secure_serde.sealing._store_audit import StoreAuditReport, audit_store_items
+from secure_serde import DecryptionError, EncryptedSerializer, SecureSerdeError, rewrap
+from secure_serde.sealing import (
+    SealedStore,
+    StoreAuditReport,
+    _store_codec,
+    _store_identity,
+    audit_store_items,
+)
 from secure_serde.stores import _items
 from tests.rewrap.rewrap_support import KEY_A, KEY_B, KeyEnv, run_cli
 from tests.rewrap.sealed_support import serde_a, serde_b, serde_rotated
