@@ -11,8 +11,8 @@ do::
 Workload: a checkpoint like a chat agent's, with a ``messages`` channel of 20 messages, eight
 primitive channels (str, int, float, bool, None) and two ``branch:to:`` markers. Each put
 changes ``messages`` and two primitives and leaves the rest unchanged, which is where the
-sealed saver does extra work: it stores every primitive as an encrypted blob, where the stock
-saver keeps it inline in plaintext JSON.
+sealed saver does extra work: it seals every primitive, where the stock saver keeps it inline
+in plaintext JSON.
 
 Operations, each on the sync and on the async saver:
 
@@ -26,7 +26,9 @@ Operations, each on the sync and on the async saver:
 
 Savers, side by side: the stock ``PostgresSaver`` with plain JsonPlus, the stock saver with
 secure_serde's ``EncryptedSerializer`` (primitives then stay inline in plaintext JSON), and
-secure_serde's sealed saver with the same serializer, with and without sealed metadata.
+secure_serde's sealed saver (``secure_serde.savers.postgres``: `SealedSaver` around the stock
+one) with the same serializer, its metadata sealed, or with ``source`` and ``step`` left in
+plaintext (``plaintext_metadata``).
 
 Method: in every repetition each saver gets a new thread, and the savers' calls are interleaved
 one by one (put number i of every saver, then put number i+1 of every saver, ...), in an order
@@ -78,7 +80,7 @@ from psycopg.rows import dict_row  # noqa: E402
 
 from secure_serde import EncryptedSerializer  # noqa: E402
 from secure_serde.ciphers import EnvKeyCipher  # noqa: E402
-from secure_serde.savers._v03_postgres import AsyncPostgresSaver, PostgresSaver  # noqa: E402
+from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver  # noqa: E402
 
 KEY = b"bench-key-not-a-secret-012345678"
 PRIMITIVES = {
@@ -311,11 +313,11 @@ def subjects_for(serde: EncryptedSerializer, sync: bool) -> list[Subject]:
     return [
         Subject("stock + JsonPlus", lambda c: stock(c, serde=JsonPlusSerializer())),
         Subject(BASE, lambda c: stock(c, serde=serde)),
-        # Metadata sealing is the default now: this subject keeps 0.1.0's plaintext metadata.
-        Subject("sealed + secure_serde", lambda c: sealed(c, serde=serde, seal_metadata=False)),
+        # SealedSaver's defaults: every metadata key sealed ("source" and "step" as tokens).
+        Subject("sealed + secure_serde", lambda c: sealed(c, serde=serde)),
         Subject(
-            "sealed + sealed metadata",
-            lambda c: sealed(c, serde=serde, plaintext_metadata=()),
+            "sealed + plaintext source/step",
+            lambda c: sealed(c, serde=serde, plaintext_metadata=("source", "step")),
         ),
     ]
 
@@ -332,6 +334,9 @@ async def measure(url: str, reps: int, chain: int) -> tuple[list[Subject], list[
     opts: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row}
     with psycopg.connect(url, **opts) as conn:
         StockPostgresSaver(conn).setup()
+        # The sealed savers' store identity, before any saver writes a checkpoint: a sealed
+        # saver refuses to start one in a store that already holds checkpoints.
+        PostgresSaver(conn, serde=serde).setup()
         aconn = await psycopg.AsyncConnection.connect(url, **opts)
         async with aconn:
             sync_savers = [s.make(conn) for s in sync_subjects]
