@@ -96,7 +96,7 @@ class CheckpointReader:
         if resolved.inline_values and store.kind != "postgres":
             raise ConfigurationError("--allow-inline-values applies to PostgreSQL stores only")
         self.binds = isinstance(serde, EncryptedSerializer) and serde.binds_locations
-        self._view = HistoryView(store, for_saver=True)
+        self._view = HistoryView(store)
         try:
             if not self._view.has_history():
                 raise StoreError(
