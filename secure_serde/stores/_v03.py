@@ -184,8 +184,12 @@ class V03Reader(BaseCheckpointSaver[str]):
         self._owned = not isinstance(store, HistoryView)
         self.view = store if isinstance(store, HistoryView) else _view(store)
         self._writes_sql = _SQLITE_WRITES
-        if self.view.kind != "postgres" and not self.view.query(_SQLITE_HAS_PATH, "", ())[0][0]:
-            self._writes_sql = _SQLITE_WRITES_NO_PATH
+        try:
+            if self.view.kind != "postgres" and not self.view.query(_SQLITE_HAS_PATH, "", ())[0][0]:
+                self._writes_sql = _SQLITE_WRITES_NO_PATH
+        except BaseException:
+            self.close()
+            raise
 
     @property
     def migration(self) -> Migration:

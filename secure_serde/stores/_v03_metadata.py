@@ -35,6 +35,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives import hmac as crypto_hmac
 
 from secure_serde._errors import (
+    BindingError,
     BlindIndexError,
     ConfigurationError,
     DecryptionError,
@@ -228,9 +229,11 @@ class V03Metadata:
         """The caller's metadata, after every check; ``serde`` reads at the entry's location.
 
         Raises:
-            MetadataDowngradeError, MetadataMovedError, BlindIndexError, or
-            the serde's `DecryptionError`.
+            MetadataDowngradeError, MetadataMovedError, BlindIndexError,
+            BindingError (not a JSON object), or the serde's `DecryptionError`.
         """
+        if not isinstance(metadata, dict):
+            raise BindingError("checkpoint metadata is not a JSON object")
         self._check(metadata)
         sealed = _open_entry(serde, metadata)
         if sealed is None:

@@ -320,25 +320,6 @@ def test_postgres_pending_sends_of_old_checkpoints_read_alike(postgres_url: str)
     assert TASKS == "__pregel_tasks"  # the literal channel of the reader's SQL
 
 
-def test_the_reader_only_reads(sqlite_store: Path) -> None:
-    before = sqlite_store.read_bytes()
-    with V03Reader(sqlite_store, serde=serde()) as reader:
-        with pytest.raises(ValueError, match="only reads"):
-            reader.put(cfg("x"), empty_checkpoint(), {}, {})
-        with pytest.raises(ValueError, match="only reads"):
-            reader.put_writes(cfg("x", checkpoint_id="1"), [("a", 1)], "t")
-        with pytest.raises(ValueError, match="filters"):
-            list(reader.list(None, filter={"user_id": "u-1"}))
-    assert sqlite_store.read_bytes() == before
-
-
-def test_a_serde_that_cannot_bind_is_refused(sqlite_store: Path) -> None:
-    from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-
-    with pytest.raises(ValueError, match="binds"):
-        V03Reader(sqlite_store, serde=JsonPlusSerializer())  # type: ignore[arg-type]
-
-
 # --- the frozen stores are what their generators (0.3's savers) write ----------------------
 
 ROOT: Final = Path(__file__).resolve().parents[2]
