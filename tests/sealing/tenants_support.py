@@ -12,14 +12,13 @@ from typing import Annotated, Any, TypedDict
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from secure_serde import EncryptedSerializer, SealedSaver, TenantKeys
 from secure_serde.ciphers import EnvKeyCipher
-from tests.fixtures_services import saver_connection
+from tests.serdes_support import stock_postgres
 
 PRIMARY = b"tenant-tests-primary-key-0123456"
 INNERS = ("memory", "sqlite", "postgres")
@@ -58,9 +57,7 @@ def inner_saver(kind: str, where: Path | str) -> Iterator[BaseCheckpointSaver[An
         finally:
             conn.close()
     else:
-        with saver_connection(str(where)) as pg:
-            saver = PostgresSaver(pg)
-            saver.setup()
+        with stock_postgres(str(where)) as saver:
             yield saver
 
 

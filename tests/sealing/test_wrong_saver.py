@@ -10,17 +10,14 @@ store identity thread and ``secure-serde audit`` tell what the store is.
 
 from __future__ import annotations
 
-import sqlite3
-from contextlib import closing
 from pathlib import Path
 
 import pytest
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
-from langgraph.checkpoint.sqlite import SqliteSaver
 
-from secure_serde import EncryptedSerializer, PlaintextRefusedError, SealedSaver
-from secure_serde.ciphers import EnvKeyCipher
+from secure_serde import PlaintextRefusedError
+from tests.serdes_support import env_serde, sealed_sqlite, stock_sqlite
 
 KEY = b"wrong-saver-test-key-0123456789a"
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
@@ -29,9 +26,7 @@ CONFIG: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""
 @pytest.fixture
 def store(tmp_path: Path) -> Path:
     db = tmp_path / "sealed.sqlite"
-    with closing(sqlite3.connect(db, check_same_thread=False)) as conn:
-        saver = SealedSaver(SqliteSaver(conn), serde=EncryptedSerializer(EnvKeyCipher(KEY)))
-        saver.setup()
+    with sealed_sqlite(db, env_serde(KEY)) as saver:
         checkpoint = empty_checkpoint()
         checkpoint["channel_values"] = {"secret": "value"}
         checkpoint["channel_versions"] = {"secret": 1}
@@ -40,22 +35,23 @@ def store(tmp_path: Path) -> Path:
 
 
 def test_a_stock_saver_with_our_serializer_is_told_to_use_sealed_saver(store: Path) -> None:
-    with closing(sqlite3.connect(store, check_same_thread=False)) as conn:
-        stock = SqliteSaver(conn, serde=EncryptedSerializer(EnvKeyCipher(KEY)))
-        with pytest.raises(PlaintextRefusedError, match=r"SealedSaver\(inner_saver"):
-            stock.get_tuple(CONFIG)
+    with (
+        stock_sqlite(store, env_serde(KEY)) as stock,
+        pytest.raises(PlaintextRefusedError, match=r"SealedSaver\(inner_saver"),
+    ):
+        stock.get_tuple(CONFIG)
 
 
 def test_other_plaintext_rows_keep_their_own_refusal() -> None:
-    serde = EncryptedSerializer(EnvKeyCipher(KEY))
+    serde = env_serde(KEY)
     with pytest.raises(PlaintextRefusedError) as refused:
         serde.loads_typed(("bytes", b"not a sealed cell"))
     assert "SealedSaver" not in str(refused.value)
 
 
 def test_a_stock_saver_with_the_default_serializer_sees_only_sealed_cells(store: Path) -> None:
-    with closing(sqlite3.connect(store, check_same_thread=False)) as conn:
-        found = SqliteSaver(conn).get_tuple(CONFIG)
+    with stock_sqlite(store) as bare:
+        found = bare.get_tuple(CONFIG)
     assert found is not None
     cell = found.checkpoint["channel_values"]["secret"]
     assert isinstance(cell, bytes)
