@@ -20,11 +20,10 @@ import os
 import tempfile
 from functools import cache
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import ormsgpack
 from Crypto.Cipher import AES
-from langgraph.checkpoint.base import CheckpointMetadata
 
 from secure_serde import EncryptedSerializer, Migration, SecureSerdeError
 from secure_serde import _format as v1_format
@@ -32,9 +31,9 @@ from secure_serde.ciphers import KeyRotationCipher, _kms_format
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._rotation import KEYRING_FILE_VAR
 from secure_serde.pickling import EXT_PICKLE, TAG
-from secure_serde.savers._metadata import unseal_metadata
 from secure_serde.stores import RowRef, parse_envelope
 from secure_serde.stores._envelope import METADATA_TABLE, SEALED_METADATA_KEY, envelope_cell
+from secure_serde.stores._v03_metadata import V03Metadata
 from tests.fuzz import _fixtures as fx
 from tests.fuzz._input import Input
 
@@ -251,8 +250,29 @@ _REF: Final = RowRef(
 )
 
 
+# The row the seeds' entries name (tests/fuzz/seeds.py), so the checked read gets past the
+# row check.
+_ROW: Final = ("t", "", "checkpoint-1")
+
+
+@cache
+def _v03_metadata() -> tuple[V03Metadata, V03Metadata]:
+    """How the tools read 0.3's metadata column: as a viewer (every entry opened, unchecked)
+    and under the policy of a saver that sealed all but ``user``."""
+    serde = _env()[0]
+    common: dict[str, Any] = {"indexed_metadata": None, "index_key": None}
+    viewer = V03Metadata(
+        serde, Migration.NONE, seal_metadata=False, plaintext_metadata=None, **common
+    )
+    policy = V03Metadata(
+        serde, Migration.NONE, seal_metadata=True, plaintext_metadata=["user"], **common
+    )
+    return viewer, policy
+
+
 def metadata_envelope(data: bytes) -> None:
-    """A checkpoint's metadata JSON holding a sealed entry: parser, cell and `unseal_metadata`.
+    """A checkpoint's metadata JSON holding a sealed entry (the layout secure_serde 0.3's
+    savers wrote): parser, cell and `V03Metadata.open`, as a viewer and under a policy.
 
     Mode 0 takes the input as the metadata column's JSON text; mode 1 builds
     the envelope from a fuzzed type tag and fuzzed ciphertext bytes.
@@ -276,8 +296,9 @@ def metadata_envelope(data: bytes) -> None:
     envelope = metadata.get(SEALED_METADATA_KEY)
     parse_envelope(envelope)
     envelope_cell(_REF, envelope)
-    with contextlib.suppress(SecureSerdeError):
-        unseal_metadata(serde, cast(CheckpointMetadata, metadata))
+    for reader in _v03_metadata():
+        with contextlib.suppress(SecureSerdeError):
+            reader.open(serde, metadata, _ROW)
 
 
 # -- keyring JSON --------------------------------------------------------------------------------
