@@ -40,6 +40,7 @@ from tests.sealing.tenants_support import (
     tenant_prefixes,
     write_tenants,
 )
+from tests.serdes_support import thin_sqlite
 
 SERDE_A = {"a": KEY_A}
 SERDE_B = {"b": KEY_B}
@@ -177,17 +178,10 @@ def test_rewrap_skips_tenant_rows_rewraps_the_identity_and_tenant_keys_move(
 
 def test_an_application_thread_shaped_like_a_tenants_is_rewrapped(tmp_path: Path) -> None:
     """A plain store's thread named ``sst1:<22 chars>:t`` is the store keys' row: rewrapped."""
-    from secure_serde.savers.sqlite import SqliteSaver
-
     path = tmp_path / "plain-sealed.sqlite"
     lookalike = "sst1:" + "A" * 22 + ":t"
-    conn = sqlite3.connect(path, check_same_thread=False)
-    try:
-        saver = SqliteSaver(conn, serde=rotation_serde(SERDE_A, "a"))
-        saver.setup()
+    with thin_sqlite(path, rotation_serde(SERDE_A, "a")) as saver:
         chat_graph(saver).invoke({"said": ["x"]}, {"configurable": {"thread_id": lookalike}})
-    finally:
-        conn.close()
     keys = TenantKeys.open(tmp_path / "keys.sqlite")
     try:
         for given in (None, keys):
