@@ -27,6 +27,7 @@ from langgraph.checkpoint.serde.types import TASKS
 from langgraph.checkpoint.sqlite import SqliteSaver as StockSqliteSaver
 from langgraph.types import Send
 
+from secure_serde import MetadataDowngradeError, Migration
 from secure_serde.stores import V03Reader
 from tests.fixtures_services import saver_connection
 from tests.stores.v03_support import (
@@ -150,8 +151,10 @@ def postgres_pair(url: str, **options: Any) -> Iterator[tuple[Saver, Saver]]:
         yield old, new
 
 
+UNBOUND: Final = Migration(unbound=True)
 OPTIONS: Final[dict[str, dict[str, Any]]] = {
     "strict": {},
+    "unbound only": {"migration": UNBOUND},
     "lenient": {"migration": LENIENT},
     "viewer": {"seal_metadata": False, "indexed_metadata": None},
     "viewer, lenient": {"seal_metadata": False, "indexed_metadata": None, "migration": LENIENT},
@@ -173,6 +176,8 @@ def test_sqlite_reads_are_those_of_the_0_3_saver(sqlite_store: Path, options: st
     ok = [k for k, v in expected.items() if not isinstance(v, type)]
     assert len(ok) > 3 * len(THREADS)
     assert isinstance(expected["latest stock-1"], type) is ("lenient" not in options)
+    if options == "unbound only":  # the stock thread's metadata is not sealed
+        assert expected["latest stock-1"] is MetadataDowngradeError
 
 
 @pytest.mark.parametrize("options", OPTIONS, ids=str)
@@ -238,7 +243,7 @@ def test_sqlite_tampering_is_refused_alike(sqlite_store: Path, tmp_path: Path, t
             {"newest": newest(keys, "review-2"), "other": oldest(keys, "review-2")},
         )
         assert done.rowcount >= 1
-    for options in ({}, {"migration": LENIENT}):
+    for options in ({}, {"migration": UNBOUND}, {"migration": LENIENT}):
         with sqlite_pair(path, **options) as (old, new):
             expected = reads(old, keys)
             assert reads(new, keys) == expected
@@ -279,6 +284,19 @@ POSTGRES_TAMPERS: Final[dict[str, str]] = {
     " '{__secure_serde_index__,user_id}', (SELECT metadata -> '__secure_serde_index__'"
     " -> 'user_id' FROM checkpoints WHERE thread_id = 'review-1' LIMIT 1))"
     " WHERE thread_id = 'review-2' AND checkpoint_id = %(newest)s",
+    # With the seal gone, Migration(unbound=True) reaches the metadata checks themselves.
+    "seal stripped, index token replaced": "UPDATE checkpoints SET checkpoint = checkpoint"
+    " - '__secure_serde_record__', metadata = jsonb_set(metadata,"
+    " '{__secure_serde_index__,user_id}', (SELECT metadata -> '__secure_serde_index__'"
+    " -> 'user_id' FROM checkpoints WHERE thread_id = 'review-1' LIMIT 1))"
+    " WHERE thread_id = 'review-2' AND checkpoint_id = %(newest)s",
+    "seal stripped, sealed metadata removed": "UPDATE checkpoints SET checkpoint = checkpoint"
+    " - '__secure_serde_record__', metadata = metadata - '__secure_serde_sealed__'"
+    " - '__secure_serde_index__' || '{\"team\": \"red\"}'"
+    " WHERE thread_id = 'review-2' AND checkpoint_id = %(newest)s",
+    "seal stripped, index without entry": "UPDATE checkpoints SET checkpoint = checkpoint"
+    " - '__secure_serde_record__', metadata = metadata - '__secure_serde_sealed__'"
+    " WHERE thread_id = 'review-2' AND checkpoint_id = %(newest)s",
 }
 
 
@@ -294,7 +312,7 @@ def test_postgres_tampering_is_refused_alike(postgres_store: str, tamper: str) -
             "other": oldest(keys, "review-2"),
         },
     )
-    for options in ({}, {"migration": LENIENT}):
+    for options in ({}, {"migration": UNBOUND}, {"migration": LENIENT}):
         with postgres_pair(postgres_store, **options) as (old, new):
             expected = reads(old, keys)
             assert reads(new, keys) == expected
