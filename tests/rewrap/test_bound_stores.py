@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from secure_serde import RetiredKeyError, UnknownKeyError, rewrap
-from secure_serde.stores import open_store
+from secure_serde.stores import METADATA_TABLE, SEALED_METADATA_KEY, SqliteStore, Swap, open_store
 from tests import v03_fixtures as v03
 from tests.rewrap.rewrap_support import (
     A_AND_B,
@@ -187,3 +187,71 @@ def test_audit_and_inspect_read_a_sealed_sqlite_store(
     code, document = _cli_json(capsys, "audit", str(path))
     assert code == 1
     assert document["undecryptable"]["by_error"] == {"DecryptionError": 1}
+
+
+def _metadata_of(path: Path, thread_id: str) -> list[dict[str, Any]]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT metadata FROM checkpoints WHERE thread_id = ? ORDER BY checkpoint_id",
+            (thread_id,),
+        ).fetchall()
+    return [json.loads(metadata) for (metadata,) in rows]
+
+
+def test_sqlite_store_swaps_a_sealed_entry_only_while_it_is_unchanged(tmp_path: Path) -> None:
+    """rewrap's view of SQLite: each row's sealed entry is a cell, swapped compare-and-swap."""
+    path = v03.sqlite_copy(tmp_path / "cells.sqlite", ["m1", "m2"])
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE checkpoints SET metadata = X'00' WHERE thread_id = 'm2'")
+    first = _metadata_of(path, "m1")[0]
+    assert SEALED_METADATA_KEY in first
+    with SqliteStore(path) as store:
+        table = store.table(METADATA_TABLE)
+        # The row whose metadata is not JSON is skipped, not an error.
+        assert store.count(table) == len(_metadata_of(path, "m1"))
+        cell = next(iter(store.iter_batches(table)))[0]
+        assert cell.ref.thread_id == "m1"
+        assert cell.location is not None
+        assert cell.location.kind == "metadata"
+        assert cell.data is not None
+        # The same ciphertext, so the row still reads after the swap.
+        assert store.compare_and_swap([Swap(cell, cell.type_tag or "", cell.data)]) == [True]
+        stale = Swap(cell, "msgpack+aesgcm", b"\x00" * 40)
+        with sqlite3.connect(path) as conn:
+            changed = {**first, "source": "changed"}
+            conn.execute(
+                "UPDATE checkpoints SET metadata = ? WHERE thread_id = 'm1' AND checkpoint_id = ?",
+                (json.dumps(changed), cell.ref.checkpoint_id),
+            )
+        assert store.compare_and_swap([stale]) == [True]  # the entry itself is still the same
+        moved = store.reload(cell.ref)
+        assert moved is not None
+        assert moved.data == b"\x00" * 40
+        assert store.compare_and_swap([stale]) == [False]  # no longer the entry read
+    # The swap replaced the entry only: the key changed beside it is kept.
+    assert _metadata_of(path, "m1")[0]["source"] == "changed"
+
+
+def test_inspect_and_audit_open_sealed_metadata(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    keys: Callable[..., None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The CLI's viewer unseals 0.3's metadata entries, and audit authenticates each as a cell."""
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
+    threads = ["m1", "m2", "m3"]
+    path = v03.sqlite_copy(tmp_path / "cli.sqlite", threads)
+    entries = 0
+    for thread in threads:
+        code, shown = _cli_json(capsys, "inspect", str(path), "--thread", thread)
+        assert code == 0, shown
+        assert [e["error"] for e in shown["checkpoints"]] == [None] * len(shown["checkpoints"])
+        assert {e["metadata"]["api_key"] for e in shown["checkpoints"]} == {v03.API_KEY}
+        v03.assert_shown(shown["checkpoints"], v03.history("sqlite", thread))
+        entries += len(shown["checkpoints"])
+    assert v03.API_KEY.encode() not in path.read_bytes()
+    code, document = _cli_json(capsys, "audit", str(path))
+    assert code == 0, document["findings"]
+    assert document["undecryptable"]["count"] == 0
+    assert document["binding"]["metadata_envelopes"]["bound"] == entries
