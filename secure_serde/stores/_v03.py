@@ -25,7 +25,7 @@ import os
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any, Final
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -34,7 +34,6 @@ from langgraph.checkpoint.base import (
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    get_checkpoint_id,
 )
 from langgraph.checkpoint.serde.types import TASKS
 
@@ -45,88 +44,19 @@ from secure_serde.stores._base import Store
 from secure_serde.stores._history import HistoryView
 from secure_serde.stores._v03_metadata import V03Metadata
 from secure_serde.stores._v03_rows import V03Rows
+from secure_serde.stores._v03_sql import (
+    PG_COLUMNS,
+    PG_NAMES,
+    PG_SENDS,
+    SQLITE_COLUMNS,
+    SQLITE_HAS_PATH,
+    SQLITE_WRITES,
+    SQLITE_WRITES_NO_PATH,
+    get_where,
+    list_where,
+)
 
 __all__ = ["V03Reader"]
-
-_SQLITE_COLUMNS: Final = (
-    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
-    " metadata FROM checkpoints"
-)
-_SQLITE_WRITES: Final = (
-    "SELECT task_id, channel, type, value, task_path, idx FROM writes"
-    " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-)
-# A writes table from before task_path existed reads as '' (langgraph's own rule).
-_SQLITE_WRITES_NO_PATH: Final = (
-    "SELECT task_id, channel, type, value, '', idx FROM writes"
-    " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-)
-_SQLITE_HAS_PATH: Final = (
-    "SELECT count(*) FROM pragma_table_info('writes') WHERE name = 'task_path'"
-)
-# langgraph-checkpoint-postgres 3.2's SELECT_SQL and SELECT_PENDING_SENDS_SQL, verbatim
-# (the channel is langgraph's TASKS).
-_PG_COLUMNS: Final = """
-select
-    thread_id,
-    checkpoint,
-    checkpoint_ns,
-    checkpoint_id,
-    parent_checkpoint_id,
-    metadata,
-    (
-        select array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob])
-        from jsonb_each_text(checkpoint -> 'channel_versions')
-        inner join checkpoint_blobs bl
-            on bl.thread_id = checkpoints.thread_id
-            and bl.checkpoint_ns = checkpoints.checkpoint_ns
-            and bl.channel = jsonb_each_text.key
-            and bl.version = jsonb_each_text.value
-    ) as channel_values,
-    (
-        select
-        array_agg(array[cw.task_id::text::bytea, cw.channel::bytea, cw.type::bytea, cw.blob, convert_to(cw.task_path, 'UTF8'), cw.idx::text::bytea])
-        from checkpoint_writes cw
-        where cw.thread_id = checkpoints.thread_id
-            and cw.checkpoint_ns = checkpoints.checkpoint_ns
-            and cw.checkpoint_id = checkpoints.checkpoint_id
-    ) as pending_writes
-from checkpoints """  # noqa: E501 - kept as langgraph writes it
-_PG_NAMES: Final = (
-    "thread_id",
-    "checkpoint",
-    "checkpoint_ns",
-    "checkpoint_id",
-    "parent_checkpoint_id",
-    "metadata",
-    "channel_values",
-    "pending_writes",
-)
-_PG_SENDS: Final = """
-select
-    checkpoint_id,
-    array_agg(array[type::bytea, blob] order by task_path, task_id, idx) as sends
-from checkpoint_writes
-where thread_id = %s
-    and checkpoint_id = any(%s)
-    and channel = '__pregel_tasks'
-group by checkpoint_id
-"""
-# Literal fragments: a WHERE clause is assembled from these, values always bound.
-_BY_ID: Final = " WHERE thread_id = {0} AND checkpoint_ns = {0} AND checkpoint_id = {0}"
-_LATEST: Final = (
-    " WHERE thread_id = {0} AND checkpoint_ns = {0} ORDER BY checkpoint_id DESC LIMIT 1"
-)
-_THREAD: Final = "thread_id = {0}"
-_NS: Final = "checkpoint_ns = {0}"
-_ID: Final = "checkpoint_id = {0}"
-_BEFORE: Final = "checkpoint_id < {0}"
-_ORDER: Final = " ORDER BY checkpoint_id DESC"
-_LIMIT: Final = " LIMIT {0}"
-
-
-def _sql(template: str) -> tuple[str, str]:
-    return template.format("?"), template.format("%s")
 
 
 class V03Reader(BaseCheckpointSaver[str]):
@@ -183,10 +113,10 @@ class V03Reader(BaseCheckpointSaver[str]):
         self._rows = V03Rows(serde, resolved, metadata)
         self._owned = not isinstance(store, HistoryView)
         self.view = store if isinstance(store, HistoryView) else _view(store)
-        self._writes_sql = _SQLITE_WRITES
+        self._writes_sql = SQLITE_WRITES
         try:
-            if self.view.kind != "postgres" and not self.view.query(_SQLITE_HAS_PATH, "", ())[0][0]:
-                self._writes_sql = _SQLITE_WRITES_NO_PATH
+            if self.view.kind != "postgres" and not self.view.query(SQLITE_HAS_PATH, "", ())[0][0]:
+                self._writes_sql = SQLITE_WRITES_NO_PATH
         except BaseException:
             self.close()
             raise
@@ -196,15 +126,7 @@ class V03Reader(BaseCheckpointSaver[str]):
         return self._rows.migration
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        configurable = config["configurable"]
-        thread_id = configurable["thread_id"]
-        checkpoint_ns = configurable.get("checkpoint_ns", "")
-        params: tuple[Any, ...]
-        if checkpoint_id := get_checkpoint_id(config):
-            where, params = _sql(_BY_ID), (thread_id, checkpoint_ns, checkpoint_id)
-        else:
-            where, params = _sql(_LATEST), (thread_id, checkpoint_ns)
-        return next(self._rows_of(where, params), None)
+        return next(self._rows_of(*get_where(config)), None)
 
     def list(
         self,
@@ -219,26 +141,7 @@ class V03Reader(BaseCheckpointSaver[str]):
                 "the 0.3 reader lists without filters; adopt the store"
                 " (secure_serde.savers.adopt) and filter on the SealedSaver"
             )
-        terms: list[str] = []
-        params: list[Any] = []
-        if config is not None:
-            terms.append(_THREAD)
-            params.append(config["configurable"]["thread_id"])
-            checkpoint_ns = config["configurable"].get("checkpoint_ns")
-            if checkpoint_ns is not None:
-                terms.append(_NS)
-                params.append(checkpoint_ns)
-            if checkpoint_id := get_checkpoint_id(config):
-                terms.append(_ID)
-                params.append(checkpoint_id)
-        if before is not None:
-            terms.append(_BEFORE)
-            params.append(get_checkpoint_id(before))
-        template = (" WHERE " + " AND ".join(terms) if terms else "") + _ORDER
-        if limit is not None:
-            template += _LIMIT
-            params.append(int(limit))
-        yield from self._rows_of(_sql(template), tuple(params))
+        yield from self._rows_of(*list_where(config, before, limit))
 
     def _rows_of(
         self, where: tuple[str, str], params: tuple[Any, ...]
@@ -246,15 +149,15 @@ class V03Reader(BaseCheckpointSaver[str]):
         view = self.view
         if view.kind == "postgres":
             found = [
-                dict(zip(_PG_NAMES, r, strict=True))
-                for r in view.query("", _PG_COLUMNS + where[1], params)
+                dict(zip(PG_NAMES, r, strict=True))
+                for r in view.query("", PG_COLUMNS + where[1], params)
             ]
             if found:
                 self._migrate_pending_sends(found)
             for value in found:
                 yield self._rows.postgres(value)
             return
-        for row in view.query(_SQLITE_COLUMNS + where[0], "", params):
+        for row in view.query(SQLITE_COLUMNS + where[0], "", params):
             writes = view.query(self._writes_sql, "", (row[0], row[1], row[2]))
             yield self._rows.sqlite(row, writes)
 
@@ -269,7 +172,7 @@ class V03Reader(BaseCheckpointSaver[str]):
         for value in to_migrate:
             by_parent[value["parent_checkpoint_id"]].append(value)
         params = (values[0]["thread_id"], list(by_parent))
-        for parent_id, sends in self.view.query("", _PG_SENDS, params):
+        for parent_id, sends in self.view.query("", PG_SENDS, params):
             for value in by_parent[parent_id]:
                 if value["channel_values"] is None:
                     value["channel_values"] = []

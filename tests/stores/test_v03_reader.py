@@ -6,9 +6,11 @@ tests/stores/test_v03_postgres_vector.py), so these tests stay once 0.3's savers
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 from pathlib import Path
+from typing import Any, Final
 
 import psycopg
 import pytest
@@ -16,9 +18,20 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde import BindingError, Migration
+from secure_serde import (
+    BindingError,
+    BlindIndexError,
+    EncryptedSerializer,
+    Migration,
+    UnboundValueError,
+)
+from secure_serde._keys import Key
+from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers.sqlite import SqliteSaver
 from secure_serde.stores import HistoryView, StoreError, V03Reader, open_store
+from secure_serde.stores._v03_index import V03IndexKeys
+from secure_serde.stores._v03_metadata import V03Metadata
+from secure_serde.stores._v03_rows import V03Rows
 from tests.savers.test_adopt import THREAD, VECTOR, serde
 from tests.stores.test_v03_postgres_vector import load_vector
 from tests.stores.v03_support import serde as pg_serde
@@ -106,3 +119,56 @@ def test_planted_metadata_that_is_no_object_is_a_typed_error(postgres_url: str) 
         with pytest.raises(BindingError, match="JSON object"):
             reader.get_tuple(cfg("review-2"))
         assert reader.get_tuple(cfg("review-1")) is not None
+
+
+# --- the reader's record and blind-index checks, pinned by the frozen 0.3 vectors ----------
+
+VECTORS: Final = Path(__file__).resolve().parents[1] / "vectors"
+SEALS: Final = json.loads((VECTORS / "record_seal.json").read_text())["vectors"]
+TOKENS: Final = json.loads((VECTORS / "blind_index.json").read_text())["vectors"]
+
+
+def _rows(key: str, migration: Migration = Migration.NONE) -> V03Rows:
+    reading = EncryptedSerializer(EnvKeyCipher(key=key))
+    return V03Rows(reading, migration, V03Metadata(reading, migration, **_VIEWER))
+
+
+_VIEWER: Final[dict[str, Any]] = {
+    "seal_metadata": False,
+    "plaintext_metadata": None,
+    "indexed_metadata": None,
+    "index_key": None,
+}
+
+
+@pytest.mark.parametrize("vector", SEALS, ids=lambda v: str(v["comment"]))
+def test_a_frozen_record_seal_authenticates_only_its_record(vector: dict[str, Any]) -> None:
+    rows = _rows(vector["key"])
+    row = (vector["thread_id"], vector["checkpoint_ns"], vector["checkpoint_id"])
+    rows._check_record(row, vector["parent_id"], vector["record"], vector["seal"])
+    edited = {**vector["record"], "channel_versions": {"messages": "00000000000000000000.0.9"}}
+    other_thread = (row[0] + "-other", row[1], row[2])
+    for where, parent, record in (
+        (row, vector["parent_id"], edited),
+        (row, "1ef-another-parent", vector["record"]),
+        (other_thread, vector["parent_id"], vector["record"]),
+    ):
+        with pytest.raises(BindingError):
+            rows._check_record(where, parent, record, vector["seal"])
+    with pytest.raises(UnboundValueError):
+        rows._check_record(row, vector["parent_id"], vector["record"], None)
+    _rows(vector["key"], Migration(unbound=True))._check_record(
+        row, vector["parent_id"], vector["record"], None
+    )
+
+
+@pytest.mark.parametrize("vector", TOKENS, ids=lambda v: str(v["comment"]))
+def test_a_frozen_index_token_verifies_only_its_value(vector: dict[str, Any]) -> None:
+    keys = V03IndexKeys([Key.derive(vector["key"])])
+    keys.verify(vector["name"], vector["value"], vector["token"])
+    with pytest.raises(BlindIndexError):
+        keys.verify(vector["name"], [vector["value"], "other"], vector["token"])
+    with pytest.raises(BlindIndexError):
+        keys.verify(vector["name"] + "x", vector["value"], vector["token"])
+    with pytest.raises(BlindIndexError, match="unknown or retired"):
+        keys.verify(vector["name"], vector["value"], "0" * 8 + vector["token"][8:])
