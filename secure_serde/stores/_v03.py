@@ -1,22 +1,23 @@
 """`V03Reader`: a read-only reader of the stores secure_serde 0.3's sealed savers wrote.
 
-0.3's ``SqliteSaver`` and ``PostgresSaver`` (kept as
-``secure_serde.savers.V03SqliteSaver`` and ``V03PostgresSaver``) subclassed
-langgraph's savers and overrode their private hooks. This reader gets the
-same `CheckpointTuple`s from the same rows with SQL of its own, on a
+0.3's sealed ``SqliteSaver`` and ``PostgresSaver`` subclassed langgraph's
+savers and overrode their private hooks. This reader gets the same
+`CheckpointTuple`s from the same rows with SQL of its own, on a
 `HistoryView` (SQLite opened ``mode=ro``, PostgreSQL on a read-only
 session), and refuses what they refused, with the same errors
 (secure_serde/stores/_v03_rows.py says what a row must prove). It is a
 `BaseCheckpointSaver` that only reads: ``get_tuple``, ``list`` (without
 ``filter``) and langgraph's own ``get_delta_channel_history`` walk over
-``get_tuple`` (so each ancestor is authenticated); ``put`` and
-``put_writes`` raise `ConfigurationError`. `secure_serde.savers.adopt`
-copies a store it reads into a `SealedSaver`.
+``get_tuple`` (so each ancestor is authenticated); ``put``, ``put_writes``
+and ``get_next_version`` raise `ConfigurationError`, so a graph cannot write
+through it. `secure_serde.savers.adopt` copies a store it reads into a
+`SealedSaver`.
 
 Like 0.3's PostgreSQL saver, a checkpoint with ``v < 4`` and a parent gets
 its parent's pending sends as its ``__pregel_tasks`` value (langgraph's
 migration), read with the serde's plain ``loads_typed``: 0.3 wrote those
-writes bound, so such a read fails as 0.3's did (`DecryptionError`).
+writes bound, so such a read fails as 0.3's did (`DecryptionError`, under
+every `Migration` too).
 """
 
 from __future__ import annotations
