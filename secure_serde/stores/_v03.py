@@ -154,7 +154,7 @@ class V03Reader(BaseCheckpointSaver[str]):
                 for r in view.query("", PG_COLUMNS + where[1], params)
             ]
             if found:
-                self._migrate_pending_sends(found)
+                self._old_checkpoint_sends(found)
             for value in found:
                 yield self._rows.postgres(value)
             return
@@ -162,7 +162,7 @@ class V03Reader(BaseCheckpointSaver[str]):
             writes = view.query(self._writes_sql, "", (row[0], row[1], row[2]))
             yield self._rows.sqlite(row, writes)
 
-    def _migrate_pending_sends(self, values: Sequence[dict[str, Any]]) -> None:
+    def _old_checkpoint_sends(self, values: Sequence[dict[str, Any]]) -> None:
         """langgraph's migration of checkpoints older than format 4, as 0.3 ran it."""
         to_migrate = [
             v for v in values if _version(v["checkpoint"]) < 4 and v["parent_checkpoint_id"]
