@@ -26,7 +26,6 @@ inner type tag is what makes a row relabelled from ``msgpack+aesgcm`` to
 
 from __future__ import annotations
 
-import os
 import struct
 from dataclasses import dataclass
 from typing import Final
@@ -53,7 +52,6 @@ __all__ = [
     "encode_header",
     "key_id_hex",
     "key_name",
-    "new_nonce",
     "parse_header",
     "split",
 ]
@@ -99,10 +97,6 @@ def encode_header(key_id: bytes) -> bytes:
     if len(key_id) != KEY_ID_SIZE:
         raise ValueError("key ids are 4 bytes")
     return _VERSION_BYTE + key_id
-
-
-def new_nonce() -> bytes:
-    return os.urandom(GCM_NONCE_SIZE)
 
 
 def build_aad(header: bytes, cipher_name: bytes, context: bytes) -> bytes:

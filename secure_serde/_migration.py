@@ -13,10 +13,9 @@ what is *read* does not widen what can *run*, with one named exception:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from secure_serde._deprecated import warn_deprecated
 from secure_serde._errors import ConfigurationError
 
 __all__ = ["Migration"]
@@ -49,50 +48,23 @@ class Migration:
     NONE: ClassVar[Migration]
     EVERYTHING: ClassVar[Migration]
 
-    @property
-    def active(self) -> bool:
-        """True when any switch is on."""
-        return any(getattr(self, f.name) for f in fields(self))
-
     def enabled(self) -> tuple[str, ...]:
         """The names of the switches that are on, for logs and reprs."""
         return tuple(f.name for f in fields(self) if getattr(self, f.name))
 
     @classmethod
-    def resolve(
-        cls,
-        migration: Migration | None = None,
-        *,
-        allow_plaintext: bool = False,
-        allow_inline_values: bool = False,
-        allow_legacy_pickle: bool = False,
-    ) -> Migration:
-        """``migration`` (default: nothing) with 0.1.0's ``allow_*`` keyword arguments applied.
+    def resolve(cls, migration: Migration | None = None) -> Migration:
+        """``migration``, or nothing widened for ``None``; anything else is refused.
 
-        Those aliases are deprecated: each one passed as true warns
-        (`DeprecationWarning`, at the caller's line) and goes in the next
-        release. Each alias can only turn its field on, so passing both a
-        `Migration` and an alias widens to the union of the two. Public
-        entry points resolve once and pass the result on as ``migration``,
-        so one call warns once per alias.
+        0.1.0's ``allow_*`` keyword aliases, deprecated in 0.2, were removed
+        in 0.4 (CHANGELOG.md): only a `Migration` widens what is read.
         """
         base = cls.NONE if migration is None else migration
         if not isinstance(base, Migration):
             raise ConfigurationError(
                 f"migration must be a secure_serde.Migration, not {type(base).__name__}"
             )
-        flags = (
-            ("plaintext", allow_plaintext),
-            ("inline_values", allow_inline_values),
-            ("legacy_pickle", allow_legacy_pickle),
-        )
-        for name, flag in flags:
-            if flag:
-                warn_deprecated(
-                    f"allow_{name}=True is deprecated; pass migration=Migration({name}=True)"
-                )
-        on = {name: True for name, flag in flags if flag and not getattr(base, name)}
-        return replace(base, **on) if on else base
+        return base
 
 
 Migration.NONE = Migration()

@@ -1,6 +1,6 @@
 """A warning logged at most once per interval, with a count of what it stands for.
 
-The migration switches (``allow_plaintext``, ``allow_inline_values``) must
+The migration switches (``Migration.plaintext``, ``Migration.inline_values``) must
 leave a trace of every unauthenticated read without flooding the log on a
 hot read path, so each read is counted and one warning per interval reports
 the count and the latest detail.

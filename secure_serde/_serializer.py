@@ -22,7 +22,6 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde._binding import Location
 from secure_serde._compress import CompressedSerializer
-from secure_serde._deprecated import check_backend
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -74,12 +73,6 @@ class EncryptedSerializer:
             each plaintext read is logged (rate-limited).
         decrypt_only: further ciphers used only to read, picked by the
             cipher name in the type tag, while moving between cipher kinds.
-        allow_plaintext: deprecated alias (warns): sets ``migration.plaintext``.
-        allow_legacy_pickle: deprecated alias (warns): sets ``migration.legacy_pickle``,
-            which unpickles ``pickle+aes`` rows of langgraph's built-in
-            format. Their type tag is not authenticated, so anyone able to
-            write the store can turn a stored ``bytes`` value into a pickle;
-            leave this off unless you must read such rows to rewrap.
     """
 
     __slots__ = (
@@ -92,25 +85,20 @@ class EncryptedSerializer:
         "_strict",
     )
 
-    def __init__(  # noqa: PLR0913 - public constructor: keyword-only switches, default off
+    def __init__(
         self,
         cipher: BoundCipher,
         serde: SerializerProtocol | None = None,
         *,
         migration: Migration | None = None,
-        allow_plaintext: bool = False,
         decrypt_only: Iterable[BoundCipher] = (),
-        allow_legacy_pickle: bool = False,
     ) -> None:
         if not isinstance(cipher, BoundCipher):
             raise ConfigurationError(
                 f"{type(cipher).__name__} does not bind the type tag; use a cipher"
                 " from secure_serde.ciphers (or implement BoundCipher)"
             )
-        resolved = Migration.resolve(
-            migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
-        )
-        self._rule = ReadRule((cipher, *decrypt_only), resolved)
+        self._rule = ReadRule((cipher, *decrypt_only), Migration.resolve(migration))
         self._cipher = cipher
         self._encrypt = cipher.encrypt_bound
         self._serde: SerializerProtocol = JsonPlusSerializer() if serde is None else serde
@@ -152,15 +140,12 @@ class EncryptedSerializer:
 
     @classmethod
     @scrubbed
-    def from_pycryptodome_aes(  # noqa: PLR0913 - public constructor: keyword-only switches, default off
+    def from_pycryptodome_aes(
         cls,
         serde: SerializerProtocol | None = None,
         *,
         migration: Migration | None = None,
-        allow_plaintext: bool = False,
-        allow_legacy_pickle: bool = False,
         compress: bool = False,
-        backend: str | None = None,
         **kwargs: Any,
     ) -> EncryptedSerializer:
         """Drop-in for langgraph's ``EncryptedSerializer.from_pycryptodome_aes``.
@@ -170,21 +155,16 @@ class EncryptedSerializer:
         ``mode=`` (EAX when omitted), and writes secure_serde's own format
         with AES-256-GCM from ``cryptography``. Those legacy rows do not
         authenticate their type tag, so they are decoded strictly.
-        ``backend=`` is deprecated (see `EnvKeyCipher`).
         ``compress=True`` compresses values before encrypting them
         (`CompressedSerializer`; read SECURITY.md on length leaks first).
         """
-        check_backend(backend, "EncryptedSerializer.from_pycryptodome_aes")
         key = kwargs.pop("key", None)
         mode = kwargs.pop("mode", None)
         if kwargs:
             raise ConfigurationError(
                 f"unsupported argument(s) {', '.join(sorted(kwargs))}; accepted are key= and mode="
             )
-        # Resolved once, here: each deprecated alias warns once, at the caller's line.
-        resolved = Migration.resolve(
-            migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
-        )
+        resolved = Migration.resolve(migration)
         cipher = EnvKeyCipher(
             key,
             legacy_mode=MODE_EAX if mode is None else mode,

@@ -130,20 +130,15 @@ def require_ciphers() -> ConfiguredCiphers:
 def serializer_from_env(
     *,
     migration: Migration | None = None,
-    allow_plaintext: bool = False,
-    allow_legacy_pickle: bool = False,
     pickle_presets: Sequence[str] = (),
 ) -> EncryptedSerializer:
     """An `EncryptedSerializer` over the configured ciphers, as the application would build it.
 
-    ``allow_plaintext`` and ``allow_legacy_pickle`` are deprecated aliases
-    of `Migration` fields. ``pickle_presets`` (names from `PICKLE_PRESETS`) makes the inner
+    ``pickle_presets`` (names from `PICKLE_PRESETS`) makes the inner
     serializer a `PickleFallbackSerializer` admitting those presets, for
     stores written with one.
     """
-    resolved = Migration.resolve(
-        migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
-    )
+    resolved = Migration.resolve(migration)
     configured = require_ciphers()
     return EncryptedSerializer(
         configured.primary,

@@ -1,8 +1,8 @@
-"""Arguments kept for one release after 0.2.0: each warns at the caller's line, or refuses.
+"""The 0.1/0.2 spellings that warned through 0.3 are gone in 0.4 (CHANGELOG.md): each is refused.
 
-``backend=`` is gone (AES-GCM always comes from ``cryptography``), the key
-names were split into key id, label and KMS key (docs/keys.md, "Glossary"),
-and the ``allow_*`` switches became `Migration`.
+``backend=`` (AES-GCM always comes from ``cryptography``), the KMS cipher's ``key_id=``,
+``decrypt_key_ids=`` and ``.key_id`` (now ``kms_key``), and the ``allow_*`` switches (now
+`Migration`) no longer exist: passing one fails at once, never silently means something else.
 """
 
 from __future__ import annotations
@@ -21,161 +21,99 @@ from tests.ciphers.kms_support import new_cmk
 KEY = b"k" * 32
 
 
-def _constructors(kms_client: Any) -> dict[str, Callable[[Any], object]]:
-    """Each public constructor that took ``backend=`` in 0.2.0, called with one."""
+@pytest.fixture
+def env_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LANGGRAPH_AES_KEY", "base64:" + "A" * 43 + "=")
+    monkeypatch.delenv("SECURE_SERDE_KEYRING_FILE", raising=False)
+    monkeypatch.delenv("SECURE_SERDE_KMS_KEY_ID", raising=False)
+
+
+def _with_backend(kms_client: Any) -> dict[str, Callable[[], object]]:
+    """Each public constructor that took ``backend=`` in 0.2 and 0.3, called with one."""
     cmk = new_cmk(kms_client)
+    old: dict[str, Any] = {"backend": "cryptography"}
     return {
-        "EnvKeyCipher": lambda b: EnvKeyCipher(KEY, backend=b),
-        "KeyRotationCipher": lambda b: KeyRotationCipher({"a": KEY}, "a", backend=b),
-        "KeyRotationCipher.from_env": lambda b: KeyRotationCipher.from_env(backend=b),
-        "KmsEnvelopeCipher": lambda b: KmsEnvelopeCipher(cmk, client=kms_client, backend=b),
-        "EncryptedSerializer.from_pycryptodome_aes": (
-            lambda b: EncryptedSerializer.from_pycryptodome_aes(key=KEY, backend=b)
-        ),
+        "EnvKeyCipher": lambda: EnvKeyCipher(KEY, **old),
+        "KeyRotationCipher": lambda: KeyRotationCipher({"a": KEY}, "a", **old),
+        "KeyRotationCipher.from_env": lambda: KeyRotationCipher.from_env(**old),
+        "KmsEnvelopeCipher": lambda: KmsEnvelopeCipher(cmk, client=kms_client, **old),
     }
 
 
-@pytest.fixture
-def constructors(
-    kms_client: Any, monkeypatch: pytest.MonkeyPatch
-) -> dict[str, Callable[[Any], object]]:
-    monkeypatch.setenv("LANGGRAPH_AES_KEY", "base64:" + "A" * 43 + "=")
-    monkeypatch.delenv("SECURE_SERDE_KEYRING_FILE", raising=False)
-    return _constructors(kms_client)
+@pytest.mark.usefixtures("env_key")
+def test_backend_is_refused_by_every_constructor(kms_client: Any) -> None:
+    for name, build in _with_backend(kms_client).items():
+        with pytest.raises(TypeError, match="backend") as info:
+            build()
+        assert name.rpartition(".")[0] or name in str(info.value), info.value
+    # The drop-in takes langgraph's **kwargs, so it names what it accepts instead.
+    with pytest.raises(ConfigurationError, match=r"unsupported argument\(s\) backend"):
+        EncryptedSerializer.from_pycryptodome_aes(key=KEY, backend="cryptography")
 
 
-@pytest.mark.parametrize("backend", ["auto", "cryptography"])
-def test_a_backend_that_still_exists_warns_and_is_ignored(
-    constructors: dict[str, Callable[[Any], object]], backend: str
-) -> None:
-    for name, build in constructors.items():
-        with pytest.warns(DeprecationWarning, match="backend= is deprecated") as caught:
-            built = build(backend)
-        assert built is not None
-        # Named at this file's line, where the argument has to be removed.
-        assert [w.filename for w in caught] == [__file__], name
-        assert name in str(caught[0].message)
-
-
-@pytest.mark.parametrize("backend", ["pycryptodome", "nope", 3])
-def test_any_other_backend_is_refused(
-    constructors: dict[str, Callable[[Any], object]], backend: object
-) -> None:
-    for name, build in constructors.items():
-        with pytest.raises(ConfigurationError, match="not available") as info:
-            build(backend)
-        assert name in str(info.value)
-
-
-def test_no_backend_argument_means_no_warning() -> None:
+def test_the_constructors_without_the_old_names_do_not_warn() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         EnvKeyCipher(KEY)
         KeyRotationCipher({"a": KEY}, "a")
         EncryptedSerializer.from_pycryptodome_aes(key=KEY)
+        EncryptedSerializer(EnvKeyCipher(KEY), migration=Migration(plaintext=True))
 
 
-# -- KMS key: kms_key= and decrypt_kms_keys=, not key_id= -------------------------------------
+# -- KMS key: kms_key= and decrypt_kms_keys=, not key_id= ---------------------------------------
 
 
-def test_kms_key_id_keywords_are_deprecated_aliases(kms_client: Any) -> None:
-    new, old = new_cmk(kms_client), new_cmk(kms_client)
-    with pytest.warns(DeprecationWarning, match="is deprecated; use") as caught:
-        cipher = KmsEnvelopeCipher(key_id=new, decrypt_key_ids=[old], client=kms_client)
-    assert sorted(str(w.message) for w in caught) == [
-        "KmsEnvelopeCipher: decrypt_key_ids= is deprecated; use decrypt_kms_keys=",
-        "KmsEnvelopeCipher: key_id= is deprecated; use kms_key=",
-    ]
-    assert {w.filename for w in caught} == {__file__}
-    assert cipher.kms_key == new
-    assert cipher.decrypt_kms_keys == (old,)
-    # The old names mean what they meant: a value under the old KMS key still reads.
-    _, under_old = KmsEnvelopeCipher(old, client=kms_client).encrypt_bound(b"x", "ctx")
-    assert cipher.decrypt_bound("kms", under_old, "ctx") == b"x"
+@pytest.mark.parametrize("old", ["key_id", "decrypt_key_ids"])
+def test_kms_key_id_keywords_are_refused(kms_client: Any, old: str) -> None:
+    arn = new_cmk(kms_client)
+    value: Any = arn if old == "key_id" else [arn]
+    with pytest.raises(TypeError, match=old):
+        KmsEnvelopeCipher(arn, client=kms_client, **{old: value})
 
 
-def test_kms_key_id_attribute_is_a_deprecated_alias(kms_client: Any) -> None:
+def test_kms_key_id_attribute_is_gone(kms_client: Any) -> None:
     arn = new_cmk(kms_client)
     cipher = KmsEnvelopeCipher(arn, client=kms_client)
-    with pytest.warns(DeprecationWarning, match=r"\.key_id is deprecated; use \.kms_key"):
-        assert cipher.key_id == arn
+    assert cipher.kms_key == arn
+    assert not hasattr(cipher, "key_id")
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"key_id": "alias/a", "kms_key": "alias/a"}, "pass kms_key= only"),
-        (
-            {"kms_key": "alias/a", "decrypt_key_ids": [], "decrypt_kms_keys": []},
-            "pass decrypt_kms_keys= only",
-        ),
-        ({}, "kms_key must be"),
-    ],
-)
-def test_old_and_new_kms_names_together_or_neither_are_refused(
-    kms_client: Any, kwargs: dict[str, Any], message: str
-) -> None:
-    with pytest.raises(ConfigurationError, match=message):
-        KmsEnvelopeCipher(client=kms_client, **kwargs)
+def test_a_kms_cipher_without_a_kms_key_is_refused(kms_client: Any) -> None:
+    with pytest.raises(ConfigurationError, match="kms_key must be"):
+        KmsEnvelopeCipher(client=kms_client)
 
 
-# -- migration: one Migration setting, the allow_* switches are aliases ------------------------
+# -- migration: one Migration setting, no allow_* switches ------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("alias", "field"),
-    [("allow_plaintext", "plaintext"), ("allow_legacy_pickle", "legacy_pickle")],
-)
-def test_serializer_allow_switches_warn_once_and_map_onto_migration(alias: str, field: str) -> None:
+@pytest.mark.parametrize("alias", ["allow_plaintext", "allow_legacy_pickle"])
+def test_serializer_allow_switches_are_refused(alias: str) -> None:
     options: dict[str, Any] = {alias: True}
-    builders: list[Callable[[], EncryptedSerializer]] = [
-        lambda: EncryptedSerializer(EnvKeyCipher(KEY), **options),
-        lambda: EncryptedSerializer.from_pycryptodome_aes(key=KEY, **options),
-    ]
-    for build in builders:
-        with pytest.warns(DeprecationWarning, match=f"{alias}=True is deprecated") as caught:
-            serde = build()
-        assert len(caught) == 1
-        assert caught[0].filename == __file__
-        assert serde.migration == Migration(**{field: True})
+    with pytest.raises(TypeError, match=alias):
+        EncryptedSerializer(EnvKeyCipher(KEY), **options)
+    with pytest.raises(ConfigurationError, match=rf"unsupported argument\(s\) {alias}"):
+        EncryptedSerializer.from_pycryptodome_aes(key=KEY, **options)
 
 
-def test_an_alias_widens_a_migration_it_is_passed_with() -> None:
-    with pytest.warns(DeprecationWarning, match="allow_plaintext=True is deprecated"):
-        serde = EncryptedSerializer(
-            EnvKeyCipher(KEY), migration=Migration(unbound=True), allow_plaintext=True
-        )
-    assert serde.migration == Migration(plaintext=True, unbound=True)
+@pytest.mark.usefixtures("env_key")
+def test_serializer_from_env_allow_switch_is_refused() -> None:
+    options: dict[str, Any] = {"allow_legacy_pickle": True}
+    with pytest.raises(TypeError, match="allow_legacy_pickle"):
+        serializer_from_env(**options)
+    assert serializer_from_env(migration=Migration(legacy_pickle=True)).migration == Migration(
+        legacy_pickle=True
+    )
 
 
-def test_serializer_from_env_allow_switch_warns_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LANGGRAPH_AES_KEY", "base64:" + "A" * 43 + "=")
-    monkeypatch.delenv("SECURE_SERDE_KEYRING_FILE", raising=False)
-    monkeypatch.delenv("SECURE_SERDE_KMS_KEY_ID", raising=False)
-    with pytest.warns(DeprecationWarning, match="allow_legacy_pickle=True") as caught:
-        serde = serializer_from_env(allow_legacy_pickle=True)
-    assert len(caught) == 1
-    assert serde.migration == Migration(legacy_pickle=True)
+def test_rewrap_allow_switches_are_refused(tmp_path: Any) -> None:
+    from secure_serde import rewrap
+
+    options: dict[str, Any] = {"allow_plaintext": True}
+    with pytest.raises(TypeError, match="allow_plaintext"):
+        rewrap(tmp_path / "absent.sqlite", EnvKeyCipher(KEY), **options)
 
 
-def test_migration_alone_and_false_aliases_do_not_warn() -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)
-        serde = EncryptedSerializer(
-            EnvKeyCipher(KEY), migration=Migration(plaintext=True), allow_plaintext=False
-        )
-    assert serde.migration == Migration(plaintext=True)
-
-
-def test_saver_allow_inline_values_warns_once_at_the_with_line(postgres_url: str) -> None:
-    from secure_serde.savers._v03_postgres import PostgresSaver
-
-    serde = EncryptedSerializer(EnvKeyCipher(KEY))
-    with (
-        pytest.warns(DeprecationWarning, match="allow_inline_values=True") as caught,
-        PostgresSaver.from_conn_string(
-            postgres_url, serde=serde, allow_inline_values=True
-        ) as saver,
-    ):
-        assert saver._migration == Migration(inline_values=True)
-    assert [w.filename for w in caught] == [__file__]
+def test_migration_must_be_a_migration() -> None:
+    bad: Any = {"plaintext": True}
+    with pytest.raises(ConfigurationError, match=r"must be a secure_serde\.Migration, not dict"):
+        EncryptedSerializer(EnvKeyCipher(KEY), migration=bad)

@@ -166,8 +166,7 @@ def test_cli_keygen_imports_only_its_own_module() -> None:
         """
     )
     cli_modules = {m for m in loaded if m.startswith("secure_serde.cli._")}
-    # _renamed: the --label option (and its old name, --id), shared with 'keyring'.
-    assert cli_modules == {"secure_serde.cli._keygen", "secure_serde.cli._renamed"}
+    assert cli_modules == {"secure_serde.cli._keygen"}
     assert top_level(loaded) & set(HEAVY) == set()
 
 

@@ -39,7 +39,6 @@ PACKAGE: Final = "secure_serde"
 CORE: Final = frozenset(
     {
         "_binding",
-        "_deprecated",
         "_errors",
         "_format",
         "_format_v2",

@@ -36,9 +36,6 @@ def test_the_drop_in_refuses_plaintext_by_its_own_default(env_key: str) -> None:
         EncryptedSerializer.from_pycryptodome_aes().loads_typed(row)
     migrating = EncryptedSerializer.from_pycryptodome_aes(migration=Migration(plaintext=True))
     assert migrating.loads_typed(row) == {"planted": 1}
-    with pytest.warns(DeprecationWarning, match="allow_plaintext"):
-        aliased = EncryptedSerializer.from_pycryptodome_aes(allow_plaintext=True)
-    assert aliased.loads_typed(row) == {"planted": 1}
 
 
 def test_the_drop_in_passes_its_serde_through() -> None:
@@ -46,7 +43,7 @@ def test_the_drop_in_passes_its_serde_through() -> None:
     assert EncryptedSerializer.from_pycryptodome_aes(inner, key=KEY).serde is inner
 
 
-def test_the_drop_in_passes_allow_legacy_pickle_through() -> None:
+def test_the_drop_in_passes_migration_legacy_pickle_through() -> None:
     inner = JsonPlusSerializer(pickle_fallback=True)
     row = BuiltinSerializer.from_pycryptodome_aes(serde=inner, key=KEY).dumps_typed(PlantedPickle())
     PlantedPickle.reset()
@@ -54,17 +51,16 @@ def test_the_drop_in_passes_allow_legacy_pickle_through() -> None:
         with pytest.raises(PickleRefusedError):
             EncryptedSerializer.from_pycryptodome_aes(inner, key=KEY).loads_typed(row)
         assert not PlantedPickle.ran
-        with pytest.warns(DeprecationWarning, match="allow_legacy_pickle"):
-            opted_in = EncryptedSerializer.from_pycryptodome_aes(
-                inner, key=KEY, allow_legacy_pickle=True
-            )
+        opted_in = EncryptedSerializer.from_pycryptodome_aes(
+            inner, key=KEY, migration=Migration(legacy_pickle=True)
+        )
         opted_in.loads_typed(row)
         assert PlantedPickle.ran
     finally:
         PlantedPickle.reset()
 
 
-def test_the_drop_in_checks_its_deprecated_backend() -> None:
+def test_the_drop_in_refuses_the_removed_backend() -> None:
     with pytest.raises(ConfigurationError, match="backend"):
         EncryptedSerializer.from_pycryptodome_aes(key=KEY, backend="rot13")
 

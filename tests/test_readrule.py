@@ -52,16 +52,9 @@ def relabelled_legacy_row(content: bytes) -> tuple[str, bytes]:
 
 
 @pytest.mark.parametrize("case", sorted(CONSTRUCTOR_CASES))
-@pytest.mark.parametrize("spelling", ["allow_plaintext", "migration"])
-@pytest.mark.filterwarnings("ignore:allow_plaintext=True is deprecated:DeprecationWarning")
-def test_planted_plaintext_msgpack_never_runs(case: str, spelling: str) -> None:
+def test_planted_plaintext_msgpack_never_runs(case: str) -> None:
     code, arg = CONSTRUCTOR_CASES[case]
-    kwargs: dict[str, Any] = (
-        {"allow_plaintext": True}
-        if spelling == "allow_plaintext"
-        else {"migration": Migration(plaintext=True)}
-    )
-    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), **kwargs)
+    serde = EncryptedSerializer(EnvKeyCipher(key=KEY), migration=Migration(plaintext=True))
     with pytest.raises(StrictDecodeError):
         serde.loads_typed(("msgpack", planted_value(code, arg=arg)))
     assert not PlantedCall.ran
@@ -193,21 +186,11 @@ def test_seals_asks_the_rule() -> None:
     assert seals(BuiltinSerializer.from_pycryptodome_aes(key=KEY), "msgpack+aes")
 
 
-def test_deprecated_migration_aliases_set_their_field() -> None:
+def test_migration_sets_what_is_read() -> None:
     cipher = EnvKeyCipher(key=KEY)
-    with pytest.warns(DeprecationWarning, match="allow_plaintext=True is deprecated"):
-        aliased = EncryptedSerializer(cipher, allow_plaintext=True)
-    assert aliased.migration == Migration(plaintext=True)
-    with pytest.warns(DeprecationWarning, match="allow_legacy_pickle=True is deprecated"):
-        both = EncryptedSerializer(
-            cipher, migration=Migration(plaintext=True), allow_legacy_pickle=True
-        ).migration
-    assert both == Migration(plaintext=True, legacy_pickle=True)
-    with pytest.warns(DeprecationWarning, match="is deprecated") as caught:
-        drop_in = EncryptedSerializer.from_pycryptodome_aes(
-            key=KEY, mode=None, allow_plaintext=True, allow_legacy_pickle=True
-        )
-    assert len(caught) == 2
+    both = Migration(plaintext=True, legacy_pickle=True)
+    assert EncryptedSerializer(cipher, migration=both).migration == both
+    drop_in = EncryptedSerializer.from_pycryptodome_aes(key=KEY, mode=None, migration=both)
     assert drop_in.migration == Migration(plaintext=True, legacy_pickle=True)
     assert "migration=plaintext+legacy_pickle" in repr(drop_in)
     with pytest.raises(ConfigurationError, match="Migration"):

@@ -72,9 +72,7 @@ def test_a_kms_client_that_cannot_be_built_leaves_no_aws_secret(
 @pytest.mark.parametrize(
     "build",
     [
-        lambda: EnvKeyCipher(KEY, backend="nope"),
         lambda: EnvKeyCipher(KEY, legacy_mode=3),
-        lambda: KeyRotationCipher({"a": KEY}, "a", backend="nope"),
         lambda: KeyRotationCipher({"a": KEY, "b": KEY}, "a"),
         lambda: KeyRotationCipher({"a": KEY, "b": ENCODED}, "a", retired=["a"]),
         lambda: KeyRotationCipher({"a": KEY, "b": ENCODED}, "a", legacy_key="a", legacy_mode=1),

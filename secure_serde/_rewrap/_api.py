@@ -40,8 +40,6 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
     migration: Migration | None = None,
-    allow_plaintext: bool = False,
-    allow_legacy_pickle: bool = False,
     verify: bool = False,
     compress: bool | CompressedSerializer = False,
     workers: int = 1,
@@ -80,8 +78,6 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
             after the strict decoder accepted it (data types only; with an
             `EncryptedSerializer` as ``cipher``, its msgpack allowlist too);
             refused ones are listed as failures.
-        allow_plaintext: deprecated alias (warns): sets ``migration.plaintext``.
-        allow_legacy_pickle: deprecated alias (warns): sets ``migration.legacy_pickle``.
         verify: decrypt rows already under the primary too, so that a clean
             report means every row authenticates.
         compress: also compress each value (``True``, or a `CompressedSerializer`
@@ -121,8 +117,6 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
         "batch_size": batch_size,
         "dry_run": dry_run,
         "migration": migration,
-        "allow_plaintext": allow_plaintext,
-        "allow_legacy_pickle": allow_legacy_pickle,
         "verify": verify,
         "compress": compress,
         "workers": workers,
@@ -149,12 +143,7 @@ def _with_items(
     dry_run, verify = bool(options["dry_run"]), bool(options["verify"])
     if not items.holds_checkpoints:
         migration = options["migration"]
-        if (
-            (migration is not None and migration.active)
-            or options["allow_plaintext"]
-            or options["allow_legacy_pickle"]
-            or options["compress"]
-        ):
+        if (migration is not None and migration.enabled()) or options["compress"]:
             raise ConfigurationError(
                 f"{items.display} holds a SealedStore's items: rewrap re-encrypts their sealed"
                 " cells only, never seals an item that was not sealed and does not compress"
@@ -196,8 +185,6 @@ def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each wi
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
     migration: Migration | None = None,
-    allow_plaintext: bool = False,
-    allow_legacy_pickle: bool = False,
     verify: bool = False,
     compress: bool | CompressedSerializer = False,
     workers: int = 1,
@@ -221,8 +208,6 @@ def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each wi
         decrypt_only,
         migration=migration,
         strict=strict,
-        allow_plaintext=allow_plaintext,
-        allow_legacy_pickle=allow_legacy_pickle,
         seal=not dry_run,
         verify=verify,
         compress=CompressedSerializer() if compress is True else compress or None,
@@ -241,11 +226,7 @@ def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each wi
                 decrypt_only,
                 dry_run=dry_run,
                 verify=verify,
-                switches=bool(
-                    (migration is not None and migration.active)
-                    or allow_plaintext
-                    or allow_legacy_pickle
-                ),
+                switches=migration is not None and bool(migration.enabled()),
                 compress=bool(compress),
                 tenant_keys=tenant_keys,
             )

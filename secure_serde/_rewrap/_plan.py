@@ -108,16 +108,11 @@ class Planner:
         *,
         migration: Migration | None = None,
         strict: StrictDecoder | None = None,
-        allow_plaintext: bool = False,
-        allow_legacy_pickle: bool = False,
         seal: bool = True,
         verify: bool = False,
         compress: CompressedSerializer | None = None,
     ) -> None:
-        resolved = Migration.resolve(
-            migration, allow_plaintext=allow_plaintext, allow_legacy_pickle=allow_legacy_pickle
-        )
-        self._rule = ReadRule((cipher, *decrypt_only), resolved)
+        self._rule = ReadRule((cipher, *decrypt_only), Migration.resolve(migration))
         self._strict = StrictDecoder() if strict is None else strict
         self._cipher = cipher
         self._seal = seal

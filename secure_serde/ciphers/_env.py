@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from secure_serde._deprecated import check_backend
 from secure_serde._keys import ENV_VAR, Key, parse_key, read_env_key
 from secure_serde._primitives import MODE_EAX
 from secure_serde._scrub import scrubbed
@@ -26,9 +25,6 @@ class EnvKeyCipher(V1Cipher):
     been rewrapped, so that those unauthenticated-tag rows are refused.
 
     It satisfies langgraph's ``CipherProtocol`` and works on its own.
-    ``backend=`` is deprecated: ``"auto"`` and ``"cryptography"`` warn and
-    are ignored (AES-GCM always comes from ``cryptography``), anything else
-    raises `ConfigurationError`.
     """
 
     __slots__ = ()
@@ -40,9 +36,7 @@ class EnvKeyCipher(V1Cipher):
         *,
         legacy_mode: int | None = MODE_EAX,
         env_var: str = ENV_VAR,
-        backend: str | None = None,
     ) -> None:
-        check_backend(backend, "EnvKeyCipher")
         material = read_env_key(env_var) if key is None else parse_key(key)
         source = env_var if key is None else "key"
         super().__init__(

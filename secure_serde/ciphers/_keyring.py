@@ -131,16 +131,10 @@ class Keyring(SecretHolder):
     def primary(self) -> Key:
         return self._primary
 
-    def key_for(self, key_id: bytes) -> Key | None:
-        return self._by_id.get(key_id)
-
     def readable(self) -> tuple[Key, ...]:
         """Every key that may still open rows, the primary first (for blind indexes)."""
         rest = (k for i, k in self._by_id.items() if i not in self._retired)
         return (self._primary, *(k for k in rest if k is not self._primary))
-
-    def is_retired(self, key_id: bytes) -> bool:
-        return key_id in self._retired
 
     def _primary_aad(self, context: str) -> bytes:
         """The v1 associated data under the primary key; v1 is written only for test vectors."""

@@ -32,7 +32,6 @@ import weakref
 from collections.abc import Callable, Collection, Mapping
 from typing import Any, Final
 
-from secure_serde._deprecated import check_backend, renamed, warn_deprecated
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -95,7 +94,7 @@ class KmsEnvelopeCipher(SecretHolder):
             resolved to the key ARN with ``DescribeKey`` once, on first use
             or in `warm`, and that ARN is kept for the life of the cipher:
             after re-pointing an alias, restart (the old KMS key then belongs
-            in ``decrypt_kms_keys``). ``key_id=`` is its deprecated old name.
+            in ``decrypt_kms_keys``).
         client: a boto3 KMS client. ``None`` builds one from boto3's default
             session (region and credentials from the environment) with
             ``botocore_config`` over the defaults: standard retry mode,
@@ -110,7 +109,7 @@ class KmsEnvelopeCipher(SecretHolder):
         decrypt_kms_keys: further KMS keys that may unwrap stored data keys
             but never wrap new ones, during a change of KMS key. Blobs under
             any KMS key neither here nor ``kms_key`` are refused before KMS is
-            called. ``decrypt_key_ids=`` is its deprecated old name.
+            called.
         max_age: seconds a data key encrypts before a new one is fetched
             (default 300). It bounds how long a revoked grant or disabled
             key goes unnoticed by writes, and also how long writes survive a
@@ -125,7 +124,6 @@ class KmsEnvelopeCipher(SecretHolder):
         decrypt_cache_size: data keys cached for reads, least recently used
             evicted first (default 1000; each is a few hundred bytes).
         clock: monotonic seconds; injectable so tests can age keys.
-        backend: deprecated, as for `EnvKeyCipher`.
 
     Async savers (``AsyncSqliteSaver`` among them) call the serializer on
     the event loop, where a KMS call would block every task. Call `warm`
@@ -191,22 +189,8 @@ class KmsEnvelopeCipher(SecretHolder):
         decrypt_cache_size: int = 1000,
         botocore_config: Any = None,
         clock: Callable[[], float] = time.monotonic,
-        backend: str | None = None,
-        key_id: str | None = None,
-        decrypt_key_ids: Collection[str] | None = None,
     ) -> None:
-        check_backend(backend, "KmsEnvelopeCipher")
-        kms_key = renamed("key_id", key_id, "kms_key", kms_key, "KmsEnvelopeCipher")
-        decrypt_kms_keys = (
-            renamed(
-                "decrypt_key_ids",
-                decrypt_key_ids,
-                "decrypt_kms_keys",
-                decrypt_kms_keys,
-                "KmsEnvelopeCipher",
-            )
-            or ()
-        )
+        decrypt_kms_keys = () if decrypt_kms_keys is None else decrypt_kms_keys
         if not isinstance(kms_key, str) or not kms_key:
             raise ConfigurationError("kms_key must be a KMS key ARN, alias or AWS key id")
         if isinstance(decrypt_kms_keys, str) or not all(
@@ -408,12 +392,6 @@ class KmsEnvelopeCipher(SecretHolder):
     def decrypt_kms_keys(self) -> tuple[str, ...]:
         """The further KMS keys that only unwrap, as configured."""
         return self._decrypt_kms_keys
-
-    @property
-    def key_id(self) -> str:
-        """Deprecated: `kms_key`. In secure_serde "key id" means a header's 4-byte id."""
-        warn_deprecated("KmsEnvelopeCipher.key_id is deprecated; use .kms_key")
-        return self._kms_key
 
     @property
     def key_arn(self) -> str | None:

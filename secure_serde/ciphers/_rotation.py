@@ -35,7 +35,6 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from secure_serde._deprecated import check_backend
 from secure_serde._errors import ConfigurationError, RetiredKeyError
 from secure_serde._format import key_name
 from secure_serde._keys import ENV_VAR, Key, could_be_key, parse_key, shown_label
@@ -46,7 +45,6 @@ from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
 from secure_serde.ciphers._v1cipher import V1Cipher
 
 __all__ = [
-    "ENV_KEY_ID",
     "ENV_LABEL",
     "KEYRING_FILE_VAR",
     "KEYRING_STRICT_MODES_VAR",
@@ -61,8 +59,6 @@ _STRICT_MODES_OFF: Final = frozenset({"no", "0", "false", "off"})
 # The label `from_env` gives the key in LANGGRAPH_AES_KEY. Labels are for
 # people; the header carries the key's derived key id, so renaming is harmless.
 ENV_LABEL: Final = "env"
-# The 0.2.0 name of ENV_LABEL, which is a label, not a key id.
-ENV_KEY_ID: Final = ENV_LABEL
 _FILE_FIELDS: Final = frozenset({"primary", "keys", "retired", "legacy_key", "legacy_mode"})
 _LEGACY_MODES: Final = {"eax": MODE_EAX, "gcm": MODE_GCM}
 
@@ -84,7 +80,6 @@ class KeyRotationCipher(V1Cipher):
             until the store is rewrapped. Those rows carry no key id, so
             exactly one key may be named here. Retiring that key makes them
             raise `RetiredKeyError` too.
-        backend: deprecated, as for `EnvKeyCipher`.
 
     `primary_key_id` is the primary's key id (hex), `primary_label` its
     label, `labels` every configured label and `label_for` maps a key id
@@ -96,7 +91,7 @@ class KeyRotationCipher(V1Cipher):
     # `scrubbed` here and below: every error while the keys are locals
     # leaves with its frames' locals cleared (see secure_serde._scrub).
     @scrubbed
-    def __init__(  # noqa: PLR0913 - public constructor: keyword-only options, each with a safe default
+    def __init__(
         self,
         keys: Mapping[str, str | bytes],
         primary: str,
@@ -104,9 +99,7 @@ class KeyRotationCipher(V1Cipher):
         retired: Collection[str] = (),
         legacy_key: str | None = None,
         legacy_mode: int = MODE_EAX,
-        backend: str | None = None,
     ) -> None:
-        check_backend(backend, "KeyRotationCipher")
         if isinstance(retired, str):
             raise ConfigurationError("retired must be a collection of labels, not one string")
         # Read once: an iterator would be used up by the first membership test.
@@ -163,7 +156,7 @@ class KeyRotationCipher(V1Cipher):
 
     @classmethod
     @scrubbed
-    def from_env(cls, *, backend: str | None = None) -> KeyRotationCipher:
+    def from_env(cls) -> KeyRotationCipher:
         """Build the keyring from the environment; see README, "Key rotation".
 
         ``LANGGRAPH_AES_KEY``, when set, is the key labelled ``env``: the
@@ -183,7 +176,6 @@ class KeyRotationCipher(V1Cipher):
         content). ``SECURE_SERDE_KEYRING_STRICT_MODES=no`` accepts it
         anyway, with a logged warning.
         """
-        check_backend(backend, "KeyRotationCipher.from_env")
         keys: dict[str, str | bytes] = {}
         env_value = os.environ.get(ENV_VAR)
         if env_value is not None:

@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from secure_serde._keys import generate_encoded_key
-from secure_serde.cli._renamed import add_label_option
 
 __all__ = ["register"]
 
@@ -23,8 +22,10 @@ def register(subparsers: Any) -> None:
             " LABEL', which writes it at mode 0600 without printing the key)."
         ),
     )
-    add_label_option(
-        parser, "print a keyring file with this key as primary, under this label", required=False
+    parser.add_argument(
+        "--label",
+        metavar="LABEL",
+        help="print a keyring file with this key as primary, under this label",
     )
     parser.set_defaults(func=run)
 

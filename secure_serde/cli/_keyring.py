@@ -41,7 +41,6 @@ from secure_serde._keys import generate_encoded_key, shown_label
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from secure_serde.cli._args import check_label
-from secure_serde.cli._renamed import add_label_option
 
 __all__ = ["register"]
 
@@ -69,10 +68,14 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="action", required=True)
     new = actions.add_parser("new", help="create a keyring file with one new primary key")
     new.add_argument("file", type=Path)
-    add_label_option(new, "the new key's label, such as 2025-06", required=True)
+    new.add_argument(
+        "--label", metavar="LABEL", required=True, help="the new key's label, such as 2025-06"
+    )
     add = actions.add_parser("add", help="add a new random key that only decrypts")
     add.add_argument("file", type=Path)
-    add_label_option(add, "the new key's label, such as 2025-06", required=True)
+    add.add_argument(
+        "--label", metavar="LABEL", required=True, help="the new key's label, such as 2025-06"
+    )
     for name, text in (
         ("promote", "make a key the primary: new rows are encrypted under it"),
         ("retire", "stop a key from decrypting: its rows are refused, naming it"),

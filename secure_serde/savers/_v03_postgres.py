@@ -123,7 +123,6 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             `UnboundValueError` (`MetadataMovedError` for a metadata entry
             that names no row). Each read under a switch is logged
             (rate-limited).
-        allow_inline_values: deprecated alias (warns): sets ``migration.inline_values``.
     """
 
     def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
@@ -137,14 +136,13 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         indexed_metadata: Iterable[str] | None = None,
         index_key: str | bytes | Iterable[str | bytes] | None = None,
         migration: Migration | None = None,
-        allow_inline_values: bool = False,
     ) -> None:
         sealer = MetadataSealer.from_options(
             seal_metadata=seal_metadata,
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
-        resolved = Migration.resolve(migration, allow_inline_values=allow_inline_values)
+        resolved = Migration.resolve(migration)
         super().__init__(conn, pipe, serde)
         self._configure(sealer, resolved, index_key)
 
@@ -161,7 +159,6 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
         indexed_metadata: Iterable[str] | None = None,
         index_key: str | bytes | Iterable[str | bytes] | None = None,
         migration: Migration | None = None,
-        allow_inline_values: bool = False,
     ) -> Iterator[PostgresSaver]:
         """A saver on a new connection, closed on exit; unlike the stock one, takes ``serde``.
 
@@ -175,8 +172,7 @@ class PostgresSaver(SealedPostgresBase, _StockPostgresSaver):
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
-        # Resolved once, here: the alias warns at the caller's line, not again per saver.
-        migration = Migration.resolve(migration, allow_inline_values=allow_inline_values)
+        migration = Migration.resolve(migration)
         with connect(dsn) as conn:
             if pipeline:
                 with conn.pipeline() as pipe:
@@ -278,7 +274,6 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             `UnboundValueError` (`MetadataMovedError` for a metadata entry
             that names no row). Each read under a switch is logged
             (rate-limited).
-        allow_inline_values: deprecated alias (warns): sets ``migration.inline_values``.
     """
 
     def __init__(  # noqa: PLR0913 - langgraph's constructor plus our keyword-only options
@@ -292,14 +287,13 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         indexed_metadata: Iterable[str] | None = None,
         index_key: str | bytes | Iterable[str | bytes] | None = None,
         migration: Migration | None = None,
-        allow_inline_values: bool = False,
     ) -> None:
         sealer = MetadataSealer.from_options(
             seal_metadata=seal_metadata,
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
-        resolved = Migration.resolve(migration, allow_inline_values=allow_inline_values)
+        resolved = Migration.resolve(migration)
         super().__init__(conn, pipe, serde)
         self._configure(sealer, resolved, index_key)
 
@@ -316,7 +310,6 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
         indexed_metadata: Iterable[str] | None = None,
         index_key: str | bytes | Iterable[str | bytes] | None = None,
         migration: Migration | None = None,
-        allow_inline_values: bool = False,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """A saver on a new connection, closed on exit, opened as the stock one opens it."""
         dsn = Dsn(conn_string)  # no frame below holds the password as text
@@ -326,7 +319,7 @@ class AsyncPostgresSaver(SealedPostgresBase, _StockAsyncPostgresSaver):
             plaintext_metadata=plaintext_metadata,
             indexed_metadata=indexed_metadata,
         )
-        migration = Migration.resolve(migration, allow_inline_values=allow_inline_values)
+        migration = Migration.resolve(migration)
         async with await aconnect(dsn) as conn:
             if pipeline:
                 async with conn.pipeline() as pipe:

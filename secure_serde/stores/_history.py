@@ -58,11 +58,7 @@ _PG_HAS_HISTORY: Final = """
 SELECT count(*) FROM pg_attribute
 WHERE attrelid = to_regclass('checkpoints') AND attname = 'checkpoint_id' AND NOT attisdropped
 """
-# Whether a checkpoint record carries the seal of the sealed PostgreSQL savers.
-_PG_SEALED: Final = (
-    "SELECT (checkpoint ? %s) FROM checkpoints"
-    " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s"
-)
+# Whether any checkpoint record carries the seal of the sealed PostgreSQL savers.
 _PG_ANY_SEALED: Final = "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE checkpoint ? %s)"
 
 
@@ -111,7 +107,6 @@ class HistoryView:
             # Outside the handler: libpq's message may quote the DSN.
             raise StoreError(problem)
         self._error: type[Exception] = psycopg.Error
-        self._mark = "%s"
 
     def _open_sqlite(self, location: str) -> None:
         uri = f"{Path(location).resolve().as_uri()}?mode=ro"
@@ -122,7 +117,6 @@ class HistoryView:
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.display}: {exc}") from None
         self._error = sqlite3.Error
-        self._mark = "?"
 
     def query(self, sqlite_sql: str, postgres_sql: str, params: tuple[Any, ...]) -> list[Any]:
         """Rows (as tuples) of the statement for this database, ``params`` bound."""
@@ -171,19 +165,12 @@ class HistoryView:
         thread_id, checkpoint_ns, checkpoint_id = rows[0]
         return str(thread_id), str(checkpoint_ns), str(checkpoint_id)
 
-    def record_sealed(self, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> bool | None:
-        """PostgreSQL: whether the record carries a seal (no key needed); ``None`` for SQLite.
+    def any_record_sealed(self) -> bool | None:
+        """PostgreSQL: whether any record carries a seal; ``None`` for SQLite.
 
         SQLite's sealed saver binds the record into the checkpoint value
         itself, which only a key can tell.
         """
-        if self.kind != "postgres":
-            return None
-        rows = self.query("", _PG_SEALED, (RECORD_KEY, thread_id, checkpoint_ns, checkpoint_id))
-        return bool(rows and rows[0][0])
-
-    def any_record_sealed(self) -> bool | None:
-        """PostgreSQL: whether any record carries a seal; ``None`` for SQLite."""
         if self.kind != "postgres":
             return None
         if not self.has_checkpoints:

@@ -219,7 +219,6 @@ def test_purpose_is_always_in_the_context(kms_client: Any, cmk: str) -> None:
         ({"decrypt_cache_size": 0}, "decrypt_entries"),
         ({"decrypt_kms_keys": "arn:aws:kms:us-east-1:123456789012:key/x"}, "collection"),
         ({"botocore_config": object()}, "botocore_config"),
-        ({"backend": "nope"}, "backend"),
     ],
 )
 def test_bad_configuration_fails_at_construction(

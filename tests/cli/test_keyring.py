@@ -273,18 +273,21 @@ def test_show_names_each_key_by_label_and_key_id(
 
 
 @pytest.mark.parametrize("command", [("new",), ("add",)])
-def test_the_old_id_flag_still_works_with_a_warning(
+def test_the_removed_id_flag_is_a_usage_error(
     env: Path, capsys: pytest.CaptureFixture[str], command: tuple[str, ...]
 ) -> None:
+    # --id, 0.2's name of --label, warned through 0.3 and was removed in 0.4 (CHANGELOG.md).
     if command == ("add",):
         assert run_main(capsys, "keyring", "new", str(env), "--label", "first")[0] == 0
-    code, _, err = run_main(capsys, "keyring", *command, str(env), "--id", "2026-01")
-    assert code == 0
-    assert "--id is deprecated; use --label" in err
-    assert "2026-01" in _file(env)["keys"]
+    before = env.read_bytes() if env.exists() else None
+    with pytest.raises(SystemExit) as usage_error:
+        run_main(capsys, "keyring", *command, str(env), "--id", "2026-01")
+    assert usage_error.value.code == 2
+    assert "required: --label" in capsys.readouterr().err
+    assert (env.read_bytes() if env.exists() else None) == before
 
 
-def test_the_old_id_flag_is_hidden_and_exclusive_with_label(
+def test_label_is_required_and_listed_in_help(
     env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit):
@@ -292,24 +295,21 @@ def test_the_old_id_flag_is_hidden_and_exclusive_with_label(
     helptext = capsys.readouterr().out
     assert "--label LABEL" in helptext
     assert "--id" not in helptext
-    for argv, message in (
-        ((str(env), "--label", "a", "--id", "b"), "not allowed with argument --label"),
-        ((str(env),), "--label is required"),
-    ):
-        with pytest.raises(SystemExit) as usage_error:
-            run_main(capsys, "keyring", "new", *argv)
-        assert usage_error.value.code == 2
-        assert message in capsys.readouterr().err
+    with pytest.raises(SystemExit) as usage_error:
+        run_main(capsys, "keyring", "new", str(env))
+    assert usage_error.value.code == 2
+    assert "required: --label" in capsys.readouterr().err
     assert not env.exists()
 
 
-def test_keygen_takes_label_and_its_old_name_with_a_warning(
+def test_keygen_takes_label_and_refuses_its_removed_old_name(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for flag, warned in (("--label", False), ("--id", True)):
-        code, out, err = run_main(capsys, "keygen", flag, "2026-02")
-        assert code == 0
-        printed = json.loads(out)
-        assert printed["primary"] == "2026-02"
-        assert list(printed["keys"]) == ["2026-02"]
-        assert ("--id is deprecated; use --label" in err) is warned
+    code, out, err = run_main(capsys, "keygen", "--label", "2026-02")
+    assert (code, err) == (0, "")
+    printed = json.loads(out)
+    assert printed["primary"] == "2026-02"
+    assert list(printed["keys"]) == ["2026-02"]
+    with pytest.raises(SystemExit) as usage_error:
+        run_main(capsys, "keygen", "--id", "2026-02")
+    assert usage_error.value.code == 2
