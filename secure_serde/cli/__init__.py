@@ -199,9 +199,14 @@ class _VersionAction(argparse.Action):
         values: object,
         option_string: str | None = None,
     ) -> None:
-        from importlib.metadata import version
+        from importlib.metadata import PackageNotFoundError, version
 
-        sys.stdout.write(f"{parser.prog} {version('secure-serde')}\n")
+        try:
+            installed = version("secure-serde")
+        except PackageNotFoundError:
+            # Run from a source tree that was never installed: no metadata holds a version.
+            parser.exit(2, f"{parser.prog}: error: not installed, so no version is known\n")
+        sys.stdout.write(f"{parser.prog} {installed}\n")
         parser.exit()
 
 

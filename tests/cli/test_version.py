@@ -58,3 +58,23 @@ def test_the_version_is_read_only_when_asked() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_a_source_tree_never_installed_says_so(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    # The package alone, on an interpreter without site-packages: no metadata names a version.
+    shutil.copytree(ROOT / "secure_serde", tmp_path / "secure_serde")
+    code = (
+        "import sys; sys.path.insert(0, sys.argv[1]);"
+        " from secure_serde.cli import main; main(['--version'])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "secure-serde: error: not installed, so no version is known\n"
