@@ -47,6 +47,7 @@ from secure_serde.cli._audit_scan import (
     audit_store,
 )
 from secure_serde.cli._audit_sealed import run_sealed
+from secure_serde.cli._fixes import finding_fixes
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import MAX_LISTED, capped, command, for_terminal
 from secure_serde.config import require_ciphers
@@ -305,60 +306,9 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
     }
 
 
-# -- the command that fixes each kind of finding ----------------------------------------------
-
-# adopt's target is a new store the operator names: a SQLite path or a postgresql:// URL.
-NEW_STORE: Final = "NEW_STORE"
-
-
 def fixes_for(kind: str, report: AuditReport) -> list[tuple[str, str]]:
-    """What fixes a finding of ``kind`` (see `AuditReport.problems`): (command, why) pairs.
-
-    The first is the fix; any other is an alternative. Each command runs as
-    printed (``NEW_STORE`` is the operator's to name), under the keys the
-    audit ran with.
-    """
-    store = report.store
-    adopt = command("adopt", store, NEW_STORE)
-    if kind == "plaintext":
-        return [(command("rewrap", store, "--allow-plaintext"), "encrypts them in place")]
-    if kind == "legacy":
-        return [
-            (
-                command("rewrap", store),
-                "moves them to the current format; pickle rows also need --allow-legacy-pickle,"
-                " only for a store nobody untrusted could write",
-            )
-        ]
-    if kind == "undecryptable":
-        return [
-            (
-                adopt,
-                "copies every row that opens into a new sealed store and lists the rest; first"
-                " configure any key the rows name (`secure-serde keyring show FILE` lists the key"
-                " ids a keyring holds)",
-            )
-        ]
-    if kind == "refused":
-        return [(adopt, "copies the store into a new sealed store, listing and leaving these")]
-    if kind == "inline":
-        return [
-            (
-                command("adopt", store, NEW_STORE, "--accept-unvouched"),
-                "seals them in a new store (each is listed as plaintext)",
-            )
-        ]
-    if kind == "metadata":
-        allow = [
-            arg
-            for key in sorted(report.flagged_metadata_keys())
-            for arg in ("--allow-metadata-key", key)
-        ]
-        return [
-            (adopt, "seals every metadata key in a new store"),
-            (command("audit", store, *allow), "if they are harmless in plaintext"),
-        ]
-    raise ValueError(f"no fix known for {kind!r}")
+    """What fixes a finding of ``kind`` in ``report``: (command, why) pairs, the fix first."""
+    return finding_fixes(kind, report.store, report.flagged_metadata_keys())
 
 
 def _fixes_json(kind: str, report: AuditReport) -> list[dict[str, str]]:

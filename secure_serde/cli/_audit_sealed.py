@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from typing import Any, Final, TextIO
 
 from secure_serde import ConfigurationError, EncryptedSerializer, TenantKeys
+from secure_serde.cli._fixes import row_error_fixes
 from secure_serde.cli._pretty import capped, command, for_terminal
 from secure_serde.config import serializer_from_env
 from secure_serde.sealing import (
@@ -265,42 +266,6 @@ def _print_items(report: StoreAuditReport, display: str, out: TextIO, max_listed
         out.write(f"    {fix}\n")
 
 
-# The error classes a missing or retired key raises: configuring the key fixes them.
-_KEY_ERRORS: Final = frozenset({"UnknownKeyError", "UnknownCipherError", "RetiredKeyError"})
-
-
-def _fixes(errors: list[str], display: str, look: str | None) -> list[str]:
-    """One ``fix`` line per kind of row that does not open, naming what repairs it.
-
-    A row under a key this configuration lacks opens once the key is
-    configured; a blind-index token opens after the saver's reindex; any
-    other error means the row was changed outside the application, which no
-    command undoes: it comes back from a backup.
-    """
-    audit = command("audit", display)
-    fixes = []
-    keys = sorted(_KEY_ERRORS.intersection(errors))
-    if keys:
-        fixes.append(
-            f"fix ({', '.join(keys)}): configure the key the rows name"
-            " (SECURE_SERDE_KEYRING_FILE, or SECURE_SERDE_KMS_DECRYPT_KEY_IDS for a KMS key;"
-            f" `secure-serde keyring show FILE` lists a keyring's key ids), then {audit}"
-        )
-    if "BlindIndexError" in errors:
-        fixes.append(
-            "fix (BlindIndexError): run the application's SealedSaver.reindex() (docs/keys.md),"
-            f" then {audit}"
-        )
-    others = [e for e in errors if e not in _KEY_ERRORS and e != "BlindIndexError"]
-    if others:
-        where = f" ({look} shows the history around the first)" if look else ""
-        fixes.append(
-            f"fix ({', '.join(others)}): the rows were changed outside the application:"
-            f" restore them from a backup{where}, then {audit}"
-        )
-    return fixes
-
-
 def _older_keys_fix(not_under_primary: int, display: str) -> list[str]:
     if not not_under_primary:
         return []
@@ -313,8 +278,10 @@ def _checkpoint_row_fixes(report: SealedAuditReport, display: str) -> list[str]:
     first = report.findings[0]
     namespace = ["--ns", first.checkpoint_ns] if first.checkpoint_ns else []
     look = command("inspect", display, "--thread", first.thread_id, *namespace)
-    return _fixes(sorted({f.error for f in report.findings}), display, look)
+    errors = {f.error for f in report.findings}
+    return row_error_fixes(errors, display, rerun=command("audit", display), look=look)
 
 
 def _item_row_fixes(report: StoreAuditReport, display: str) -> list[str]:
-    return _fixes(sorted({f.error for f in report.findings}), display, None)
+    errors = {f.error for f in report.findings}
+    return row_error_fixes(errors, display, rerun=command("audit", display))

@@ -32,7 +32,8 @@ from secure_serde import TenantKeys
 from secure_serde._migration import Migration
 from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
 from secure_serde.cli._args import positive_int
-from secure_serde.cli._pretty import capped, for_terminal
+from secure_serde.cli._fixes import row_error_fixes
+from secure_serde.cli._pretty import capped, command, for_terminal
 from secure_serde.cli._rewrap_bind import add_arguments, check_options
 from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.stores import DEFAULT_BATCH_SIZE
@@ -282,3 +283,15 @@ def _print_report(report: RewrapReport, configured: ConfiguredCiphers, out: Text
         print("rows that could not be rewrapped:", file=out)
         for line in capped(report.failures, report.failure_count):
             print(line, file=out)
+        for line in _fixes(report):
+            print(f"  {line}", file=out)
+
+
+def _fixes(report: RewrapReport) -> list[str]:
+    """What fixes each kind of failure (by error class), the rerun last: the pass is resumable."""
+    rerun = command("rewrap", report.store)
+    errors = {f.error.__name__ for f in report.failures if f.error is not None}
+    fixes = row_error_fixes(errors, report.store, rerun=rerun)
+    if any(f.error is None for f in report.failures):
+        fixes.append(f"fix (rows that kept changing under concurrent writes): {rerun}")
+    return fixes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shlex
 import signal
 import sqlite3
 import subprocess
@@ -203,6 +204,35 @@ def test_past_what_the_report_keeps_json_lists_the_first_thousand(
     assert main(["rewrap", str(store), "--batch-size", "250", "--json"]) == 1
     document = json.loads(capsys.readouterr().out)
     assert (document["failure_count"], len(document["failures"])) == (bad, MAX_LISTED_FAILURES)
+
+
+def test_each_kind_of_failure_is_followed_by_its_fix_and_the_printed_fix_runs(
+    store: Path, keys: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _plant_bad_writes(store, 2)
+    with sqlite3.connect(store) as conn:
+        conn.execute(
+            "INSERT INTO writes (thread_id, checkpoint_ns, checkpoint_id, task_id, idx, channel,"
+            " type, value) VALUES ('plain', '', 'c', 'task', 0, 'ch', 'msgpack', x'a161')"
+        )
+    keys(KEY_A, STAGE3)
+    assert main(["rewrap", str(store)]) == 1
+    out, _ = capsys.readouterr()
+    fixes = [line.removeprefix("  ") for line in out.splitlines() if line.startswith("  fix (")]
+    rerun = f"secure-serde rewrap {store}"
+    assert fixes == [
+        f"fix (PlaintextRefusedError): {rerun} --allow-plaintext"
+        "  # seals unencrypted rows the strict decoder accepts",
+        "fix (DecryptionError): the rows were changed outside the application (tampered,"
+        f" planted or relabelled): restore them from a backup or delete them, then {rerun}",
+    ]
+    # The plaintext fix, run as printed (its explanation is a shell comment), seals that row.
+    argv = shlex.split(fixes[0].partition(": ")[2], comments=True)
+    assert argv[:2] == ["secure-serde", "rewrap"]
+    assert main(argv[1:]) == 1  # the two truncated rows are still there
+    out, _ = capsys.readouterr()
+    assert "PlaintextRefusedError" not in out
+    assert [line for line in out.splitlines() if line.startswith("  fix (")] == [f"  {fixes[1]}"]
 
 
 def test_sigint_stops_between_batches_and_a_rerun_finishes(tmp_path: Path) -> None:

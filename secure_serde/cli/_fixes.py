@@ -1,0 +1,119 @@
+"""Which command fixes what a report found: one place for audit (both layouts) and rewrap.
+
+Every finding the CLI prints is followed by what fixes it. A fix is a
+command line that runs as printed (`command` quotes it), with the reason as
+a shell comment after ``#``; where no command can repair a row (it was
+changed outside the application), the line says so and names the command
+to run once it is restored. ``NEW_STORE`` stands for the new store `adopt`
+copies into, which only the operator can name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Final
+
+from secure_serde.cli._pretty import command
+
+__all__ = ["NEW_STORE", "finding_fixes", "row_error_fixes"]
+
+NEW_STORE: Final = "NEW_STORE"
+# The error classes of a key this configuration lacks (or retired): configuring it fixes them.
+_KEY_ERRORS: Final = frozenset({"UnknownKeyError", "UnknownCipherError", "RetiredKeyError"})
+_CONFIGURE_KEY: Final = (
+    "configure the key the rows name (SECURE_SERDE_KEYRING_FILE, or"
+    " SECURE_SERDE_KMS_DECRYPT_KEY_IDS for a KMS key; `secure-serde keyring show FILE` lists"
+    " a keyring's key ids)"
+)
+
+
+def finding_fixes(
+    kind: str, store: str, flagged_metadata_keys: Collection[str] = ()
+) -> list[tuple[str, str]]:
+    """What fixes a finding of ``kind`` in audit's scan of ``store``: (command, why) pairs.
+
+    ``kind`` is one of `AuditReport.problems`' kinds. The first pair is the
+    fix; any other is an alternative.
+    """
+    adopt = command("adopt", store, NEW_STORE)
+    if kind == "plaintext":
+        return [(command("rewrap", store, "--allow-plaintext"), "encrypts them in place")]
+    if kind == "legacy":
+        return [
+            (
+                command("rewrap", store),
+                "moves them to the current format; pickle rows also need --allow-legacy-pickle,"
+                " only for a store nobody untrusted could write",
+            )
+        ]
+    if kind == "undecryptable":
+        return [
+            (
+                adopt,
+                "copies every row that opens into a new sealed store and lists the rest; first"
+                " configure any key the rows name (`secure-serde keyring show FILE` lists the key"
+                " ids a keyring holds)",
+            )
+        ]
+    if kind == "refused":
+        return [(adopt, "copies the store into a new sealed store, listing and leaving these")]
+    if kind == "inline":
+        return [
+            (
+                command("adopt", store, NEW_STORE, "--accept-unvouched"),
+                "seals them in a new store (each is listed as plaintext)",
+            )
+        ]
+    if kind == "metadata":
+        allow = [
+            arg for key in sorted(flagged_metadata_keys) for arg in ("--allow-metadata-key", key)
+        ]
+        return [
+            (adopt, "seals every metadata key in a new store"),
+            (command("audit", store, *allow), "if they are harmless in plaintext"),
+        ]
+    raise ValueError(f"no fix known for {kind!r}")
+
+
+def row_error_fixes(
+    errors: Collection[str], store: str, *, rerun: str, look: str | None = None
+) -> list[str]:
+    """One ``fix (...)`` line per kind of row that could not be read, by error class name.
+
+    ``rerun`` is the command to run once the cause is fixed (rewrap or
+    audit, as printed by `command`); ``look`` one that shows the first such
+    row, if there is one. Rows refused for want of a migration switch name
+    the switch; rows under a key this configuration lacks open once the key
+    is configured; a blind-index token after the saver's reindex; any other
+    error means the row was changed outside the application, which no
+    command undoes: it comes back from a backup, or goes.
+    """
+    fixes = []
+    if "PlaintextRefusedError" in errors:
+        fixes.append(
+            f"fix (PlaintextRefusedError): {command('rewrap', store, '--allow-plaintext')}"
+            "  # seals unencrypted rows the strict decoder accepts"
+        )
+    if "PickleRefusedError" in errors:
+        fixes.append(
+            f"fix (PickleRefusedError): {command('rewrap', store, '--allow-legacy-pickle')}"
+            "  # only for a store nobody untrusted could write; unencrypted pickles stay refused"
+        )
+    keys = sorted(_KEY_ERRORS.intersection(errors))
+    if keys:
+        fixes.append(f"fix ({', '.join(keys)}): {_CONFIGURE_KEY}, then {rerun}")
+    if "BlindIndexError" in errors:
+        fixes.append(
+            "fix (BlindIndexError): run the application's SealedSaver.reindex() (docs/keys.md),"
+            f" then {rerun}"
+        )
+    named = _KEY_ERRORS | {"PlaintextRefusedError", "PickleRefusedError", "BlindIndexError"}
+    others = sorted(e for e in errors if e not in named)
+    if others:
+        where = f" ({look} shows the first)" if look else ""
+        fixes.append(
+            f"fix ({', '.join(others)}): the rows were changed outside the application"
+            f" (tampered, planted or relabelled): restore them from a backup or delete"
+            f" them{where}, then {rerun}"
+        )
+    return fixes
