@@ -51,6 +51,9 @@ _KEY_ID_LABEL: Final = b"secure_serde/index-key-id"
 _KEY_ID_SIZE: Final = 4
 _TOKEN_SIZE: Final = 16
 INDEX_KEY_SIZE: Final = 32
+_CACHED_TYPES: Final = frozenset({str, int, bool, type(None)})
+_CACHED_LEN: Final = 256
+_CACHED_TOKENS: Final = 4096
 # Metadata values are compared and tokenized through their canonical JSON; deeper values are
 # refused (typed) well before Python's recursion limit.
 MAX_DEPTH: Final = 100
@@ -58,7 +61,21 @@ MAX_DEPTH: Final = 100
 
 def canonical(value: Any) -> str:
     """The JSON text two equal metadata values share (integral floats as ints, keys sorted)."""
+    kind = type(value)
+    # The scalars metadata mostly holds, without the encoder's set-up: the same text
+    # json.dumps gives them (tests/sealing/test_mutants_sealing.py pins the equality).
+    if kind is str:
+        return _json_str(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if value is None:
+        return "null"
     return json.dumps(_normal(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+_json_str: Final = json.encoder.encode_basestring  # what json.dumps(str, ensure_ascii=False) uses
 
 
 def _normal(value: Any, depth: int = 0) -> Any:
@@ -114,19 +131,47 @@ class IndexGeneration:
 
     ``legacy``: the key of an identity format 1, whose tokens are
     ``"ssix1:"`` (no key id); every other key writes ``"ssix2:<id>:"``.
+
+    Tokens of small scalar values are kept in a bounded cache: every put
+    writes them and every read recomputes them to check the stored ones, and
+    most rows repeat their values (source, run_id, user ids). The cache is
+    keyed by the value's exact type, so ``True``, ``1`` and ``1.0`` never
+    share an entry (equal in Python, different JSON). Only a `BlindIndex`
+    itself is cached: a subclass may refuse a token (a shredded tenant's
+    index does), and must be asked every time.
     """
 
-    __slots__ = ("index", "key_id", "legacy")
+    __slots__ = ("_tokens", "index", "key_id", "legacy")
 
     def __init__(self, index: BlindIndex, key_id: str, *, legacy: bool) -> None:
         self.index = index
         self.key_id = key_id
         self.legacy = legacy
+        self._tokens: dict[tuple[str, type, Any], str] | None = (
+            {} if type(index) is BlindIndex else None
+        )
 
     def token(self, key: str, value: Any) -> str:
+        kind = type(value)
+        cacheable = (
+            self._tokens is not None
+            and kind in _CACHED_TYPES
+            and (kind is not str or len(value) <= _CACHED_LEN)
+        )
+        cache = self._tokens if cacheable else None
+        if cache is not None:
+            hit = cache.get((key, kind, value))
+            if hit is not None:
+                return hit
         if self.legacy:
-            return self.index.token(key, value)
-        return f"{TOKEN_PREFIX_V2}{self.key_id}:{self.index.digest(key, value)}"
+            token = self.index.token(key, value)
+        else:
+            token = f"{TOKEN_PREFIX_V2}{self.key_id}:{self.index.digest(key, value)}"
+        if cache is not None:
+            if len(cache) >= _CACHED_TOKENS:
+                cache.clear()  # no eviction order to keep across threads
+            cache[(key, kind, value)] = token
+        return token
 
     def __repr__(self) -> str:
         return f"<IndexGeneration {self.key_id}{' (ssix1)' if self.legacy else ''}>"
