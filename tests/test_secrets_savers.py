@@ -96,8 +96,8 @@ def test_the_parse_error_message_is_replaced() -> None:
 
 
 def test_refused_options_carry_no_password(postgres_server: PostgresServer) -> None:
-    # Trust auth on the suite's server: the password is sent and ignored. (0.3's savers
-    # refused options before connecting; these check them once connected.)
+    # Trust auth on the suite's server: the password is sent and ignored. The options are
+    # refused before connecting (tests/savers/test_options_before_connect.py on a closed port).
     server = f"{postgres_server.host}:{postgres_server.port}"
     dsn = f"postgresql://{postgres_server.user}:{PASSWORD}@{server}/postgres?sslmode=disable"
     with (

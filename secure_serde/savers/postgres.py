@@ -3,7 +3,7 @@
 `PostgresSaver` and `AsyncPostgresSaver` are thin constructors: each builds
 the stock saver (its schema, SQL and rows) on the connection given, and
 wraps it in `secure_serde.SealedSaver`, so every value, pending write and
-metadata key reaches PostgreSQL sealed and bound to its place, and the
+metadata key reaches PostgreSQL sealed for its location, and the
 config reaches it reduced to the ids. Both keep the stock ``prune``. Unlike
 the stock sync saver, ``from_conn_string`` takes ``serde`` (langgraph#8116).
 
@@ -45,6 +45,7 @@ try:
     from psycopg import AsyncPipeline, Pipeline
 
     from secure_serde.savers._connect import Dsn, aconnect, connect
+    from secure_serde.savers._options import checked_options
 except ImportError as exc:
     raise ModuleNotFoundError(_MISSING.format(module=exc.name), name=exc.name) from None
 
@@ -93,14 +94,14 @@ class PostgresSaver(_WithPrune):
         plaintext_metadata: Iterable[str] = (),
         pipeline: bool = False,
     ) -> Iterator[PostgresSaver]:
-        """A saver on a new connection, closed on exit, opened as the stock one opens it."""
+        """A saver on a new connection, closed on exit, opened as the stock one opens it.
+
+        The options are checked before connecting: a bad one raises
+        `ConfigurationError` even when the store cannot be reached.
+        """
         dsn = Dsn(conn_string)  # no frame below holds the password as text
         del conn_string
-        options: dict[str, Any] = {
-            "serde": serde,
-            "indexed_metadata": tuple(indexed_metadata),
-            "plaintext_metadata": tuple(plaintext_metadata),
-        }
+        options = checked_options(serde, indexed_metadata, plaintext_metadata)
         with connect(dsn) as conn:
             if pipeline:
                 with conn.pipeline() as pipe:
@@ -149,14 +150,14 @@ class AsyncPostgresSaver(_WithPrune):
         plaintext_metadata: Iterable[str] = (),
         pipeline: bool = False,
     ) -> AsyncIterator[AsyncPostgresSaver]:
-        """A saver on a new connection, closed on exit, opened as the stock one opens it."""
+        """A saver on a new connection, closed on exit, opened as the stock one opens it.
+
+        The options are checked before connecting: a bad one raises
+        `ConfigurationError` even when the store cannot be reached.
+        """
         dsn = Dsn(conn_string)  # no frame below holds the password as text
         del conn_string
-        options: dict[str, Any] = {
-            "serde": serde,
-            "indexed_metadata": tuple(indexed_metadata),
-            "plaintext_metadata": tuple(plaintext_metadata),
-        }
+        options = checked_options(serde, indexed_metadata, plaintext_metadata)
         async with await aconnect(dsn) as conn:
             if pipeline:
                 async with conn.pipeline() as pipe:

@@ -3,7 +3,7 @@
 `SqliteSaver` and `AsyncSqliteSaver` are thin constructors: each builds the
 stock saver (its schema, SQL and rows) on the connection given, and wraps it
 in `secure_serde.SealedSaver`, so every value, pending write and metadata
-key reaches SQLite sealed and bound to its place, and the config reaches it
+key reaches SQLite sealed for its location, and the config reaches it
 reduced to the ids.
 
 Needs only the ``sqlite`` extra. Stores secure_serde 0.3 wrote are read by
@@ -30,6 +30,7 @@ from contextlib import asynccontextmanager, closing, contextmanager
 from typing import Any, Final
 
 from secure_serde._serializer import EncryptedSerializer
+from secure_serde.savers._options import checked_options
 from secure_serde.sealing import SealedSaver
 
 _MISSING: Final = (
@@ -82,14 +83,14 @@ class SqliteSaver(SealedSaver):
         indexed_metadata: Iterable[str] = (),
         plaintext_metadata: Iterable[str] = (),
     ) -> Iterator[SqliteSaver]:
-        """A saver on a new connection (opened as the stock one opens it), closed on exit."""
+        """A saver on a new connection (opened as the stock one opens it), closed on exit.
+
+        The options are checked before connecting, so a bad one leaves no new
+        file behind.
+        """
+        options = checked_options(serde, indexed_metadata, plaintext_metadata)
         with closing(sqlite3.connect(conn_string, check_same_thread=False)) as conn:
-            yield cls(
-                conn,
-                serde=serde,
-                indexed_metadata=indexed_metadata,
-                plaintext_metadata=plaintext_metadata,
-            )
+            yield cls(conn, **options)
 
 
 class AsyncSqliteSaver(SealedSaver):
@@ -126,11 +127,11 @@ class AsyncSqliteSaver(SealedSaver):
         indexed_metadata: Iterable[str] = (),
         plaintext_metadata: Iterable[str] = (),
     ) -> AsyncIterator[AsyncSqliteSaver]:
-        """A saver on a new connection (opened as the stock one opens it), closed on exit."""
+        """A saver on a new connection (opened as the stock one opens it), closed on exit.
+
+        The options are checked before connecting, so a bad one leaves no new
+        file behind.
+        """
+        options = checked_options(serde, indexed_metadata, plaintext_metadata)
         async with aiosqlite.connect(conn_string) as conn:
-            yield cls(
-                conn,
-                serde=serde,
-                indexed_metadata=indexed_metadata,
-                plaintext_metadata=plaintext_metadata,
-            )
+            yield cls(conn, **options)
