@@ -7,8 +7,9 @@ Run from the repository root (starts and removes its own throwaway PostgreSQL on
 
 Workload: a chain of checkpoints on one thread, each with a ``messages`` channel of 20 messages
 (changed at every step), four primitive channels, and a ``log`` channel that holds a value only
-at the first checkpoint and gets one pending write per checkpoint after it (a DeltaChannel's
-shape: the history walk goes back to the seed). Operations: ``put``, ``put_writes``,
+at the first checkpoint and gets one pending write per checkpoint, and so a new version at each
+step with no value stored (a DeltaChannel's shape between snapshots: every saver's history walk
+goes back to the seed). Operations: ``put``, ``put_writes``,
 ``get_tuple`` by id, ``list(limit=10)`` and ``get_delta_channel_history`` from the newest
 checkpoint (the stock saver's SQL fast path against the wrapper's verified walk).
 
@@ -70,7 +71,10 @@ def chain(saver: BaseCheckpointSaver[Any], thread: str, steps: int) -> dict[str,
             "done": False,
             **({"log": ["seed"]} if step == 0 else {}),
         }
-        new_versions = {ch: step + 1 for ch in (every if step == 0 else ("messages", "turn"))}
+        # A step's write to ``log`` gives it a new version, with no value stored (as a graph's
+        # DeltaChannel does between snapshots): every saver's history then walks to the seed.
+        changed = every if step == 0 else ("messages", "turn", "log")
+        new_versions = {ch: step + 1 for ch in changed}
         versions = {**versions, **new_versions}
         checkpoint["channel_versions"] = dict(versions)
         metadata: Any = {"source": "loop", "step": step, "user_id": "alice"}

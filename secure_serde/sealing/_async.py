@@ -198,7 +198,15 @@ class AsyncMethods:
             return history.result()
         cursor = history.start(sealer.open(found, channels=()))
         while cursor is not None:
-            found = await self._aread(cursor)
+            found = history.prefetched(cursor)
+            page = None if found is not None else history.page()
+            if page is not None:
+                config_, before, limit = page
+                rows = [row async for row in self._arows(config_, before=before, limit=limit)]
+                history.keep(rows, cursor)
+                found = history.prefetched(cursor)
+            if found is None:
+                found = await self._aread(cursor)
             if found is None:
                 if history.optional:
                     break

@@ -314,7 +314,14 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             return history.result()
         cursor = history.start(sealer.open(found, channels=()))
         while cursor is not None:
-            found = self._read(cursor)
+            found = history.prefetched(cursor)
+            page = None if found is not None else history.page()
+            if page is not None:
+                config_, before, limit = page
+                history.keep(self._rows(config_, before=before, limit=limit), cursor)
+                found = history.prefetched(cursor)
+            if found is None:
+                found = self._read(cursor)
             if found is None:
                 if history.optional:
                     break

@@ -165,7 +165,15 @@ class ListWalk:
 
 
 class History:
-    """`get_delta_channel_history`'s walk over verified records: seeds and writes per channel."""
+    """`get_delta_channel_history`'s walk over verified records: seeds and writes per channel.
+
+    Every ancestor is opened and checked exactly as `get_tuple` would (record,
+    parent pointer, metadata, values and writes at their places). Only how the
+    rows are fetched differs: pages of the inner saver's ``list`` (``before``
+    the last checkpoint walked), one query for many ancestors, in place of one
+    ``get_tuple`` per ancestor. A row the pages do not hold is asked for by id,
+    so an inner saver that lists in another order is still walked, only slower.
+    """
 
     def __init__(self, channels: Sequence[str]) -> None:
         self.channels = list(channels)
@@ -173,9 +181,36 @@ class History:
         self.collected: dict[str, list[PendingWrite]] = {c: [] for c in channels}
         self.seeds: dict[str, Any] = {}
         self.optional = False
+        self.paging = True
+        self.page_size = _FIRST_PAGE
+        self.listed: dict[Key, CheckpointTuple] = {}
+        self.child: RunnableConfig | None = None
 
     def start(self, target: Opened) -> RunnableConfig | None:
+        self.page_size = _page_hint(target.tuple.metadata, self.channels)
         return self._next(target)
+
+    def prefetched(self, cursor: RunnableConfig) -> CheckpointTuple | None:
+        """The listed row at ``cursor``, if a page brought it (each row is taken once)."""
+        return self.listed.pop(_cursor_key(cursor), None)
+
+    def page(self) -> tuple[RunnableConfig, RunnableConfig | None, int] | None:
+        """(config, before, limit) of the next page to list, or None: ask by id."""
+        if not self.paging or self.child is None:
+            return None
+        size = self.page_size
+        self.page_size = min(size * 2, _LAST_PAGE)
+        thread, ns, _ = ids(self.child)
+        return {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}, self.child, size
+
+    def keep(self, rows: Iterable[CheckpointTuple], cursor: RunnableConfig) -> None:
+        """Rows of one page; a page without the cursor ends paging (the inner order differs)."""
+        for found in rows:
+            if isinstance(found.pending_writes, list):  # a listing without writes is not used
+                self.listed[key_of(found)] = found
+        if _cursor_key(cursor) not in self.listed:
+            self.paging = False
+            self.listed.clear()
 
     def step(self, opened: Opened) -> RunnableConfig | None:
         found = opened.tuple
@@ -194,6 +229,7 @@ class History:
             return None
         # A record sealed as detached may have lost its parent legitimately.
         self.optional = opened.detached
+        self.child = opened.tuple.config
         return parent_config(opened.tuple, opened.parent_id)
 
     def result(self) -> dict[str, DeltaChannelHistory]:
@@ -204,6 +240,34 @@ class History:
                 entry["seed"] = self.seeds[channel]
             out[channel] = entry
         return out
+
+
+# Pages of ancestors: the first sized by the target's own count of supersteps since each
+# channel's last snapshot (sealed metadata, a hint only), then doubling, each at most the last.
+_FIRST_PAGE = 8
+_LAST_PAGE = 128
+_COUNTERS = "counters_since_delta_snapshot"
+
+
+def _page_hint(metadata: Any, channels: Sequence[str]) -> int:
+    counters = metadata.get(_COUNTERS) if isinstance(metadata, dict) else None
+    if not isinstance(counters, dict):
+        return _FIRST_PAGE
+    depths = [
+        entry[1]
+        for channel in channels
+        if isinstance(entry := counters.get(channel), (list, tuple))
+        and len(entry) == 2  # (updates, supersteps)
+        and isinstance(entry[1], int)
+    ]
+    if not depths:
+        return _FIRST_PAGE
+    return max(2, min(max(depths) + 2, _LAST_PAGE))
+
+
+def _cursor_key(cursor: RunnableConfig) -> Key:
+    thread, ns, checkpoint_id = ids(cursor)
+    return thread, ns, str(checkpoint_id)
 
 
 # -- copy, prune and delete_for_runs through put -----------------------------------------
