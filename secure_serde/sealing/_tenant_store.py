@@ -110,7 +110,68 @@ def _row(values: Any) -> KeyRow:
     )
 
 
-class SqliteKeyTable:
+class _SqlKeyTable:
+    """The statements both databases share, written with ``?`` for SQLite's marker."""
+
+    _MARK = "?"
+    _INSERT = f"INSERT OR IGNORE INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
+    _SHRED = (
+        f"UPDATE {TABLE} SET wrapped = NULL, shredded = COALESCE(shredded, ?)"  # noqa: S608
+        " WHERE tenant = ? AND (scope = ? OR ? = '')"
+    )
+    _db: Any
+    _lock: threading.Lock
+
+    def _run(self, sql: str, params: tuple[object, ...] = ()) -> Any:
+        return self._db.execute(sql.replace("?", self._MARK), params)
+
+    def get(self, tenant: str, scope: str) -> KeyRow | None:
+        with self._lock:
+            found = self._run(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE tenant = ? AND scope = ?",  # noqa: S608
+                (tenant, scope),
+            ).fetchone()
+        return None if found is None else _row(found)
+
+    def insert(self, row: KeyRow) -> None:
+        values = (row.tenant, row.scope, row.key_id, row.cipher_name, row.wrapped, row.created)
+        with self._lock:
+            self._run(self._INSERT, (*values, row.shredded))
+
+    def swap(self, tenant: str, scope: str, old: bytes, new: bytes, cipher_name: str) -> bool:
+        with self._lock:
+            cursor = self._run(
+                f"UPDATE {TABLE} SET wrapped = ?, cipher_name = ?"  # noqa: S608
+                " WHERE tenant = ? AND scope = ? AND wrapped = ?",
+                (new, cipher_name, tenant, scope, old),
+            )
+            return bool(cursor.rowcount == 1)
+
+    def rows(self, scope: str) -> Iterator[KeyRow]:
+        with self._lock:
+            found = self._run(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE scope = ? ORDER BY tenant",  # noqa: S608
+                (scope,),
+            ).fetchall()
+        return iter([_row(r) for r in found])
+
+    def shredded(self) -> Iterator[KeyRow]:
+        with self._lock:
+            found = self._run(
+                f"SELECT {_COLUMNS} FROM {TABLE} WHERE wrapped IS NULL"  # noqa: S608
+                " ORDER BY tenant, scope"
+            ).fetchall()
+        return iter([_row(r) for r in found])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class SqliteKeyTable(_SqlKeyTable):
     """The key table in a SQLite file (autocommit, ``secure_delete`` on, one lock)."""
 
     def __init__(self, path: str) -> None:
@@ -123,38 +184,11 @@ class SqliteKeyTable:
         self._db.execute("PRAGMA secure_delete = ON")
         self._db.execute(_SQLITE_DDL)
 
-    def get(self, tenant: str, scope: str) -> KeyRow | None:
-        with self._lock:
-            found = self._db.execute(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE tenant = ? AND scope = ?",  # noqa: S608
-                (tenant, scope),
-            ).fetchone()
-        return None if found is None else _row(found)
-
-    def insert(self, row: KeyRow) -> None:
-        with self._lock:
-            self._db.execute(
-                f"INSERT OR IGNORE INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",  # noqa: S608
-                (
-                    row.tenant,
-                    row.scope,
-                    row.key_id,
-                    row.cipher_name,
-                    row.wrapped,
-                    row.created,
-                    row.shredded,
-                ),
-            )
-
     def shred(self, tenant: str, scope: str, when: str) -> None:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.execute(
-                    f"UPDATE {TABLE} SET wrapped = NULL, shredded = COALESCE(shredded, ?)"  # noqa: S608
-                    " WHERE tenant = ? AND (scope = ? OR ? = '')",
-                    (when, tenant, scope, scope),
-                )
+                self._run(self._SHRED, (when, tenant, scope, scope))
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
@@ -163,41 +197,15 @@ class SqliteKeyTable:
             # file has one, is folded back and emptied too.
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
-    def swap(self, tenant: str, scope: str, old: bytes, new: bytes, cipher_name: str) -> bool:
-        with self._lock:
-            cursor = self._db.execute(
-                f"UPDATE {TABLE} SET wrapped = ?, cipher_name = ?"  # noqa: S608
-                " WHERE tenant = ? AND scope = ? AND wrapped = ?",
-                (new, cipher_name, tenant, scope, old),
-            )
-            return cursor.rowcount == 1
 
-    def rows(self, scope: str) -> Iterator[KeyRow]:
-        with self._lock:
-            found = self._db.execute(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE scope = ? ORDER BY tenant",  # noqa: S608
-                (scope,),
-            ).fetchall()
-        return iter([_row(r) for r in found])
-
-    def shredded(self) -> Iterator[KeyRow]:
-        with self._lock:
-            found = self._db.execute(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE wrapped IS NULL"  # noqa: S608
-                " ORDER BY tenant, scope"
-            ).fetchall()
-        return iter([_row(r) for r in found])
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __repr__(self) -> str:
-        return "SqliteKeyTable()"
-
-
-class PostgresKeyTable:
+class PostgresKeyTable(_SqlKeyTable):
     """The key table in PostgreSQL (one autocommit connection, one lock)."""
+
+    _MARK = "%s"
+    _INSERT = (
+        f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
+        " ON CONFLICT (tenant, scope) DO NOTHING"
+    )
 
     def __init__(self, url: str) -> None:
         try:
@@ -210,71 +218,11 @@ class PostgresKeyTable:
         self._db = psycopg.connect(url, autocommit=True)
         self._db.execute(_PG_DDL)
 
-    def get(self, tenant: str, scope: str) -> KeyRow | None:
-        with self._lock:
-            found = self._db.execute(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE tenant = %s AND scope = %s",  # noqa: S608
-                (tenant, scope),
-            ).fetchone()
-        return None if found is None else _row(found)
-
-    def insert(self, row: KeyRow) -> None:
-        with self._lock:
-            self._db.execute(
-                f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s, %s)"  # noqa: S608
-                " ON CONFLICT (tenant, scope) DO NOTHING",
-                (
-                    row.tenant,
-                    row.scope,
-                    row.key_id,
-                    row.cipher_name,
-                    row.wrapped,
-                    row.created,
-                    row.shredded,
-                ),
-            )
-
     def shred(self, tenant: str, scope: str, when: str) -> None:
         with self._lock:
-            self._db.execute(
-                f"UPDATE {TABLE} SET wrapped = NULL, shredded = COALESCE(shredded, %s)"  # noqa: S608
-                " WHERE tenant = %s AND (scope = %s OR %s = '')",
-                (when, tenant, scope, scope),
-            )
+            self._run(self._SHRED, (when, tenant, scope, scope))
             # Old row versions stay in the heap until vacuumed; the table is small.
             self._db.execute(f"VACUUM {TABLE}")
-
-    def swap(self, tenant: str, scope: str, old: bytes, new: bytes, cipher_name: str) -> bool:
-        with self._lock:
-            cursor = self._db.execute(
-                f"UPDATE {TABLE} SET wrapped = %s, cipher_name = %s"  # noqa: S608
-                " WHERE tenant = %s AND scope = %s AND wrapped = %s",
-                (new, cipher_name, tenant, scope, old),
-            )
-            return cursor.rowcount == 1
-
-    def rows(self, scope: str) -> Iterator[KeyRow]:
-        with self._lock:
-            found = self._db.execute(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE scope = %s ORDER BY tenant",  # noqa: S608
-                (scope,),
-            ).fetchall()
-        return iter([_row(r) for r in found])
-
-    def shredded(self) -> Iterator[KeyRow]:
-        with self._lock:
-            found = self._db.execute(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE wrapped IS NULL"  # noqa: S608
-                " ORDER BY tenant, scope"
-            ).fetchall()
-        return iter([_row(r) for r in found])
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def __repr__(self) -> str:
-        return "PostgresKeyTable()"
 
 
 def open_table(location: object) -> KeyTable:
