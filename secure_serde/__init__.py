@@ -58,9 +58,9 @@ if TYPE_CHECKING:
     from secure_serde._compress import CompressedSerializer
     from secure_serde._keys import generate_encoded_key
     from secure_serde._migration import Migration
-    from secure_serde._rewrap import RewrapProgress, RewrapReport, RowFailure, rewrap
     from secure_serde._serializer import EncryptedSerializer
     from secure_serde._version import __version__ as __version__
+    from secure_serde.passes import RewrapProgress, RewrapReport, RowFailure, rewrap
     from secure_serde.pickling import PickleFallbackSerializer
     from secure_serde.sealing import SealedSaver, SealedStore
     from secure_serde.sealing._tenants import TenantKeys
@@ -74,15 +74,15 @@ else:
             "EncryptedSerializer": "secure_serde._serializer",
             "Migration": "secure_serde._migration",
             "PickleFallbackSerializer": "secure_serde.pickling._serializer",
-            "RewrapProgress": "secure_serde._rewrap._report",
-            "RewrapReport": "secure_serde._rewrap._report",
-            "RowFailure": "secure_serde._rewrap._report",
+            "RewrapProgress": "secure_serde.passes._report",
+            "RewrapReport": "secure_serde.passes._report",
+            "RowFailure": "secure_serde.passes._report",
             "SealedSaver": "secure_serde.sealing",
             "SealedStore": "secure_serde.sealing",
             "TenantKeys": "secure_serde.sealing._tenants",
             "__version__": "secure_serde._version",
             "generate_encoded_key": "secure_serde._keys",
-            "rewrap": "secure_serde._rewrap._api",
+            "rewrap": "secure_serde.passes._rewrap",
         },
     )
 

@@ -9,8 +9,9 @@ Layers, bottom to top; a module imports only from its own layer or lower ones:
    ``_trust``, ``_migration``, ``_langgraph`` and ``pickling``;
 3. ``stores``: the database layout and access, keyless; beside it, ``sealing``
    (`SealedSaver`, on langgraph's public API only); neither imports the other;
-4. ``savers`` and ``_rewrap``, side by side: neither imports the other;
-5. ``config``;
+4. ``passes``: the pass engine and its planners (rewrap, adopt's classification);
+5. ``savers`` (`SealedSaver`'s constructors, and ``adopt``, which runs its planner on the
+   engine) and ``config``, side by side: neither imports the other;
 6. ``cli``, which imports only public names: never a ``_``-prefixed module
    inside another subpackage (``secure_serde.stores._open``), never a
    ``_``-prefixed name, and from a package ``__init__`` only names in its
@@ -61,8 +62,8 @@ RANKS: Final = {
     "serializer": 2,
     "stores": 3,
     "sealing": 3,
-    "savers": 4,
-    "_rewrap": 4,
+    "passes": 4,
+    "savers": 5,
     "config": 5,
     "cli": 6,
 }
@@ -239,8 +240,8 @@ def test_every_module_is_in_a_layer() -> None:
         ("secure_serde.ciphers._env", "import secure_serde.cli"),
         ("secure_serde.stores._base", "from secure_serde.cli._audit import run"),
         ("secure_serde.stores._locate", "from secure_serde.savers._bound import canonical"),
-        ("secure_serde.savers._bound", "from secure_serde._rewrap import rewrap"),
-        ("secure_serde._rewrap._plan", "from secure_serde import savers"),
+        ("secure_serde.savers._bound", "from secure_serde.config import serializer_from_env"),
+        ("secure_serde.passes._plan", "from secure_serde import savers"),
         ("secure_serde.config", "from secure_serde.cli import main"),
         # Through a package's lazy export: judged by the defining module.
         ("secure_serde.stores._open", "from secure_serde import rewrap"),
@@ -254,7 +255,7 @@ def test_a_layering_violation_is_found(importer: str, line: str) -> None:
     "line",
     [
         "from secure_serde.stores._open import POSTGRES_SCHEMES",
-        "from secure_serde._rewrap._plan import Planner",
+        "from secure_serde.passes._plan import Planner",
         "from secure_serde.ciphers import _kms_format",
         "from secure_serde.cli._rewrap import _positive",
         "from secure_serde.stores import _reason",
@@ -272,7 +273,7 @@ def test_public_imports_in_the_cli_pass() -> None:
         [
             "from secure_serde import Migration, _format",
             "from secure_serde.stores import HistoryView",
-            "from secure_serde._rewrap import Planner",
+            "from secure_serde.passes import Planner",
             "from secure_serde.cli._args import positive_int",
             "from secure_serde.savers.postgres import PostgresSaver",
         ]

@@ -36,7 +36,6 @@ from secure_serde import (
 )
 from secure_serde._compress import UNCOMPRESSED, compression_of
 from secure_serde._readrule import is_refusal
-from secure_serde._rewrap import CURRENT, MAX_LISTED_FAILURES, Planner, RowFailure, Unreadable
 from secure_serde.ciphers import (
     LEGACY_CIPHER_NAME,
     LocatingCipher,
@@ -45,7 +44,7 @@ from secure_serde.ciphers import (
     read_header,
 )
 from secure_serde.config import ConfiguredCiphers
-from secure_serde.savers import STRUCTURAL_METADATA_KEYS
+from secure_serde.passes import CURRENT, MAX_LISTED_FAILURES, Planner, RowFailure, Unreadable
 from secure_serde.stores import (
     INDEX_METADATA_KEY,
     METADATA_TABLE,
@@ -60,6 +59,7 @@ from secure_serde.stores import (
     Store,
     scan_json_columns,
 )
+from secure_serde.stores import V03_STRUCTURAL_METADATA_KEYS as STRUCTURAL_METADATA_KEYS
 
 __all__ = [
     "LANGGRAPH_METADATA_KEYS",

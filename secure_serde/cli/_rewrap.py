@@ -30,12 +30,12 @@ from typing import Any, Final, TextIO
 
 from secure_serde import TenantKeys
 from secure_serde._migration import Migration
-from secure_serde._rewrap import RewrapProgress, RewrapReport, rewrap
 from secure_serde.cli._args import positive_int
 from secure_serde.cli._fixes import row_error_fixes
 from secure_serde.cli._pretty import capped, command, for_terminal
 from secure_serde.cli._rewrap_bind import add_arguments, check_options
 from secure_serde.config import ConfiguredCiphers, require_ciphers
+from secure_serde.passes import RewrapProgress, RewrapReport, rewrap
 from secure_serde.stores import DEFAULT_BATCH_SIZE
 
 __all__ = ["ProgressLine", "register"]

@@ -22,7 +22,7 @@ A swap replaces that one entry only, and only while it still holds the text
 read (compare-and-swap); tokens, searchable fields, timestamps and TTLs are
 left as they are. This module holds no key and never parses a cell: working
 out each item's place and re-encrypting it is rewrap's job
-(secure_serde/_rewrap/_items.py).
+(secure_serde/passes/_items.py).
 
 The names are `SealedStore`'s (secure_serde/sealing/_store_codec.py and
 _store_identity.py); stores must not import sealing, so they are repeated

@@ -5,7 +5,7 @@ but sealed cells (byte layout: secure_serde/sealing/_cell.py). This module
 finds the rows that hold them and swaps them, compare-and-swap, as the
 0.3 layout's stores do (`Store`); it never parses a cell, and holds no key:
 working out each cell's place and re-encrypting it is rewrap's job
-(secure_serde/_rewrap/_sealed.py).
+(secure_serde/passes/_sealed.py).
 
 ================================  =============================================================
 table (``RowRef.table``)          what the row holds (``Cell.type_tag``, ``Cell.data``)

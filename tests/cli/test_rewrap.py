@@ -191,7 +191,7 @@ def test_twenty_failures_are_all_listed_with_no_count_line(
 def test_past_what_the_report_keeps_json_lists_the_first_thousand(
     store: Path, keys: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from secure_serde._rewrap import MAX_LISTED_FAILURES
+    from secure_serde.passes import MAX_LISTED_FAILURES
 
     bad = MAX_LISTED_FAILURES + 7
     _plant_bad_writes(store, bad)

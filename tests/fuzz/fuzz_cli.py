@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 # instrumenting them too would halve the speed of a harness that reads a
 # whole store per input.
 with atheris.instrument_imports(
-    include=["secure_serde.cli", "secure_serde.stores", "secure_serde._rewrap"]
+    include=["secure_serde.cli", "secure_serde.stores", "secure_serde.passes"]
 ):
     from tests.fuzz._cli import cli
 

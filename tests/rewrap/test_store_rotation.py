@@ -1,4 +1,4 @@
-"""Rotation of a SealedStore's ``store`` table (secure_serde/_rewrap/_items.py), on real databases.
+"""Rotation of a SealedStore's ``store`` table (secure_serde/passes/_items.py), on real databases.
 
 Items are written under key A through `SealedStore` over langgraph's own SqliteStore (a real
 file) and PostgresStore (the real PostgreSQL of tests/fixtures_services.py); the keyring then

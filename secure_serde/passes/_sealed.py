@@ -75,11 +75,11 @@ from secure_serde._errors import (
 )
 from secure_serde._migration import Migration
 from secure_serde._readrule import ReadRule
-from secure_serde._rewrap._plan import CURRENT, EMPTY, Planned, Skip, Unreadable, _source
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde._strict import StrictDecoder
 from secure_serde.ciphers._headers import current_test
 from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
+from secure_serde.passes._plan import CURRENT, EMPTY, Planned, Skip, Unreadable, _source
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, parse_record
 from secure_serde.sealing._index import BlindIndex
@@ -115,7 +115,7 @@ def _refuse(error: type[SecureSerdeError], text: str) -> _Refused:
 class SealedPlanner:
     """Turns the rows of a sealed store into swaps under the primary cipher.
 
-    Same contract as `secure_serde._rewrap.Planner.plan` (the batch loop,
+    Same contract as `secure_serde.passes.Planner.plan` (the batch loop,
     the workers and the report are shared); `identify` must run first.
     """
 

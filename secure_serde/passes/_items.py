@@ -35,11 +35,11 @@ from typing import Final
 
 from secure_serde._binding import Location
 from secure_serde._errors import BindingError, SecureSerdeError, StoreIdentityError
-from secure_serde._rewrap._engine import rewrap_range
-from secure_serde._rewrap._plan import CURRENT, Planned, Skip, Unreadable
-from secure_serde._rewrap._report import RewrapReport, Tally
-from secure_serde._rewrap._sealed import SealedPlanner, _Refused
 from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.passes._engine import rewrap_range
+from secure_serde.passes._plan import CURRENT, Planned, Skip, Unreadable
+from secure_serde.passes._report import RewrapReport, Tally
+from secure_serde.passes._sealed import SealedPlanner, _Refused
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import parse_record
 from secure_serde.sealing._store_identity import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final, Protocol
 
-from secure_serde._rewrap._plan import CURRENT, EMPTY, Planned, Skip, Unreadable
-from secure_serde._rewrap._report import RowFailure, Tally
+from secure_serde.passes._plan import CURRENT, EMPTY, Planned, Skip, Unreadable
+from secure_serde.passes._report import RowFailure, Tally
 from secure_serde.stores import Cell, Store, Swap, ThreadRange
 
 __all__ = ["MAX_ATTEMPTS", "CellPlanner", "rewrap_range"]

@@ -10,16 +10,16 @@ from typing import Any
 from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import ConfigurationError
 from secure_serde._migration import Migration
-from secure_serde._rewrap._engine import CellPlanner, rewrap_range
-from secure_serde._rewrap._items import merged, open_items_at, rewrap_items
-from secure_serde._rewrap._plan import Planner
-from secure_serde._rewrap._report import RewrapProgress, RewrapReport, Tally
-from secure_serde._rewrap._sealed import SealedPlanner
-from secure_serde._rewrap._workers import rewrap_in_workers
 from secure_serde._scrub import scrubbed
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers._kms import KmsEnvelopeCipher
 from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.passes._engine import CellPlanner, rewrap_range
+from secure_serde.passes._items import merged, open_items_at, rewrap_items
+from secure_serde.passes._plan import Planner
+from secure_serde.passes._report import RewrapProgress, RewrapReport, Tally
+from secure_serde.passes._sealed import SealedPlanner
+from secure_serde.passes._workers import rewrap_in_workers
 from secure_serde.sealing._tenants import TenantKeys
 from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store
 from secure_serde.stores._items import ItemsLayout
@@ -54,7 +54,7 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
     (after a crash, a kill or a failure) finishes the job and a second run
     writes nothing. Each batch is one transaction of compare-and-swap
     updates: a row the application changed meanwhile is re-read, never
-    overwritten. See ``secure_serde/_rewrap/_engine.py`` for why a kill at
+    overwritten. See ``secure_serde/passes/_engine.py`` for why a kill at
     any moment loses nothing.
 
     Args:
@@ -94,12 +94,12 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
             ``"tenant-keyed"``, or ``"shredded"`` for shredded tenants and
             threads; their keys rotate with ``TenantKeys.rewrap``. Without it,
             a row under a tenant's thread id that does not open under the store
-            keys is counted as ``"tenant-keyed"`` too (_rewrap/_sealed.py).
+            keys is counted as ``"tenant-keyed"`` too (passes/_sealed.py).
 
     A database that also holds a `secure_serde.SealedStore`'s ``store``
     table (SQLite or PostgreSQL, with or without checkpoint tables) has its
     items rewrapped too, after the checkpoints, in one process
-    (secure_serde/_rewrap/_items.py): only each item's sealed entry changes,
+    (secure_serde/passes/_items.py): only each item's sealed entry changes,
     plaintext items are listed as failures and never sealed, and
     ``migration`` and ``compress`` do not apply to items.
 
@@ -294,7 +294,7 @@ def _sealed_planner(  # noqa: PLR0913 - the store, its keys and the options the 
     compress: bool,
     tenant_keys: TenantKeys | None = None,
 ) -> SealedPlanner:
-    """The planner of a store SealedSaver sealed, its identity opened (_rewrap/_sealed.py)."""
+    """The planner of a store SealedSaver sealed, its identity opened (passes/_sealed.py)."""
     if switches:
         raise ConfigurationError(
             f"{store.display} is sealed by SealedSaver: rewrap re-encrypts its sealed cells only,"
