@@ -186,16 +186,28 @@ class PostgresStore(Store):
         nkey = len(table.key_columns)
         rows = self._fetch(statements.first(where), [*range_params, batch_size])
         while rows:
-            yield [_cell(table, row, nkey) for row in rows]
+            yield [self._cell(table, row, nkey) for row in rows]
             if len(rows) < batch_size:
                 return
             after = list(rows[-1][:nkey])
             rows = self._fetch(statements.page(where), [*after, *range_params, batch_size])
 
+    @staticmethod
+    def _cell(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
+        ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
+        if table.envelope_key is not None:
+            parse = record_cell if table.name == RECORD_TABLE else envelope_cell
+            cell = parse(ref, row[nkey])
+            return Cell(ref, cell.type_tag, cell.data, locate(table.name, ref, row[nkey + 1 :]))
+        data = row[nkey + 1]
+        if data is None:
+            return Cell(ref, row[nkey], None)
+        return Cell(ref, row[nkey], bytes(data), locate(table.name, ref, row[nkey + 2 :]))
+
     def reload(self, ref: RowRef) -> Cell | None:
         table = self.table(ref.table)
         rows = self._fetch(self._sql[table.name].reload, list(ref.key_values))
-        return _cell(table, rows[0], len(table.key_columns)) if rows else None
+        return self._cell(table, rows[0], len(table.key_columns)) if rows else None
 
     def compare_and_swap(self, swaps: Sequence[Swap]) -> list[bool]:
         if not swaps:
@@ -356,18 +368,6 @@ def _range_sql(thread_range: ThreadRange) -> tuple[sql.Composable, list[Any]]:
         clauses.append(sql.SQL("thread_id < %s"))
         params.append(thread_range.high)
     return (sql.SQL(" AND ").join(clauses) if clauses else sql.SQL("TRUE")), params
-
-
-def _cell(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
-    ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
-    if table.envelope_key is not None:
-        parse = record_cell if table.name == RECORD_TABLE else envelope_cell
-        cell = parse(ref, row[nkey])
-        return Cell(ref, cell.type_tag, cell.data, locate(table.name, ref, row[nkey + 1 :]))
-    data = row[nkey + 1]
-    if data is None:
-        return Cell(ref, row[nkey], None)
-    return Cell(ref, row[nkey], bytes(data), locate(table.name, ref, row[nkey + 2 :]))
 
 
 def _group_by_table(swaps: Sequence[Swap]) -> list[tuple[str, list[tuple[int, Swap]]]]:

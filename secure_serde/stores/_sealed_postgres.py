@@ -9,20 +9,16 @@ a record or identity cell is swapped inside the ``metadata`` JSONB with
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 from secure_serde.stores._base import (
-    ALL_THREADS,
-    DEFAULT_BATCH_SIZE,
     SEALED_STORE_THREAD,
     Cell,
     RowRef,
     StoreError,
     Swap,
     TableSpec,
-    ThreadRange,
-    check_batch_size,
 )
 from secure_serde.stores._postgres import (
     _COLUMNS_SQL,
@@ -124,42 +120,13 @@ class SealedPostgresStore(SealedLayout, PostgresStore):
         specs.append(TableSpec(RECORDS, "metadata", "metadata", key, RECORD_KEY))
         return tuple(specs)
 
-    def iter_batches(
-        self,
-        table: TableSpec,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        thread_range: ThreadRange = ALL_THREADS,
-    ) -> Iterator[list[Cell]]:
-        check_batch_size(batch_size)
-        statements = self._sql[table.name]
-        where, range_params = _range(thread_range)
-        nkey = len(table.key_columns)
-        rows = self._fetch(statements.first(where), [*range_params, batch_size])
-        while rows:
-            yield [_row(table, row, nkey) for row in rows]
-            if len(rows) < batch_size:
-                return
-            after = list(rows[-1][:nkey])
-            rows = self._fetch(statements.page(where), [*after, *range_params, batch_size])
-
-    def reload(self, ref: RowRef) -> Cell | None:
-        table = self.table(ref.table)
-        rows = self._fetch(self._sql[table.name].reload, list(ref.key_values))
-        return _row(table, rows[0], len(table.key_columns)) if rows else None
-
-
-def _range(thread_range: ThreadRange) -> tuple[sql.Composable, list[Any]]:
-    from secure_serde.stores._postgres import _range_sql
-
-    return _range_sql(thread_range)
-
-
-def _row(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
-    ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
-    if table.name == RECORDS:
-        entry = row[nkey]
-        data = entry.encode("utf-8") if isinstance(entry, str) else None
-        return SealedRow(ref, entry_key(ref.thread_id), data)
-    data = row[nkey + 1]
-    channel = str(row[nkey + 2]) if table.extra_columns and row[nkey + 2] is not None else None
-    return SealedRow(ref, row[nkey], None if data is None else bytes(data), None, channel)
+    @staticmethod
+    def _cell(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
+        ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
+        if table.name == RECORDS:
+            entry = row[nkey]
+            data = entry.encode("utf-8") if isinstance(entry, str) else None
+            return SealedRow(ref, entry_key(ref.thread_id), data)
+        data = row[nkey + 1]
+        channel = str(row[nkey + 2]) if table.extra_columns and row[nkey + 2] is not None else None
+        return SealedRow(ref, row[nkey], None if data is None else bytes(data), None, channel)
