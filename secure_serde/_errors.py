@@ -85,26 +85,28 @@ class DecryptionError(SecureSerdeError):
 
 
 class BindingError(DecryptionError):
-    """A value or checkpoint record does not authenticate where it was read.
+    """A value or checkpoint record does not open at the location it was read from.
 
-    Raised by the sealed savers when a value was moved, copied or swapped
-    between rows (threads, namespaces, channels, versions, checkpoints,
-    tasks, indices or kinds), when a checkpoint was re-pointed at other
-    channel versions or re-parented, or when the row was tampered with:
-    authentication cannot tell these apart, and none of them is read.
+    Raised by a sealed saver (and by the 0.3 reader) when a value was moved,
+    copied or swapped between locations (threads, namespaces, channels,
+    versions, checkpoints, tasks, indices or kinds), when a checkpoint was
+    re-pointed at other channel versions or re-parented, or when the row was
+    tampered with: authentication cannot tell these apart, and none of them
+    is read.
     """
 
 
 class UnboundValueError(BindingError):
-    """A value carries no binding to its row where a sealed saver expects one.
+    """An unbound value (encrypted with the empty location) where a location is expected.
 
     Written by a stock saver or an older secure_serde; readable only under
-    ``Migration(unbound=True)``, and `rewrap` binds such rows in place.
+    ``Migration(unbound=True)``, and ``secure-serde adopt`` copies such rows
+    into a sealed store.
     """
 
 
 class HistoryError(BindingError):
-    """A checkpoint's history does not reach a record sealed as its root.
+    """A checkpoint's history does not reach a root record.
 
     A parent pointer was cut, an ancestor was deleted, or a record claims a
     parent that is not there. A shorter history would rebuild wrong state
@@ -115,10 +117,10 @@ class HistoryError(BindingError):
 class StoreIdentityError(BindingError):
     """A checkpoint store's identity is missing, forged, or not this store's.
 
-    Every sealed value is bound to the identity of the store it was written
-    in. Rows copied from another store (even one under the same key) do not
-    authenticate here, and a store that holds sealed rows without its
-    identity record is refused rather than given a new one.
+    Every value is sealed for a location that starts with the store id of
+    the store it was written in. Rows copied from another store (even one
+    under the same key) do not open here, and a store that holds cells
+    without its store identity is refused rather than given a new one.
     """
 
 
@@ -169,8 +171,8 @@ class PickleRefusedError(DecryptionError):
     """A ``pickle`` row whose type tag is not authenticated was refused.
 
     Plaintext pickle rows and rows of langgraph's built-in format (which
-    does not bind the type tag) could have been relabelled by anyone with
-    write access to the store, and unpickling them runs their code.
+    does not authenticate the type tag) could have been relabelled by anyone
+    with write access to the store, and unpickling them runs their code.
     """
 
 

@@ -16,6 +16,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from secure_serde import EncryptedSerializer, generate_encoded_key
 from tests.ciphers.kms_support import new_cmk
 from tests.rewrap.rewrap_support import KEY_A, run_turns, sqlite_graph
+from tests.test_vocabulary import RETIRED
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 FENCE = re.compile(r"^```python\n(.*?)^```$", re.DOTALL | re.MULTILINE)
@@ -89,18 +90,7 @@ def test_snippets_run(
         conn.close()
 
 
-# Words docs/glossary.md retired, each replaced there by one word (record, location, root
-# record, store identity, open). Quoted CLI output and code (in backticks) may still carry them.
-RETIRED = (
-    "record seal",
-    "record mac",
-    "sealed root",
-    "at its place",
-    "at their place",
-    "identity record",
-    "bound to its row",
-    "bound to their row",
-)
+# Quoted CLI output and code (in backticks) may still carry the retired phrases.
 CODE = re.compile(r"```.*?```|`[^`]*`", re.DOTALL)
 
 
@@ -108,7 +98,7 @@ CODE = re.compile(r"```.*?```|`[^`]*`", re.DOTALL)
     "page",
     [
         p
-        for p in [*DOCS.glob("*.md"), DOCS.parent / "README.md"]
+        for p in [*DOCS.glob("*.md"), DOCS.parent / "README.md", DOCS.parent / "SECURITY.md"]
         if p.name not in ("glossary.md", "upgrading.md", "postgres.md")
     ],
     ids=lambda p: p.name,

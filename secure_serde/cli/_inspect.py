@@ -41,8 +41,8 @@ EXIT_NOT_SHOWN: Final = 1
 _DEFAULT_MAX_CHARS: Final = 300
 _SHOWN_FIRST: Final = ("step", "source", "parents")
 UNBOUND_WARNING: Final = (
-    "not bound to its row (a stock saver or an older secure_serde wrote it) in a store"
-    " the sealed savers write: they read it only under Migration(unbound=True)"
+    "not sealed for its location (a stock saver or an older secure_serde wrote it) in a"
+    " store 0.3's savers write: they read it only under Migration(unbound=True)"
 )
 
 

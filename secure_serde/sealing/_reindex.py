@@ -8,7 +8,7 @@ A re-index rotates the store's blind-index key (secure_serde/sealing/_index.py):
    store from then on writes tokens under the new key, and a filter asks the
    inner saver once per key the identity holds.
 2. **Move.** Every checkpoint whose tokens are under another key is read,
-   checked (its record seal opens; no value is decrypted), and re-put
+   checked (its record opens; no value is decrypted), and re-put
    through the inner saver's ``put`` with the same cells and a record and
    tokens under the current key. Rows under the current key are skipped, so
    an interrupted pass resumes where it stopped and a finished one writes

@@ -1,4 +1,4 @@
-"""`SealedStore`: LangGraph long-term memory (any ``BaseStore``), sealed and bound to its place.
+"""`SealedStore`: LangGraph long-term memory (any ``BaseStore``), sealed for its location.
 
 Only langgraph's public ``BaseStore`` API of the inner store is used: its
 ``batch`` and ``abatch`` with ``GetOp``, ``PutOp``, ``SearchOp`` and
@@ -28,13 +28,13 @@ __all__ = ["SealedStore"]
 
 
 class SealedStore(BaseStore):
-    """Wraps any LangGraph ``BaseStore`` so that it keeps only sealed items, bound to their place.
+    """Wraps any LangGraph ``BaseStore`` so that it keeps only items sealed for their location.
 
     Args:
         inner: the store that keeps the items (InMemoryStore, SqliteStore,
             PostgresStore, AsyncPostgresStore, any ``BaseStore``), set up.
-        serde: an `EncryptedSerializer` whose cipher binds values to their
-            place (every cipher in `secure_serde.ciphers`).
+        serde: an `EncryptedSerializer` whose cipher seals values for their
+            location (every cipher in `secure_serde.ciphers`).
         indexed_fields: top-level fields of a value that ``search(filter=)``
             matches by equality in the inner store, through keyed blind-index
             tokens. A filter on any other sealed field is matched here, on
@@ -44,8 +44,8 @@ class SealedStore(BaseStore):
             Nothing else is ever embedded. They are readable at rest, and
             their embeddings leak their meaning: name them one by one.
 
-    Every value reaches the inner store sealed, bound to this store's
-    identity, its namespace and its key; reads return only what this
+    Every value reaches the inner store sealed for its location: this
+    store's id, its namespace and its key; reads return only what this
     application wrote there, and refuse anything else (`BindingError`,
     `StoreIdentityError`, `BlindIndexError`) before deserializing it.
     Namespaces, keys, timestamps and TTLs stay the inner store's, readable.
@@ -68,7 +68,7 @@ class SealedStore(BaseStore):
         if not isinstance(serde, EncryptedSerializer) or not serde.binds_locations:
             raise ConfigurationError(
                 "SealedStore needs serde=secure_serde.EncryptedSerializer(cipher) with a cipher"
-                " that binds values to their place (EnvKeyCipher, KeyRotationCipher,"
+                " that seals values for their location (EnvKeyCipher, KeyRotationCipher,"
                 " KmsEnvelopeCipher); nothing was written"
             )
         indexed = tuple(dict.fromkeys(_names(indexed_fields, "indexed_fields")))

@@ -2,8 +2,8 @@
 
 The items are listed from the inner store (its public ``search``, page by
 page, every namespace), and each is then read through the `SealedStore`
-itself (``get`` without refreshing its TTL), so every item is checked at its
-own place: a tampered, moved, copied or plaintext item is a finding, with
+itself (``get`` without refreshing its TTL), so every item is opened at its
+own location: a tampered, moved, copied or plaintext item is a finding, with
 its namespace, key and typed error class, and the pass goes on. Cells are
 counted by whether the primary key sealed them (from their header), the
 store identity's included, so rotation can be checked. Nothing here writes.
@@ -55,7 +55,7 @@ class StoreAuditReport:
 
     @property
     def clean(self) -> bool:
-        """Every item opens at its place, and every cell is under the primary key."""
+        """Every item opens at its location, and every cell is under the primary key."""
         return not self.findings and self.not_under_primary == 0
 
 

@@ -1,20 +1,20 @@
 """A long-term memory store's identity: created once per store, kept sealed in it.
 
-`SealedStore` binds every item to the identity of the store that holds it
-(the same record as `SealedSaver`'s, secure_serde/sealing/_identity.py: a
-random store id and a random blind-index key). The record is kept in the
-inner store itself, as the one item of the reserved namespace
-`RESERVED_NAMESPACE`, key `IDENTITY_ITEM_KEY`, whose value is::
+`SealedStore` seals every item at a location that starts with the store id
+of the store that holds it (the same store identity as `SealedSaver`'s,
+secure_serde/sealing/_identity.py: a random store id and a random index
+key). The identity is kept in the inner store itself, as the one item of
+the reserved namespace `RESERVED_NAMESPACE`, key `IDENTITY_ITEM_KEY`, whose value is::
 
     {"__secure_serde__": <base64 cell of kind 4 (identity), _cell.py>}
 
 sealed by the serializer at ``Location.item(RESERVED_NAMESPACE,
 IDENTITY_ITEM_KEY)`` without a store (kind 6, version 0x01 of
-secure_serde/_binding.py), so that a saver's identity record does not open
+secure_serde/_binding.py), so that a saver's store identity does not open
 here. It is put with ``index=False`` and no TTL.
 
 It is created only in a store that holds no item. A store that holds items
-but no identity is refused: its record was deleted (restore it from a
+but no identity is refused: its identity was deleted (restore it from a
 backup), or something else wrote the store.
 
 The steps are a plan: a generator that yields the inner store's operations
@@ -42,8 +42,8 @@ RESERVED_NAMESPACE: Final = (RESERVED_LABEL,)
 IDENTITY_ITEM_KEY: Final = "identity"
 _LOCATION: Final = Location.item(RESERVED_NAMESPACE, IDENTITY_ITEM_KEY)
 _UNEMPTY: Final = (
-    "this store holds items but no store identity. If secure_serde sealed it, its identity"
-    " record was deleted: restore the item {key!r} of the namespace {namespace!r} from a"
+    "this store holds items but no store identity. If secure_serde sealed it, its store"
+    " identity was deleted: restore the item {key!r} of the namespace {namespace!r} from a"
     " backup. If a bare store wrote it, copy its items through a new SealedStore"
 )
 
@@ -67,7 +67,7 @@ def identity_plan(serde: EncryptedSerializer) -> Generator[list[Op], list[Result
         # Read back: if two processes raced to create it, both use the one kept.
         (found,) = yield [read]
         if found is None:
-            raise StoreIdentityError("the inner store did not keep the store identity record")
+            raise StoreIdentityError("the inner store did not keep the store identity")
     if not isinstance(found, Item):
         raise StoreIdentityError("the inner store returned no item for the store identity")
     return _open(found, serde)
@@ -90,7 +90,7 @@ def _open(found: Item, serde: EncryptedSerializer) -> StoreIdentity:
         record = None
     if record is None:
         raise StoreIdentityError(
-            "this store's identity record does not open under the configured keys: it was"
+            "the store identity does not open under the configured keys: it was"
             " forged, or the store is sealed under other keys"
         )
     return parse_record(record)

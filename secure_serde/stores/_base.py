@@ -60,7 +60,7 @@ class TableSpec:
 
     With ``envelope_key`` set, the cell is not two columns but one entry of
     a JSON column (``data_column``): ``{"type": <type tag>, "data":
-    <base64>}`` under that key, as our sealed-metadata savers write it.
+    <base64>}`` under that key, as 0.3's savers wrote their metadata envelope.
     ``name`` is then ``"<table>.<column>"`` and rows without the entry are
     not cells.
     """
@@ -130,11 +130,11 @@ class Cell:
     writes ``("empty", NULL)`` blob rows for channels without a value);
     ``type_tag`` is ``None`` only in hand-edited or damaged rows.
 
-    ``location`` is where a sealed saver would have bound the value
+    ``location`` is the location 0.3's savers sealed the value for
     (`secure_serde._binding.Location`), worked out from the row; ``None``
     when the row does not say (a schema without the columns, a damaged
-    record). Tools read a value at its location first, and re-seal a bound
-    value at the same one.
+    record). Tools open a value at its location first, and seal a value that
+    opened there again at the same one.
     """
 
     ref: RowRef
@@ -242,9 +242,9 @@ class Store(abc.ABC):
     def sealed_by_saver(self) -> bool:
         """Whether `secure_serde.SealedSaver` keeps its store identity here.
 
-        Such a store holds only sealed cells, in a layout the passes over
-        this table layout (rewrap, bind, audit, inspect) do not read. They
-        refuse it rather than take its rows for unsealed ones.
+        Such a store holds only cells, in a layout the passes over this table
+        layout (rewrap, audit, inspect) do not read. They refuse it rather
+        than take its cells for unbound values.
         """
         return self.holds_thread(SEALED_STORE_THREAD)
 

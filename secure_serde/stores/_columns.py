@@ -147,9 +147,9 @@ class InlineChannel:
 
 @dataclass(frozen=True)
 class RecordSeals:
-    """PostgreSQL checkpoints with and without the sealed savers' record seal.
+    """PostgreSQL checkpoints with and without the record 0.3's savers wrote.
 
-    Only whether a seal is there: audit authenticates each seal as a cell.
+    Only whether a record is there: audit authenticates each one as a cell.
     """
 
     sealed: int
@@ -166,7 +166,7 @@ class JsonColumnScan:
 
 
 def scan_json_columns(view: HistoryView) -> JsonColumnScan:
-    """Metadata key names, inline channel values and record seals of the store of ``view``."""
+    """Metadata key names, inline channel values and 0.3 records of the store of ``view``."""
     return JsonColumnScan(_metadata_keys(view), _inline_channels(view), _record_seals(view))
 
 

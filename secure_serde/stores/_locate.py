@@ -1,7 +1,7 @@
-"""Each cell's `Location`, worked out from its row as the sealed savers bind it.
+"""Each cell's `Location`, worked out from its row as 0.3's savers sealed it.
 
-The sealed savers (`secure_serde.savers`) bind every value to where it
-lives; a tool reading the store must name the same place to authenticate
+0.3's savers (`secure_serde.savers.V03*`) sealed every value for its
+location; a tool reading the store must name the same location to open
 it. Most of a location is the row's primary key; the rest is the columns
 listed here, which a store selects after the value:
 
@@ -15,9 +15,9 @@ table                          location
 ``checkpoints`` (SQLite)       ``Location.checkpoint(thread, ns, id, parent,
                                canonical(record of the metadata JSON))``
 ``checkpoints.checkpoint``     ``Location.checkpoint(thread, ns, id, parent,
-(record seal, PostgreSQL)      canonical([checkpoint JSON minus the seal,
+(record, PostgreSQL)           canonical([checkpoint JSON minus the record,
                                record of the metadata JSON]))``, the parent
-                               being the seal's own when pruning nulled it
+                               being the record's own when pruning nulled it
 =============================  ===================================================
 
 A row that cannot say (a column missing from an older schema, metadata

@@ -238,12 +238,12 @@ def test_inspect_warns_on_an_unbound_checkpoint_in_a_binding_store(
     entries = shown["checkpoints"]
     assert entries
     assert all(e["unbound"] for e in entries)
-    assert all(e["warning"] and "not bound to its row" in e["warning"] for e in entries)
-    assert f"warning: {len(entries)} checkpoint(s) shown are not bound" in err
+    assert all(e["warning"] and "not sealed for its location" in e["warning"] for e in entries)
+    assert f"warning: {len(entries)} checkpoint(s) shown are not sealed for" in err
 
     main(["inspect", location, "--thread", STOCK_THREADS[0], *inline])
     out, _ = capsys.readouterr()
-    assert out.count("WARNING: not bound to its row") == len(entries)
+    assert out.count("WARNING: not sealed for its location") == len(entries)
 
     code, shown, err = _json(capsys, "inspect", location, "--thread", SEALED_THREADS[0], *inline)
     assert code == 0, shown
