@@ -301,6 +301,22 @@ def decompress(algorithm: str, data: bytes, max_size: int = DEFAULT_MAX_SIZE) ->
     return function(bytes(data), max_size)
 
 
+def inner_with_allowlist(
+    serde: SerializerProtocol, extra_allowlist: Iterable[tuple[str, ...] | type]
+) -> SerializerProtocol:
+    """``serde`` with a graph's msgpack allowlist applied, or ``serde`` itself (warned)."""
+    hook = getattr(serde, "with_msgpack_allowlist", None)
+    if hook is None:
+        logger.warning(
+            "inner serializer %s does not support a msgpack allowlist; strict msgpack"
+            " is not enforced by it",
+            type(serde).__name__,
+        )
+        return serde
+    inner: SerializerProtocol = hook(extra_allowlist)
+    return inner
+
+
 class _ZstdWriter:
     """One compression context per thread: a fresh context per call costs more than level 1."""
 
@@ -470,15 +486,7 @@ class CompressedSerializer:
         Called by ``BaseCheckpointSaver.with_allowlist`` (directly, or through
         `EncryptedSerializer`) under ``LANGGRAPH_STRICT_MSGPACK``.
         """
-        hook = getattr(self._serde, "with_msgpack_allowlist", None)
-        if hook is None:
-            logger.warning(
-                "inner serializer %s does not support a msgpack allowlist; strict msgpack"
-                " is not enforced by it",
-                type(self._serde).__name__,
-            )
-            return self
-        inner = hook(extra_allowlist)
+        inner = inner_with_allowlist(self._serde, extra_allowlist)
         if inner is self._serde:
             return self
         clone = copy.copy(self)

@@ -13,7 +13,6 @@ read by the strict decoder, which builds data types only.
 from __future__ import annotations
 
 import copy
-import logging
 from collections.abc import Iterable
 from typing import Any, Final, cast
 
@@ -21,7 +20,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde._binding import Location
-from secure_serde._compress import CompressedSerializer
+from secure_serde._compress import CompressedSerializer, inner_with_allowlist
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -42,8 +41,6 @@ from secure_serde.ciphers._env import EnvKeyCipher
 from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
 
 __all__ = ["EncryptedSerializer"]
-
-logger = logging.getLogger("secure_serde")
 
 _UNREADABLE: Final = object()
 # Routes are cached per type tag; tags come from the store, so the cache is
@@ -182,7 +179,6 @@ class EncryptedSerializer:
         route = self._routes.get(type_tag)
         if route is None:
             route = self._route(type_tag, payload)
-        decode = route.decode
         cipher = route.cipher
         if cipher is None:
             self._plaintext_log.record(type_tag)
@@ -192,15 +188,7 @@ class EncryptedSerializer:
             raise DecryptionError(
                 f"a stored {route.cipher_name!r} value is {type(payload).__name__}, not bytes"
             )
-        plaintext = cipher.decrypt_bound(route.cipher_name, payload, route.inner)
-        if decode is _INNER:
-            return self._serde.loads_typed((route.inner, plaintext))
-        if decode is _VOUCHED:
-            # Tag and bytes are authenticated: inner layers may read embedded pickles.
-            return load_authenticated(self._serde, (route.inner, plaintext))
-        if decode is _STRICT:
-            return self._strict.loads_typed((route.inner, plaintext))
-        return self._load_unbound(route, plaintext)
+        return self._decode(route, cipher.decrypt_bound(route.cipher_name, payload, route.inner))
 
     def _route(self, type_tag: str, payload: object = None) -> Route:
         if not isinstance(type_tag, str):
@@ -314,6 +302,7 @@ class EncryptedSerializer:
         if decode is _INNER:
             return self._serde.loads_typed((route.inner, plaintext))
         if decode is _VOUCHED:
+            # Tag and bytes are authenticated: inner layers may read embedded pickles.
             return load_authenticated(self._serde, (route.inner, plaintext))
         if decode is _STRICT:
             return self._strict.loads_typed((route.inner, plaintext))
@@ -368,16 +357,7 @@ class EncryptedSerializer:
         # The graph's allowlist also admits its types in values nothing
         # authenticates, which the strict decoder reads.
         strict = self._strict.with_allowlist(extra)
-        hook = getattr(self._serde, "with_msgpack_allowlist", None)
-        if hook is None:
-            logger.warning(
-                "inner serializer %s does not support a msgpack allowlist; strict msgpack"
-                " is not enforced by it",
-                type(self._serde).__name__,
-            )
-            inner = self._serde
-        else:
-            inner = hook(extra)
+        inner = inner_with_allowlist(self._serde, extra)
         if inner is self._serde and strict is self._strict:
             return self
         # A shallow copy keeps the subclass and shares the (immutable) ciphers
