@@ -1,31 +1,23 @@
 """Every private langgraph name secure_serde depends on, in one place.
 
-Three packages are touched, each capped below its next major version in
-pyproject.toml (tests/test_langgraph_private_savers.py checks the caps):
+One package is touched, langgraph-checkpoint, capped below its next major
+version in pyproject.toml (tests/test_langgraph_private.py checks the cap):
+JsonPlus's msgpack internals (ext codes, the encoder's default hook, the
+reconstruction fallback, its once-per-type warning sets), ``_DeltaSnapshot``,
+and the virtual-subclass registration that lets
+``BaseCheckpointSaver.with_allowlist`` reach our wrappers. The savers are
+wrapped through langgraph's public API only.
 
-* langgraph-checkpoint: JsonPlus's msgpack internals (ext codes, the
-  encoder's default hook, the reconstruction fallback, its once-per-type
-  warning sets), ``_DeltaSnapshot``, and the virtual-subclass registration
-  that lets ``BaseCheckpointSaver.with_allowlist`` reach our wrappers;
-* langgraph-checkpoint-postgres: the private hooks the sealed PostgreSQL
-  savers override or call, listed with the reason in `POSTGRES_SAVER_HOOKS`;
-* langgraph-checkpoint-sqlite: the one private flag the sealed SQLite savers
-  read, listed in `SQLITE_SAVER_PRIVATES`.
-
-Code elsewhere reaches these names only through this module: an override
-of a stock saver hook is marked ``@postgres_hook``, which looks the hook up
-in `POSTGRES_SAVER_HOOKS` when the class is defined. tests/test_langgraph_private*.py
-pin each name (it exists, has the signature we assume, and the stock
-public methods still call it), so an upgrade that moves or changes one
-fails there, loudly, instead of silently losing the msgpack allowlist, a
-delta snapshot or a row binding.
+Code elsewhere reaches these names only through this module.
+tests/test_langgraph_private*.py pin each name (it exists and behaves as we
+assume), so an upgrade that moves or changes one fails there, loudly,
+instead of silently losing the msgpack allowlist or a delta snapshot.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from collections.abc import Callable
+from typing import Any, Final, Literal
 
 from langgraph.checkpoint.serde import _msgpack as _lg_msgpack
 from langgraph.checkpoint.serde import jsonplus as _jsonplus
@@ -47,14 +39,6 @@ from langgraph.checkpoint.serde.jsonplus import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-if TYPE_CHECKING:
-    # Typing only: psycopg is the optional [postgres] extra, and this module
-    # is imported by the core serializer.
-    from contextlib import AbstractAsyncContextManager, AbstractContextManager
-
-    from psycopg import AsyncCursor, Cursor
-    from psycopg.rows import DictRow
-
 __all__ = [
     "EXT_CONSTRUCTOR_KW_ARGS",
     "EXT_CONSTRUCTOR_POS_ARGS",
@@ -65,161 +49,19 @@ __all__ = [
     "EXT_PYDANTIC_V1",
     "EXT_PYDANTIC_V2",
     "MSGPACK_OPTION",
-    "POSTGRES_SAVER_HOOKS",
     "SAFE_MSGPACK_METHODS",
     "SAFE_MSGPACK_TYPES",
-    "SQLITE_SAVER_PRIVATES",
     "DeltaSnapshot",
-    "PrivateName",
-    "async_postgres_cursor",
-    "delta_row_is_write",
     "msgpack_allowlist",
     "msgpack_default",
     "msgpack_type_allowed",
-    "postgres_cursor",
-    "postgres_hook",
     "reconstruction_fallback",
     "register_allowlist_wrapper",
     "send_from_args",
-    "sqlite_has_task_path",
     "unpack_ext_hook",
 ]
 
 DeltaSnapshot = _DeltaSnapshot
-
-
-# --- the stock savers' private names the sealed savers build on ----------------------------
-
-
-@dataclass(frozen=True)
-class PrivateName:
-    """A private method or attribute of a stock saver that a sealed saver relies on.
-
-    ``params`` are its parameters, ``self`` first (empty for an attribute);
-    ``callers`` and ``async_callers`` are the stock sync and async savers'
-    public methods that still reach it, so the override is on every path
-    they take; ``copied`` marks a hook whose body the bound path
-    re-implements instead of calling (tests pin the stock body, so a change
-    to it is re-read before an upgrade ships); ``why`` is what secure_serde
-    needs it for.
-    """
-
-    name: str
-    params: tuple[str, ...]
-    callers: tuple[str, ...]
-    async_callers: tuple[str, ...]
-    copied: bool
-    why: str
-
-
-# langgraph-checkpoint-postgres (BasePostgresSaver, PostgresSaver, AsyncPostgresSaver).
-POSTGRES_SAVER_HOOKS: Final[tuple[PrivateName, ...]] = (
-    PrivateName(
-        "_dump_blobs",
-        ("self", "thread_id", "checkpoint_ns", "values", "versions"),
-        ("put",),
-        ("aput",),
-        copied=True,
-        why="every channel value written goes through it: primitives boxed for"
-        " checkpoint_blobs are unboxed, and each value is bound to its blob row",
-    ),
-    PrivateName(
-        "_dump_writes",
-        ("self", "thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "task_path", "writes"),
-        ("put_writes",),
-        ("aput_writes",),
-        copied=True,
-        why="every pending write goes through it: bound to its task, index and channel",
-    ),
-    PrivateName(
-        "_load_checkpoint_tuple",
-        ("self", "value"),
-        ("get_tuple", "list"),
-        ("aget_tuple", "alist"),
-        copied=True,
-        why="every checkpoint row read goes through it: inline state values refused, the"
-        " record authenticated, each value read at its row, the metadata unsealed",
-    ),
-    PrivateName(
-        "_build_delta_channels_writes_history",
-        ("self", "channels", "chain_by_ch", "seed_ver_by_ch", "seed_inline_by_ch", "stage2_rows"),
-        ("get_delta_channel_history",),
-        ("aget_delta_channel_history",),
-        copied=True,
-        why="DeltaChannel history decodes its writes and seeds here: each read at its row,"
-        " the ancestor chain kept for the record check",
-    ),
-    PrivateName(
-        "_search_where",
-        ("self", "config", "filter", "before"),
-        ("list",),
-        ("alist",),
-        copied=False,
-        why="list(filter=...): sealed keys are matched through their blind indexes",
-    ),
-    PrivateName(
-        "_cursor",
-        ("self", "pipeline"),
-        ("get_tuple", "list", "put"),
-        ("aget_tuple", "alist", "aput"),
-        copied=False,
-        why="called, not overridden: the delta chain check runs its SQL on the saver's own"
-        " connection, under its lock",
-    ),
-)
-
-# langgraph-checkpoint-sqlite (SqliteSaver, AsyncSqliteSaver). The sealed SQLite
-# savers override the public methods and keep the stock schema and SQL (from
-# the public ``langgraph.checkpoint.sqlite.utils``); this flag is all they read.
-SQLITE_SAVER_PRIVATES: Final[tuple[PrivateName, ...]] = (
-    PrivateName(
-        "_has_task_path",
-        (),
-        ("get_tuple", "list"),
-        ("aget_tuple", "alist"),
-        copied=False,
-        why="setup() clears it on a read-only database created before writes.task_path"
-        " existed; it picks the pending-writes SELECT the stock saver would run",
-    ),
-)
-
-_POSTGRES_HOOKS_BY_NAME: Final[Mapping[str, PrivateName]] = {
-    hook.name: hook for hook in POSTGRES_SAVER_HOOKS
-}
-_Method = TypeVar("_Method", bound=Callable[..., Any])
-
-
-def postgres_hook(method: _Method) -> _Method:
-    """Mark ``method`` as the override of a private langgraph-checkpoint-postgres hook.
-
-    The name is looked up in `POSTGRES_SAVER_HOOKS` when the class is
-    defined (a KeyError at import for one not declared there, so no
-    override can skip its pins); the method itself is returned unchanged.
-    """
-    method.__dict__["__secure_serde_hook__"] = _POSTGRES_HOOKS_BY_NAME[method.__name__]
-    return method
-
-
-def postgres_cursor(saver: Any) -> AbstractContextManager[Cursor[DictRow]]:
-    """A cursor on a sync stock PostgreSQL saver's connection, under its lock (``_cursor``)."""
-    cursor: AbstractContextManager[Cursor[DictRow]] = saver._cursor()
-    return cursor
-
-
-def async_postgres_cursor(saver: Any) -> AbstractAsyncContextManager[AsyncCursor[DictRow]]:
-    """A cursor on an async stock PostgreSQL saver's connection, under its lock (``_cursor``)."""
-    cursor: AbstractAsyncContextManager[AsyncCursor[DictRow]] = saver._cursor()
-    return cursor
-
-
-def delta_row_is_write(row: Mapping[str, Any]) -> bool:
-    """Whether a delta-history stage-2 row is a write (``_kind`` 'w') rather than a seed blob."""
-    return bool(row["_kind"] == "w")
-
-
-def sqlite_has_task_path(saver: Any) -> bool:
-    """Whether a langgraph SQLite saver's ``writes`` table has ``task_path`` (private flag)."""
-    return bool(getattr(saver, "_has_task_path", True))
 
 
 # --- the allowlist dispatch of BaseCheckpointSaver.with_allowlist ---------------------------

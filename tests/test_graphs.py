@@ -34,8 +34,6 @@ from langgraph.types import StateSnapshot
 
 from secure_serde import DecryptionError, EncryptedSerializer, UnknownKeyError
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.savers import _v03_postgres as sealed_postgres
-from secure_serde.savers import _v03_sqlite as sealed_sqlite
 from tests.fixtures_services import PostgresServer, pg_dump, saver_connection
 from tests.graphs_support import (
     KEY,
@@ -139,11 +137,7 @@ SAVER_KINDS = [
     "memory",
     "sqlite",
     "async_sqlite",
-    # secure_serde's sealed savers: every value bound to its row, every record sealed.
-    "sealed_sqlite",
-    "sealed_async_sqlite",
-    "sealed_postgres",
-    "sealed_async_postgres",
+    # SealedSaver runs the same kind of graphs in tests/sealing/test_graph_matrix.py.
 ]
 
 
@@ -159,32 +153,10 @@ async def case(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[
             yield SaverCase(kind, SqliteSaver(conn, serde=our_serde()), False, path)
         finally:
             conn.close()
-    elif kind == "async_sqlite":
+    else:
         path = tmp_path / "async.sqlite"
         async with aiosqlite.connect(path) as aconn:
             yield SaverCase(kind, AsyncSqliteSaver(aconn, serde=our_serde()), True, path)
-    elif kind == "sealed_sqlite":
-        path = tmp_path / "sealed.sqlite"
-        with sealed_sqlite.SqliteSaver.from_conn_string(str(path), serde=our_serde()) as saver:
-            yield SaverCase(kind, saver, False, path)
-    elif kind == "sealed_async_sqlite":
-        path = tmp_path / "sealed-async.sqlite"
-        async with sealed_sqlite.AsyncSqliteSaver.from_conn_string(
-            str(path), serde=our_serde()
-        ) as asaver:
-            yield SaverCase(kind, asaver, True, path)
-    elif kind == "sealed_postgres":
-        url = request.getfixturevalue("postgres_url")
-        with sealed_postgres.PostgresSaver.from_conn_string(url, serde=our_serde()) as pg:
-            pg.setup()
-            yield SaverCase(kind, pg, False, url=url)
-    else:
-        url = request.getfixturevalue("postgres_url")
-        async with sealed_postgres.AsyncPostgresSaver.from_conn_string(
-            url, serde=our_serde()
-        ) as apg:
-            await apg.setup()
-            yield SaverCase(kind, apg, True, url=url)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,21 +1,32 @@
 """Pins on every private langgraph name secure_serde uses (see secure_serde/_langgraph.py).
 
 If one of these fails after a langgraph upgrade, the allowlist or
-_DeltaSnapshot handling needs revisiting before the upgrade ships.
+_DeltaSnapshot handling needs revisiting before the upgrade ships. Also: no
+module but _langgraph.py touches a private langgraph name (the savers are
+wrapped through the public API), and each package whose private names or
+schema we depend on is capped below its next major version.
 """
 
 from __future__ import annotations
 
 import ast
 import logging
+import tomllib
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver, _with_msgpack_allowlist
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver as StockAsyncPostgresSaver
+from langgraph.checkpoint.postgres.base import BasePostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
+from langgraph.checkpoint.sqlite import SqliteSaver as StockSqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver as StockAsyncSqliteSaver
 
+import secure_serde
 from secure_serde import EncryptedSerializer
 from secure_serde._langgraph import EXT_DELTA_SNAPSHOT, DeltaSnapshot
 from secure_serde.ciphers import EnvKeyCipher
@@ -140,3 +151,96 @@ def test_the_only_jsonplus_isinstance_checks_are_the_allowlist_dispatch() -> Non
     )
     dispatch = ("langgraph/checkpoint/base/__init__.py", "_with_msgpack_allowlist", "isinstance")
     assert found == [dispatch, dispatch]
+
+
+# --- secure_serde touches private langgraph names only through _langgraph.py -----------------
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = Path(secure_serde.__file__).parent
+# The stock classes whose private names count as langgraph's.
+STOCK_CLASSES: tuple[type, ...] = (
+    BaseCheckpointSaver,
+    InMemorySaver,
+    BasePostgresSaver,
+    StockPostgresSaver,
+    StockAsyncPostgresSaver,
+    StockSqliteSaver,
+    StockAsyncSqliteSaver,
+    JsonPlusSerializer,
+)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+STOCK_PRIVATE: frozenset[str] = frozenset(
+    name for cls in STOCK_CLASSES for name in dir(cls) if _private(name)
+) | frozenset(  # instance attributes the stock classes set, not visible on the class
+    {"_has_task_path", "_unpack_ext_hook", "_allowed_msgpack_modules"}
+)
+
+
+def private_touches(path: Path) -> list[str]:
+    """Every private langgraph name ``path`` imports, overrides, reads or names."""
+    tree = ast.parse(path.read_text())
+    found: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in STOCK_PRIVATE:
+            found.append(f"{path.name}:{node.lineno} overrides {node.name}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("langgraph"):
+            module_private = any(_private(part) for part in (node.module or "").split("."))
+            names = [a.name for a in node.names if _private(a.name)]
+            if module_private or names:
+                found.append(f"{path.name}:{node.lineno} imports {node.module} {names}")
+        elif isinstance(node, ast.Attribute) and node.attr in STOCK_PRIVATE:
+            found.append(f"{path.name}:{node.lineno} reads .{node.attr}")
+        elif isinstance(node, ast.Constant) and node.value in STOCK_PRIVATE:
+            # getattr(saver, "_name"), row["_kind"]
+            found.append(f"{path.name}:{node.lineno} names {node.value!r}")
+    return found
+
+
+def test_no_private_langgraph_name_outside_the_one_module() -> None:
+    touches = [
+        touch
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "_langgraph.py"
+        for touch in private_touches(path)
+    ]
+    assert touches == []
+
+
+def test_the_scan_sees_a_private_touch(tmp_path: Path) -> None:
+    leaky = tmp_path / "leaky.py"
+    leaky.write_text(
+        "from langgraph.checkpoint.serde.jsonplus import _msgpack_default\n"
+        "from langgraph.checkpoint.serde import _msgpack\n"
+        "class S:\n"
+        "    def _dump_blobs(self): ...\n"
+        "def f(saver):\n"
+        "    with saver._cursor() as cur:\n"
+        "        return saver._has_task_path, getattr(saver, '_cursor')\n"
+    )
+    assert len(private_touches(leaky)) == 6
+    assert private_touches(PACKAGE / "_langgraph.py") != []  # the one module does touch them
+
+
+# --- each package we depend on below its public API is capped at its next major version -------
+
+# langgraph-checkpoint: the private names of _langgraph.py. The saver packages: their schema,
+# which secure_serde.stores reads and rewrites, and their SQL, which V03Reader copies.
+CAPPED = ("langgraph-checkpoint", "langgraph-checkpoint-postgres", "langgraph-checkpoint-sqlite")
+
+
+def test_capped_packages_are_capped_below_their_next_major() -> None:
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    requirements = [*project["dependencies"]]
+    for extra in project["optional-dependencies"].values():
+        requirements += extra
+    for package in CAPPED:
+        major = int(metadata.version(package).split(".")[0])
+        specs = [r for r in requirements if r.split(">")[0].split("<")[0].strip() == package]
+        assert specs, package
+        for spec in specs:
+            assert f",<{major + 1}" in spec, spec

@@ -7,13 +7,17 @@ the ext codes it must not collide with, or the hooks it delegates to.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import datetime as dt
 import decimal
 import enum
+import hashlib
+import inspect
 import logging
 import pathlib
 import re
+import textwrap
 import uuid
 from collections import deque
 from typing import Any, NamedTuple
@@ -31,7 +35,12 @@ from langgraph.types import Interrupt, Send
 from secure_serde import _langgraph as lg
 from secure_serde.pickling import EXT_NESTED, EXT_PICKLE, PickleFallbackSerializer
 from secure_serde.pickling._codec import container_payload
-from tests.test_langgraph_private_savers import body_digest
+
+
+def body_digest(function: Any) -> str:
+    """A digest of ``function``'s syntax tree: formatting and comments do not count."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:16]
 
 
 def test_ext_codes_are_unchanged_and_ours_are_free() -> None:

@@ -239,8 +239,8 @@ def test_every_module_is_in_a_layer() -> None:
         ("secure_serde.ciphers._env", "from secure_serde._serializer import EncryptedSerializer"),
         ("secure_serde.ciphers._env", "import secure_serde.cli"),
         ("secure_serde.stores._base", "from secure_serde.cli._audit import run"),
-        ("secure_serde.stores._locate", "from secure_serde.savers._bound import canonical"),
-        ("secure_serde.savers._bound", "from secure_serde.config import serializer_from_env"),
+        ("secure_serde.stores._locate", "from secure_serde.savers._connect import connect"),
+        ("secure_serde.savers._connect", "from secure_serde.config import serializer_from_env"),
         ("secure_serde.passes._plan", "from secure_serde import savers"),
         ("secure_serde.config", "from secure_serde.cli import main"),
         # Through a package's lazy export: judged by the defining module.
@@ -261,7 +261,7 @@ def test_a_layering_violation_is_found(importer: str, line: str) -> None:
         "from secure_serde.stores import _reason",
         "from secure_serde.savers import INDEX_METADATA_KEY",  # not in savers.__all__
         "from secure_serde.cli._audit_scan import BINDING_KINDS",  # not in its __all__
-        "import secure_serde.savers._bound",
+        "import secure_serde.savers._connect",
     ],
 )
 def test_a_private_import_in_the_cli_is_found(line: str) -> None:

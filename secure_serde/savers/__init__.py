@@ -10,19 +10,13 @@ below need no database driver until they are called:
   a `SealedSaver`, after a dry run that lists every row it cannot vouch for;
 * `V03Reader` (also `secure_serde.stores.V03Reader`) reads a store 0.3's
   sealed savers wrote, read only and checked as 0.3 checked it: ``adopt``'s
-  source for such a store;
-* ``V03PostgresSaver``, ``V03SqliteSaver`` and their async twins are
-  secure_serde 0.3's savers themselves, deprecated in favour of `V03Reader`
-  and going away; they copy no threads.
+  source for such a store.
 """
 
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from secure_serde.savers._adopt import AdoptReport, Unvouched, adopt
-    from secure_serde.savers._metadata import SEALED_METADATA_KEY, STRUCTURAL_METADATA_KEYS
-    from secure_serde.savers._v03_postgres import V03AsyncPostgresSaver, V03PostgresSaver
-    from secure_serde.savers._v03_sqlite import V03AsyncSqliteSaver, V03SqliteSaver
     from secure_serde.stores._v03 import V03Reader
 else:
     from secure_serde._lazy import lazy_attributes
@@ -31,27 +25,15 @@ else:
         __name__,
         {
             "AdoptReport": "secure_serde.savers._adopt",
-            "SEALED_METADATA_KEY": "secure_serde.savers._metadata",
-            "STRUCTURAL_METADATA_KEYS": "secure_serde.savers._metadata",
             "Unvouched": "secure_serde.savers._adopt",
-            "V03AsyncPostgresSaver": "secure_serde.savers._v03_postgres",
-            "V03AsyncSqliteSaver": "secure_serde.savers._v03_sqlite",
-            "V03PostgresSaver": "secure_serde.savers._v03_postgres",
             "V03Reader": "secure_serde.stores._v03",
-            "V03SqliteSaver": "secure_serde.savers._v03_sqlite",
             "adopt": "secure_serde.savers._adopt",
         },
     )
 
 __all__ = [
-    "SEALED_METADATA_KEY",
-    "STRUCTURAL_METADATA_KEYS",
     "AdoptReport",
     "Unvouched",
-    "V03AsyncPostgresSaver",
-    "V03AsyncSqliteSaver",
-    "V03PostgresSaver",
     "V03Reader",
-    "V03SqliteSaver",
     "adopt",
 ]

@@ -8,7 +8,7 @@ config reaches it reduced to the ids. Both keep the stock ``prune``. Unlike
 the stock sync saver, ``from_conn_string`` takes ``serde`` (langgraph#8116).
 
 Needs only the ``postgres`` extra. Stores secure_serde 0.3 wrote are read by
-``secure_serde.savers.V03PostgresSaver`` and copied into one of these by
+``secure_serde.savers.V03Reader`` and copied into one of these by
 ``secure_serde.savers.adopt`` (docs/upgrading.md).
 
 Example::

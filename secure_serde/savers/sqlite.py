@@ -7,7 +7,7 @@ key reaches SQLite sealed for its location, and the config reaches it
 reduced to the ids.
 
 Needs only the ``sqlite`` extra. Stores secure_serde 0.3 wrote are read by
-``secure_serde.savers.V03SqliteSaver`` and copied into one of these by
+``secure_serde.savers.V03Reader`` and copied into one of these by
 ``secure_serde.savers.adopt`` (docs/upgrading.md).
 
 Example::

@@ -91,8 +91,7 @@ every statement is a literal with bound parameters):
 
 * `HistoryView(store)` - a read-only connection (SQLite ``mode=ro``,
   PostgreSQL read-only session) with the namespaces and checkpoint ids of a
-  thread, and whether records carry a seal; ``for_saver=True`` gives
-  LangGraph's ``PostgresSaver`` the rows it expects on `HistoryView.connection`.
+  thread, and whether records carry a seal.
 * `scan_json_columns(view)` - metadata key names, inline channel values
   and record seals, counted by the database (`JsonColumnScan`).
 * The layout of the sealed-metadata column (`envelope`, `parse_envelope`,
@@ -155,6 +154,7 @@ if TYPE_CHECKING:
     from secure_serde.stores._record import canonical, metadata_record
     from secure_serde.stores._sqlite import SqliteStore
     from secure_serde.stores._v03 import V03Reader
+    from secure_serde.stores._v03_metadata import V03_STRUCTURAL_METADATA_KEYS
     from secure_serde.stores._v03_tags import CheckpointTags, checkpoint_tags
 else:
     from secure_serde._lazy import lazy_attributes
@@ -186,6 +186,7 @@ else:
             "StoreError": "secure_serde.stores._base",
             "Swap": "secure_serde.stores._base",
             "V03Reader": "secure_serde.stores._v03",
+            "V03_STRUCTURAL_METADATA_KEYS": "secure_serde.stores._v03_metadata",
             "TableSpec": "secure_serde.stores._base",
             "ThreadRange": "secure_serde.stores._base",
             "canonical": "secure_serde.stores._record",
@@ -214,6 +215,7 @@ __all__ = [
     "RECORD_TABLE",
     "ROW_KEY",
     "SEALED_METADATA_KEY",
+    "V03_STRUCTURAL_METADATA_KEYS",
     "Cell",
     "CheckpointId",
     "CheckpointTags",

@@ -68,37 +68,32 @@ class HistoryView:
     Args:
         store: an open `Store` (`open_store` checked that it is one); only
             its kind, location and display name are used.
-        for_saver: PostgreSQL only: give the connection the dict rows
-            LangGraph's ``PostgresSaver`` reads; queries of this class
-            accept either shape.
 
     Raises:
         StoreError: the database cannot be opened.
     """
 
-    def __init__(self, store: Store, *, for_saver: bool = False) -> None:
+    def __init__(self, store: Store) -> None:
         self.kind: Final = store.kind
         self.display: Final = store.display
         self.tables: Final = store.tables
         self.connection: Any
         if store.kind == "postgres":
-            self._open_postgres(store.location, for_saver=for_saver)
+            self._open_postgres(store.location)
         else:
             self._open_sqlite(store.location)
         self.has_checkpoints: Final = self._has_checkpoints()
 
-    def _open_postgres(self, location: str, *, for_saver: bool) -> None:
+    def _open_postgres(self, location: str) -> None:
         import psycopg
-        from psycopg.rows import dict_row
 
         from secure_serde.stores._postgres import _reason
 
-        options: dict[str, Any] = {"autocommit": True, "prepare_threshold": 0}
-        if for_saver:
-            options["row_factory"] = dict_row
         problem = None
         try:
-            self.connection = psycopg.Connection.connect(location, **options)
+            self.connection = psycopg.Connection.connect(
+                location, autocommit=True, prepare_threshold=0
+            )
             # Belt and braces: nothing here writes, and now nothing can.
             self.connection.execute("SET default_transaction_read_only = on")
         except psycopg.Error as exc:
@@ -123,7 +118,7 @@ class HistoryView:
         sql = postgres_sql if self.kind == "postgres" else sqlite_sql
         try:
             cursor = self.connection.execute(sql, params)
-            return [tuple(row.values()) if isinstance(row, dict) else tuple(row) for row in cursor]
+            return [tuple(row) for row in cursor]
         except self._error as exc:
             raise StoreError(f"reading {self.display} failed: {_first_line(exc)}") from None
 

@@ -1,8 +1,9 @@
 """``adopt``: a store secure_serde 0.3.0 wrote becomes a `SealedSaver` store that resumes the graph.
 
 The frozen store, tests/vectors/v03_sqlite_store.sqlite, was written by 0.3's sealed
-SqliteSaver (now secure_serde.savers.V03SqliteSaver) under the test key ``VECTOR_KEY``,
-by ``make_vector`` below (``python -m tests.savers.test_adopt``): one thread, two
+SqliteSaver under the test key ``VECTOR_KEY``, by ``make_vector`` of this file at commit
+b2e8dcec8947834760da4032f4fac020b2fc3ed7, the last with 0.3's savers
+(``python -m tests.savers.test_adopt PATH`` there): `graph` below run on one thread, two
 human turns, and an interrupt left pending. The PostgreSQL one,
 tests/vectors/v03_postgres_store.sql, is described in tests/stores/test_v03_postgres_vector.py.
 Both are read by `V03Reader`; stock stores are adopted from the stock saver itself, their rows
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import sys
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -71,17 +71,6 @@ def graph(saver: BaseCheckpointSaver[Any]) -> CompiledStateGraph[Any, Any, Any, 
 
 def serde(migration: Migration | None = None) -> EncryptedSerializer:
     return EncryptedSerializer(EnvKeyCipher(VECTOR_KEY), migration=migration)
-
-
-def make_vector(path: Path) -> None:
-    """Write the frozen store with 0.3's sealed SqliteSaver (run once, committed)."""
-    from secure_serde.savers import V03SqliteSaver
-
-    with V03SqliteSaver.from_conn_string(str(path), serde=serde()) as saver:
-        app = graph(saver)
-        app.invoke({"messages": [HumanMessage("first, user@example.com")]}, THREAD)
-        app.invoke(Command(resume="yes"), THREAD)
-        app.invoke({"messages": [HumanMessage("second")]}, THREAD)  # stops at the interrupt
 
 
 LENIENT: Final = Migration(plaintext=True, unbound=True, plaintext_metadata=True)
@@ -325,7 +314,3 @@ def test_a_stock_postgres_saver_needs_its_store_named(postgres_url: str, tmp_pat
     # The stock saver keeps primitives inline in its JSON: plaintext, listed by channel.
     assert {u.reason for u in report.unvouched} == {"plaintext", "parent refused"}
     assert any(u.row.startswith("value ") for u in report.unvouched)
-
-
-if __name__ == "__main__":
-    make_vector(Path(sys.argv[1]))

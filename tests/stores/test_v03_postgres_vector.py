@@ -2,87 +2,31 @@
 
 tests/vectors/v03_postgres_store.sql is a plain-SQL dump (``pg_dump --format=plain --inserts
 --no-owner --no-privileges``, psql meta-commands left out) of a database that 0.3's sealed
-PostgresSaver (now ``secure_serde.savers.V03PostgresSaver``) wrote under the test key
-``tests.stores.v03_support.KEY``, with ``indexed_metadata=["user_id"]``, by `make_vector` below
-(``python -m tests.stores.test_v03_postgres_vector PATH``, on a throwaway cluster): a review
+PostgresSaver wrote under the test key ``tests.stores.v03_support.KEY``, with
+``indexed_metadata=["user_id"]``, by ``make_vector`` of this file at commit
+b2e8dcec8947834760da4032f4fac020b2fc3ed7, the last with 0.3's savers
+(``python -m tests.stores.test_v03_postgres_vector PATH`` there, on a throwaway cluster): a review
 thread resumed after its interrupt, one left at its interrupt, and a parent graph whose subgraph
 interrupts (its own namespace), with sealed, indexed and hidden (``writes``) metadata.
-`load_vector` restores it into an empty database. Its ciphertexts are random, so regenerating
-it changes every byte; tests/stores/test_v03_equivalence.py checks that the generator still gives
-the same shape.
+`load_vector` restores it into an empty database.
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any, Final
 
 import psycopg
 import pytest
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
-from langgraph.types import Command
 
 from secure_serde import BindingError, Migration, UnboundValueError
 from secure_serde.stores import V03Reader
-from tests.fixtures_services import saver_connection, throwaway_cluster
-from tests.graphs_support import build_parent_graph, build_review_graph, transcript
-from tests.stores.v03_support import INDEXED, config, serde
+from tests.graphs_support import transcript
+from tests.stores.v03_support import INDEXED, serde
 
 VECTOR: Final = Path(__file__).resolve().parent.parent / "vectors" / "v03_postgres_store.sql"
 THREADS: Final = ("parent-1", "review-1", "review-2")
-
-
-def write_vector(saver: Any) -> None:
-    from langchain_core.messages import HumanMessage
-
-    review = build_review_graph(saver)
-    review.invoke(
-        {"messages": [HumanMessage("draft one")]},
-        config("review-1", user_id="u-1", api_key="sk-canary-0123"),
-    )
-    review.invoke(Command(resume={"verdict": "ok", "note": "fine"}), config("review-1"))
-    review.invoke({"messages": [HumanMessage("draft two")]}, config("review-2", user_id="u-2"))
-    parent = build_parent_graph(saver)
-    parent.invoke({"messages": [HumanMessage("what is new?")]}, config("parent-1", user_id="u-1"))
-
-
-def dump_sql(bindir: Path, url: str) -> str:
-    """The database as plain SQL that one psycopg ``execute`` restores (no psql meta-commands)."""
-    proc = subprocess.run(
-        [
-            str(bindir / "pg_dump"),
-            "--format=plain",
-            "--inserts",
-            "--no-owner",
-            "--no-privileges",
-            f"--dbname={url}",
-        ],
-        capture_output=True,
-        check=True,
-        text=True,
-        env={k: v for k, v in os.environ.items() if not k.startswith("PG")},
-    )
-    lines = [line for line in proc.stdout.splitlines() if not line.startswith("\\")]
-    return "\n".join(lines) + "\n"
-
-
-def make_vector(path: Path) -> None:
-    """Write the frozen store with 0.3's sealed PostgresSaver (run once, committed)."""
-    from secure_serde.savers import V03PostgresSaver
-
-    with throwaway_cluster() as server:
-        url = server.url("postgres")
-        with saver_connection(url) as conn:
-            StockPostgresSaver(conn).setup()
-        with V03PostgresSaver.from_conn_string(
-            url, serde=serde(), indexed_metadata=INDEXED
-        ) as saver:
-            write_vector(saver)
-        path.write_text(dump_sql(server.bindir, url))
 
 
 def load_vector(url: str) -> None:
@@ -148,7 +92,3 @@ def test_tampering_with_the_frozen_store_is_refused(store: str) -> None:
     lenient = Migration(unbound=True)
     with V03Reader(store, serde=serde(lenient), migration=lenient) as reader:
         assert reader.get_tuple(cfg("review-2")) is not None
-
-
-if __name__ == "__main__":
-    make_vector(Path(sys.argv[1]))
