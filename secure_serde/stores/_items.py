@@ -38,7 +38,7 @@ import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from secure_serde.stores._base import (
     ALL_THREADS,
@@ -74,6 +74,8 @@ IDENTITY_ITEM_KEY: Final = "identity"
 ITEMS: Final = "store"
 ITEM_KEY: Final = ("prefix", "key")
 _BUSY_TIMEOUT_MS: Final = 30_000
+_SELECT: Final = "SELECT prefix, key, value FROM store"
+_SWAP: Final = "UPDATE store SET value = ? WHERE prefix = ? AND key = ? AND value IS ?"
 
 
 class ItemsLayout(Store):
@@ -85,6 +87,53 @@ class ItemsLayout(Store):
 
     layout: Final = "items"
     holds_checkpoints: bool = False
+    # Each database's statements over ``store``, with its own parameter marker.
+    _FIRST: str
+    _PAGE: str
+    _RELOAD: str
+
+    def _fetch(self, query: str, params: Sequence[object]) -> list[Any]:
+        raise NotImplementedError
+
+    @staticmethod
+    def _value(raw: object) -> object:
+        """The decoded JSON of a ``value`` column (PostgreSQL's driver already decodes it)."""
+        return raw
+
+    def count(self, table: TableSpec, thread_range: ThreadRange = ALL_THREADS) -> int:
+        if not self.tables:
+            return 0
+        return int(self._fetch("SELECT count(*) FROM store", ())[0][0])
+
+    def iter_batches(
+        self,
+        table: TableSpec,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        thread_range: ThreadRange = ALL_THREADS,
+    ) -> Iterator[list[Cell]]:
+        """Every item, by ``(prefix, key)``; items have no thread, so ``thread_range`` is unused."""
+        check_batch_size(batch_size)
+        rows = self._fetch(self._FIRST, (batch_size,))
+        while rows:
+            yield [item_cell(r[0], r[1], self._value(r[2])) for r in rows]
+            if len(rows) < batch_size:
+                return
+            rows = self._fetch(self._PAGE, (rows[-1][0], rows[-1][1], batch_size))
+
+    def reload(self, ref: RowRef) -> Cell | None:
+        if not self.tables:
+            return None
+        rows = self._fetch(self._RELOAD, ref.key_values)
+        return item_cell(rows[0][0], rows[0][1], self._value(rows[0][2])) if rows else None
+
+    def thread_ranges(self, parts: int) -> list[ThreadRange]:
+        return [ALL_THREADS]
+
+    def thread_ids(self) -> list[str]:
+        return []
+
+    def holds_thread(self, thread_id: str) -> bool:
+        return False
 
 
 def is_items_layout(store: Store) -> bool:
@@ -142,6 +191,9 @@ class SealedItemsSqliteStore(ItemsLayout):
     """
 
     kind = "sqlite"
+    _FIRST = f"{_SELECT} ORDER BY prefix, key LIMIT ?"
+    _PAGE = f"{_SELECT} WHERE (prefix, key) > (?, ?) ORDER BY prefix, key LIMIT ?"
+    _RELOAD = f"{_SELECT} WHERE prefix = ? AND key = ?"
 
     def __init__(self, path: Path) -> None:
         self._path = path
@@ -181,31 +233,12 @@ class SealedItemsSqliteStore(ItemsLayout):
         if conn is not None:
             conn.close()
 
-    def count(self, table: TableSpec, thread_range: ThreadRange = ALL_THREADS) -> int:
-        if not self.tables:
-            return 0
-        return int(self._conn.execute("SELECT count(*) FROM store").fetchone()[0])
+    def _fetch(self, query: str, params: Sequence[object]) -> list[Any]:
+        return self._conn.execute(query, params).fetchall()
 
-    def iter_batches(
-        self,
-        table: TableSpec,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        thread_range: ThreadRange = ALL_THREADS,
-    ) -> Iterator[list[Cell]]:
-        """Every item, by ``(prefix, key)``; items have no thread, so ``thread_range`` is unused."""
-        check_batch_size(batch_size)
-        rows = self._conn.execute(_FIRST, (batch_size,)).fetchall()
-        while rows:
-            yield [item_cell(r[0], r[1], json_or_none(r[2])) for r in rows]
-            if len(rows) < batch_size:
-                return
-            rows = self._conn.execute(_PAGE, (rows[-1][0], rows[-1][1], batch_size)).fetchall()
-
-    def reload(self, ref: RowRef) -> Cell | None:
-        if not self.tables:
-            return None
-        row = self._conn.execute(_RELOAD, ref.key_values).fetchone()
-        return None if row is None else item_cell(row[0], row[1], json_or_none(row[2]))
+    @staticmethod
+    def _value(raw: object) -> object:
+        return json_or_none(raw)
 
     def compare_and_swap(self, swaps: Sequence[Swap]) -> list[bool]:
         for swap in swaps:
@@ -224,7 +257,7 @@ class SealedItemsSqliteStore(ItemsLayout):
 
     def _swap(self, swap: Swap) -> bool:
         cell = swap.cell
-        found = self._conn.execute(_RELOAD, cell.ref.key_values).fetchone()
+        found = self._conn.execute(self._RELOAD, cell.ref.key_values).fetchone()
         if found is None:
             return False
         raw = found[2]
@@ -237,19 +270,3 @@ class SealedItemsSqliteStore(ItemsLayout):
         new: str | bytes = text if isinstance(raw, str) else text.encode("utf-8")
         cursor = self._conn.execute(_SWAP, (new, *cell.ref.key_values, raw))
         return cursor.rowcount == 1
-
-    def thread_ranges(self, parts: int) -> list[ThreadRange]:
-        return [ALL_THREADS]
-
-    def thread_ids(self) -> list[str]:
-        return []
-
-    def holds_thread(self, thread_id: str) -> bool:
-        return False
-
-
-_SELECT: Final = "SELECT prefix, key, value FROM store"
-_FIRST: Final = f"{_SELECT} ORDER BY prefix, key LIMIT ?"
-_PAGE: Final = f"{_SELECT} WHERE (prefix, key) > (?, ?) ORDER BY prefix, key LIMIT ?"
-_RELOAD: Final = f"{_SELECT} WHERE prefix = ? AND key = ?"
-_SWAP: Final = "UPDATE store SET value = ? WHERE prefix = ? AND key = ? AND value IS ?"

@@ -9,19 +9,13 @@ changes (not ``updated_at`` either).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any, Final
 
 from secure_serde.stores._base import (
-    ALL_THREADS,
-    DEFAULT_BATCH_SIZE,
-    Cell,
-    RowRef,
     StoreError,
     Swap,
     TableSpec,
-    ThreadRange,
-    check_batch_size,
 )
 from secure_serde.stores._items import (
     ITEM_KEY,
@@ -29,7 +23,6 @@ from secure_serde.stores._items import (
     SEALED_FIELD,
     ItemsLayout,
     check_swap,
-    item_cell,
 )
 from secure_serde.stores._postgres import _COLUMNS_SQL, _LOCK_TIMEOUT, _reason, display_url
 
@@ -40,9 +33,6 @@ with contextlib.suppress(ImportError):  # refused in __init__ without the extra
 __all__ = ["SealedItemsPostgresStore"]
 
 _SELECT: Final = "SELECT prefix, key, value FROM store"
-_FIRST: Final = f"{_SELECT} ORDER BY prefix, key LIMIT %s"
-_PAGE: Final = f"{_SELECT} WHERE (prefix, key) > (%s, %s) ORDER BY prefix, key LIMIT %s"
-_RELOAD: Final = f"{_SELECT} WHERE prefix = %s AND key = %s"
 # Only the sealed entry changes, and only while it still holds the text read.
 _SWAP: Final = (
     "UPDATE store SET value = jsonb_set(value, ARRAY[%s::text], to_jsonb(%s::text))"
@@ -59,6 +49,9 @@ class SealedItemsPostgresStore(ItemsLayout):
     """
 
     kind = "postgres"
+    _FIRST = f"{_SELECT} ORDER BY prefix, key LIMIT %s"
+    _PAGE = f"{_SELECT} WHERE (prefix, key) > (%s, %s) ORDER BY prefix, key LIMIT %s"
+    _RELOAD = f"{_SELECT} WHERE prefix = %s AND key = %s"
 
     def __init__(self, url: str) -> None:
         self._url = url
@@ -98,32 +91,6 @@ class SealedItemsPostgresStore(ItemsLayout):
     def close(self) -> None:
         self._conn.close()
 
-    def count(self, table: TableSpec, thread_range: ThreadRange = ALL_THREADS) -> int:
-        if not self.tables:
-            return 0
-        return int(self._fetch("SELECT count(*) FROM store", ())[0][0])
-
-    def iter_batches(
-        self,
-        table: TableSpec,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        thread_range: ThreadRange = ALL_THREADS,
-    ) -> Iterator[list[Cell]]:
-        """Every item, by ``(prefix, key)``; items have no thread, so ``thread_range`` is unused."""
-        check_batch_size(batch_size)
-        rows = self._fetch(_FIRST, (batch_size,))
-        while rows:
-            yield [item_cell(r[0], r[1], r[2]) for r in rows]
-            if len(rows) < batch_size:
-                return
-            rows = self._fetch(_PAGE, (rows[-1][0], rows[-1][1], batch_size))
-
-    def reload(self, ref: RowRef) -> Cell | None:
-        if not self.tables:
-            return None
-        rows = self._fetch(_RELOAD, ref.key_values)
-        return item_cell(rows[0][0], rows[0][1], rows[0][2]) if rows else None
-
     def compare_and_swap(self, swaps: Sequence[Swap]) -> list[bool]:
         for swap in swaps:
             check_swap(swap)
@@ -155,15 +122,6 @@ class SealedItemsPostgresStore(ItemsLayout):
                 )
                 applied.append(cur.fetchone() is not None)
         return applied
-
-    def thread_ranges(self, parts: int) -> list[ThreadRange]:
-        return [ALL_THREADS]
-
-    def thread_ids(self) -> list[str]:
-        return []
-
-    def holds_thread(self, thread_id: str) -> bool:
-        return False
 
     def _fetch(self, query: str, params: Sequence[object]) -> list[Any]:
         problem = None
