@@ -45,87 +45,24 @@ NUMPY_1_ALIASES: Final = frozenset(
 )
 
 _OFFSETS: Final = (
-    "BHalfYearBegin",
-    "BHalfYearEnd",
-    "BQuarterBegin",
-    "BQuarterEnd",
-    "BYearBegin",
-    "BYearEnd",
-    "BusinessDay",
-    "BusinessHour",
-    "BusinessMonthBegin",
-    "BusinessMonthEnd",
-    "CustomBusinessDay",
-    "CustomBusinessHour",
-    "CustomBusinessMonthBegin",
-    "CustomBusinessMonthEnd",
-    "Day",
-    "Easter",
-    "FY5253",
-    "FY5253Quarter",
-    "HalfYearBegin",
-    "HalfYearEnd",
-    "Hour",
-    "LastWeekOfMonth",
-    "Micro",
-    "Milli",
-    "Minute",
-    "MonthBegin",
-    "MonthEnd",
-    "Nano",
-    "QuarterBegin",
-    "QuarterEnd",
-    "Second",
-    "SemiMonthBegin",
-    "SemiMonthEnd",
-    "Week",
-    "WeekOfMonth",
-    "YearBegin",
-    "YearEnd",
-)
+    "BHalfYearBegin", "BHalfYearEnd", "BQuarterBegin", "BQuarterEnd", "BYearBegin", "BYearEnd",
+    "BusinessDay", "BusinessHour", "BusinessMonthBegin", "BusinessMonthEnd", "CustomBusinessDay",
+    "CustomBusinessHour", "CustomBusinessMonthBegin", "CustomBusinessMonthEnd", "Day", "Easter",
+    "FY5253", "FY5253Quarter", "HalfYearBegin", "HalfYearEnd", "Hour", "LastWeekOfMonth", "Micro",
+    "Milli", "Minute", "MonthBegin", "MonthEnd", "Nano", "QuarterBegin", "QuarterEnd", "Second",
+    "SemiMonthBegin", "SemiMonthEnd", "Week", "WeekOfMonth", "YearBegin", "YearEnd",
+)  # fmt: skip
 _PANDAS_TOP: Final = (
-    "BooleanDtype",
-    "Categorical",
-    "CategoricalDtype",
-    "CategoricalIndex",
-    "DateOffset",
-    "DatetimeIndex",
-    "DatetimeTZDtype",
-    "Float32Dtype",
-    "Float64Dtype",
-    "Index",
-    "Int8Dtype",
-    "Int16Dtype",
-    "Int32Dtype",
-    "Int64Dtype",
-    "Interval",
-    "IntervalDtype",
-    "IntervalIndex",
-    "MultiIndex",
-    "NA",
-    "Period",
-    "PeriodDtype",
-    "PeriodIndex",
-    "RangeIndex",
-    "SparseDtype",
-    "StringDtype",
-    "TimedeltaIndex",
-    "UInt8Dtype",
-    "UInt16Dtype",
-    "UInt32Dtype",
-    "UInt64Dtype",
-)
+    "BooleanDtype", "Categorical", "CategoricalDtype", "CategoricalIndex", "DateOffset",
+    "DatetimeIndex", "DatetimeTZDtype", "Float32Dtype", "Float64Dtype", "Index", "Int8Dtype",
+    "Int16Dtype", "Int32Dtype", "Int64Dtype", "Interval", "IntervalDtype", "IntervalIndex",
+    "MultiIndex", "NA", "Period", "PeriodDtype", "PeriodIndex", "RangeIndex", "SparseDtype",
+    "StringDtype", "TimedeltaIndex", "UInt8Dtype", "UInt16Dtype", "UInt32Dtype", "UInt64Dtype",
+)  # fmt: skip
 _PANDAS_ARRAYS: Final = (
-    "BooleanArray",
-    "DatetimeArray",
-    "FloatingArray",
-    "IntegerArray",
-    "IntervalArray",
-    "PeriodArray",
-    "SparseArray",
-    "StringArray",
-    "TimedeltaArray",
-)
+    "BooleanArray", "DatetimeArray", "FloatingArray", "IntegerArray", "IntervalArray",
+    "PeriodArray", "SparseArray", "StringArray", "TimedeltaArray",
+)  # fmt: skip
 
 # Index, extension arrays and pandas scalars, with the time zones, offsets and
 # numpy values they hold. Frames and Series add their block managers.
@@ -257,42 +194,19 @@ def _pandas_rules() -> tuple[Rule, ...]:
     pd = _import("pandas", "pandas")
 
     others = {
-        pd.Index,
-        pd.RangeIndex,
-        pd.DatetimeIndex,
-        pd.TimedeltaIndex,
-        pd.PeriodIndex,
-        pd.IntervalIndex,
-        pd.CategoricalIndex,
-        pd.MultiIndex,
-        pd.Categorical,
-        pd.Timestamp,
-        pd.Timedelta,
-        pd.Period,
-        pd.Interval,
-        type(pd.NaT),
-        type(pd.NA),
+        pd.Index, pd.RangeIndex, pd.DatetimeIndex, pd.TimedeltaIndex, pd.PeriodIndex,
+        pd.IntervalIndex, pd.CategoricalIndex, pd.MultiIndex, pd.Categorical, pd.Timestamp,
+        pd.Timedelta, pd.Period, pd.Interval, type(pd.NaT), type(pd.NA),
         *(getattr(pd.arrays, name) for name in _PANDAS_ARRAYS),
-    }
-    numpy_extra = NUMPY_1_ALIASES
-    return (
-        Rule(
-            frozenset({pd.DataFrame}),
-            FRAME_GLOBALS | numpy_extra,
-            PANDAS_METHODS,
-            True,
-            NUMPY_UNCALLABLE,
-        ),
-        Rule(
-            frozenset({pd.Series}),
-            SERIES_GLOBALS | numpy_extra,
-            PANDAS_METHODS,
-            True,
-            NUMPY_UNCALLABLE,
-        ),
-        Rule(
-            frozenset(others), PANDAS_GLOBALS | numpy_extra, PANDAS_METHODS, True, NUMPY_UNCALLABLE
-        ),
+    }  # fmt: skip
+    families = (
+        ({pd.DataFrame}, FRAME_GLOBALS),
+        ({pd.Series}, SERIES_GLOBALS),
+        (others, PANDAS_GLOBALS),
+    )
+    return tuple(
+        Rule(frozenset(types), globals_ | NUMPY_1_ALIASES, PANDAS_METHODS, True, NUMPY_UNCALLABLE)
+        for types, globals_ in families
     )
 
 
