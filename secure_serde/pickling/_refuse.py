@@ -24,134 +24,38 @@ __all__ = ["refuse_dangerous"]
 
 # Of builtins, only plain data types may be named; every function and every
 # other class there (type, open, eval, getattr, __import__, ...) is refused.
-_SAFE_BUILTINS: Final = frozenset(
-    {
-        "bool",
-        "bytearray",
-        "bytes",
-        "complex",
-        "dict",
-        "float",
-        "frozenset",
-        "int",
-        "list",
-        "range",
-        "set",
-        "slice",
-        "str",
-        "tuple",
-    }
-)
+_SAFE_BUILTINS: Final = frozenset({
+    "bool", "bytearray", "bytes", "complex", "dict", "float", "frozenset", "int", "list",
+    "range", "set", "slice", "str", "tuple",
+})  # fmt: skip
 
 # Top-level modules whose globals run code, import, introspect, or touch
 # files, processes, the network or the interpreter. Matched against both the
 # requested module and the defining module of the object it resolves to.
-_DANGEROUS_MODULES: Final = frozenset(
-    {
-        "_ctypes",
-        "_functools",
-        "_imp",
-        "_io",
-        "_operator",
-        "_pickle",
-        "_posixsubprocess",
-        "_thread",
-        "asyncio",
-        "ast",
-        "atexit",
-        "bdb",
-        "builtins",
-        "cProfile",
-        "code",
-        "codecs",
-        "codeop",
-        "compileall",
-        "concurrent",
-        "copyreg",
-        "ctypes",
-        "dbm",
-        "dis",
-        "doctest",
-        "fcntl",
-        "fileinput",
-        "ftplib",
-        "functools",
-        "gc",
-        "glob",
-        "http",
-        "imp",
-        "importlib",
-        "inspect",
-        "io",
-        "logging",
-        "marshal",
-        "mmap",
-        "multiprocessing",
-        "nt",
-        "operator",
-        "os",
-        "pathlib",
-        "pdb",
-        "pickle",
-        "pkgutil",
-        "platform",
-        "posix",
-        "profile",
-        "pty",
-        "py_compile",
-        "pydoc",
-        "runpy",
-        "select",
-        "shelve",
-        "shutil",
-        "signal",
-        "site",
-        "smtplib",
-        "socket",
-        "sqlite3",
-        "subprocess",
-        "sys",
-        "tarfile",
-        "tempfile",
-        "threading",
-        "timeit",
-        "trace",
-        "types",
-        "unittest",
-        "urllib",
-        "webbrowser",
-        "xmlrpc",
-        "zipfile",
-        "zipimport",
-    }
-)
+_DANGEROUS_MODULES: Final = frozenset({
+    "_ctypes", "_functools", "_imp", "_io", "_operator", "_pickle", "_posixsubprocess",
+    "_thread", "asyncio", "ast", "atexit", "bdb", "builtins", "cProfile", "code", "codecs",
+    "codeop", "compileall", "concurrent", "copyreg", "ctypes", "dbm", "dis", "doctest",
+    "fcntl", "fileinput", "ftplib", "functools", "gc", "glob", "http", "imp", "importlib",
+    "inspect", "io", "logging", "marshal", "mmap", "multiprocessing", "nt", "operator", "os",
+    "pathlib", "pdb", "pickle", "pkgutil", "platform", "posix", "profile", "pty", "py_compile",
+    "pydoc", "runpy", "select", "shelve", "shutil", "signal", "site", "smtplib", "socket",
+    "sqlite3", "subprocess", "sys", "tarfile", "tempfile", "threading", "timeit", "trace",
+    "types", "unittest", "urllib", "webbrowser", "xmlrpc", "zipfile", "zipimport",
+})  # fmt: skip
 
 # Parts of numpy and pandas that read or write files, load pickles or
 # evaluate expressions: the presets never need them, and their names are
 # what a developer hunting for a "missing helper" might paste in.
 _DANGEROUS_PREFIXES: Final = (
-    "numpy.distutils",
-    "numpy.f2py",
-    "numpy.lib._npyio_impl",
-    "numpy.lib.format",
-    "numpy.lib.npyio",
-    "numpy.testing",
-    "pandas.core.computation",
-    "pandas.io",
-    "pandas.plotting",
-)
+    "numpy.distutils", "numpy.f2py", "numpy.lib._npyio_impl", "numpy.lib.format",
+    "numpy.lib.npyio", "numpy.testing", "pandas.core.computation", "pandas.io", "pandas.plotting",
+)  # fmt: skip
 _DANGEROUS_NAMES: Final = (
-    ("numpy", "fromfile"),
-    ("numpy", "load"),
-    ("numpy", "loadtxt"),
-    ("numpy", "memmap"),
-    ("numpy", "save"),
-    ("numpy", "savetxt"),
-    ("numpy", "savez"),
-    ("pandas", "eval"),
-    ("pandas", "read_pickle"),
-    ("pandas", "HDFStore"),
-)
+    ("numpy", "fromfile"), ("numpy", "load"), ("numpy", "loadtxt"), ("numpy", "memmap"),
+    ("numpy", "save"), ("numpy", "savetxt"), ("numpy", "savez"), ("pandas", "eval"),
+    ("pandas", "read_pickle"), ("pandas", "HDFStore"),
+)  # fmt: skip
 
 
 _IO_VERBS: Final = ("read_", "to_", "load", "save", "dump", "open")
