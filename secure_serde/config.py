@@ -7,23 +7,12 @@ exactly what the application wrote::
     from secure_serde.config import serializer_from_env
     saver = PostgresSaver(pool, serde=serializer_from_env())
 
-The AES keys come from exactly where ``KeyRotationCipher.from_env()`` finds them:
-``LANGGRAPH_AES_KEY`` (label ``env``) and the JSON keyring file named by
-``SECURE_SERDE_KEYRING_FILE``. A store written through `KmsEnvelopeCipher`
-is read with the KMS key named by ``SECURE_SERDE_KMS_KEY_ID``; boto3 finds
-the region, the credentials and any endpoint override in its usual places
-(``AWS_DEFAULT_REGION``, ``AWS_PROFILE``, ``AWS_ENDPOINT_URL_KMS``, ...)::
-
-    SECURE_SERDE_KMS_KEY_ID=arn:aws:kms:...:key/...    the KMS key new rows are wrapped under
-    SECURE_SERDE_KMS_DECRYPT_KEY_IDS=arn1,arn2         older KMS keys, read only (optional)
-    SECURE_SERDE_KMS_ENCRYPTION_CONTEXT='{"tenant": "acme"}'   as the application sets it
-
-The two KMS variables keep their 0.2.0 names, although each holds KMS keys
-(ARN, alias or AWS key id: ``kms_key=`` and ``decrypt_kms_keys=``), not
-secure_serde key ids.
-
-When the KMS key is set, it is the primary (rows under it count as current)
-and the AES keyring only reads; otherwise the keyring's primary is.
+The AES keys come from exactly where ``KeyRotationCipher.from_env()`` finds
+them (``LANGGRAPH_AES_KEY``, ``SECURE_SERDE_KEYRING_FILE``); KMS from the
+three ``SECURE_SERDE_KMS_*`` variables below, and boto3's own environment.
+docs/cli.md ("Keys for rewrap, audit and inspect") describes each. When the
+KMS key is set, it is the primary (rows under it count as current) and the
+AES keyring only reads; otherwise the keyring's primary is.
 """
 
 from __future__ import annotations
