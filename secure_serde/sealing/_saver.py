@@ -114,10 +114,11 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
     refuse anything else with a typed error before deserializing it.
     """
 
-    def __new__(cls, inner: BaseCheckpointSaver[Any], **kwargs: Any) -> SealedSaver:
+    def __new__(cls, inner: BaseCheckpointSaver[Any] | None = None, **kwargs: Any) -> SealedSaver:
         # Capability-preserving: ``prune`` and ``delete_for_runs`` exist only where
         # the inner saver has them (langgraph detects capabilities by override).
-        if cls is SealedSaver:
+        # No inner: copy.copy (with_allowlist's clone), which keeps the class it copies.
+        if cls is SealedSaver and inner is not None:
             if kwargs.get("tenant_keys") is not None:
                 # Per-tenant keys: a saver that routes each call to its tenant's scope.
                 cls = _TENANT_VARIANT[0](inner)
