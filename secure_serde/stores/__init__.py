@@ -35,7 +35,7 @@ PostgreSQL             checkpoint_writes (type,    thread_id, checkpoint_ns, che
 PostgreSQL             checkpoints.metadata        thread_id, checkpoint_ns, checkpoint_id
                        (sealed-metadata envelope)  (shallow saver: no checkpoint_id)
 PostgreSQL             checkpoints.checkpoint      thread_id, checkpoint_ns, checkpoint_id
-                       (record seal)
+                       (0.3's record)
 =====================  =========================  ==============================================
 
 ``checkpoints.metadata`` cells are the sealed-metadata envelope our sealed
@@ -93,7 +93,7 @@ every statement is a literal with bound parameters):
   PostgreSQL read-only session) with the namespaces and checkpoint ids of a
   thread, and whether records carry a seal.
 * `scan_json_columns(view)` - metadata key names, inline channel values
-  and record seals, counted by the database (`JsonColumnScan`).
+  and 0.3's records, counted by the database (`JsonColumnScan`).
 * The layout of the sealed-metadata column (`envelope`, `parse_envelope`,
   `SEALED_METADATA_KEY`, `INDEX_METADATA_KEY`, `ROW_KEY`) and of a
   checkpoint record's seal (`canonical`, `metadata_record`, `RECORD_KEY`),

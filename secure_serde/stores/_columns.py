@@ -131,7 +131,7 @@ class MetadataKeys:
     not_objects: int
     counts: dict[str, int]
     truncated: bool = False
-    # Sealed keys with a blind index (secure_serde/savers/_blind_index.py), by name.
+    # Sealed keys with a 0.3 blind index (secure_serde/stores/_v03_index.py), by name.
     indexed: dict[str, int] = field(default_factory=dict)
 
 

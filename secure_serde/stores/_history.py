@@ -58,7 +58,7 @@ _PG_HAS_HISTORY: Final = """
 SELECT count(*) FROM pg_attribute
 WHERE attrelid = to_regclass('checkpoints') AND attname = 'checkpoint_id' AND NOT attisdropped
 """
-# Whether any checkpoint record carries the seal of the sealed PostgreSQL savers.
+# Whether any checkpoint carries the record 0.3's PostgreSQL savers wrote.
 _PG_ANY_SEALED: Final = "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE checkpoint ? %s)"
 
 
@@ -161,9 +161,9 @@ class HistoryView:
         return str(thread_id), str(checkpoint_ns), str(checkpoint_id)
 
     def any_record_sealed(self) -> bool | None:
-        """PostgreSQL: whether any record carries a seal; ``None`` for SQLite.
+        """PostgreSQL: whether any checkpoint carries 0.3's record; ``None`` for SQLite.
 
-        SQLite's sealed saver binds the record into the checkpoint value
+        0.3's SQLite savers sealed the record into the checkpoint value
         itself, which only a key can tell.
         """
         if self.kind != "postgres":
