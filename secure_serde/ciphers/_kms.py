@@ -15,10 +15,8 @@ KMS calls, by design:
 * ``DescribeKey`` is called once per configured alias or bare AWS key id,
   on first use (or in `KmsEnvelopeCipher.warm`); full key ARNs need no call.
 
-Vocabulary (docs/keys.md, "Glossary"): a *KMS key* is the AWS KMS key that
-wraps data keys, named as AWS names it (key ARN, alias, or AWS's own key
-id); ``kms_key=`` and ``decrypt_kms_keys=`` take those names. The *key id*
-in each blob's header is secure_serde's 4-byte CMK id of the KMS key's ARN.
+Words as docs/glossary.md has them: ``kms_key=`` takes a *KMS key* as AWS
+names it; the *key id* in each blob's header is the 4-byte CMK id of its ARN.
 """
 
 from __future__ import annotations
@@ -125,30 +123,22 @@ class KmsEnvelopeCipher(SecretHolder):
             evicted first (default 1000; each is a few hundred bytes).
         clock: monotonic seconds; injectable so tests can age keys.
 
-    Async savers (``AsyncSqliteSaver`` among them) call the serializer on
-    the event loop, where a KMS call would block every task. Call `warm`
-    (or ``await cipher.awarm()``) at start-up: it resolves aliases and
-    fetches the first data key (one ``GenerateDataKey``, plus one
-    ``DescribeKey`` per alias: one HTTPS round trip each to KMS in-region,
-    typically milliseconds; 2 to 7 ms each against moto on loopback in
-    benchmarks/bench_kms.py). After that, writes make no network
-    call until ``max_age`` runs out; call ``awarm(refresh_before=...)``
-    periodically to renew the key off the loop before that. Reading a value
-    under a data key not cached yet still costs one ``Decrypt`` on the
-    calling thread. Without `warm`, the first write pays these calls.
+    Async savers call the serializer on the event loop, where a KMS call
+    would block every task: call `warm` (or ``await cipher.awarm()``) at
+    start-up, and ``awarm(refresh_before=...)`` periodically, so writes make
+    no network call (benchmarks/bench_kms.py measures the calls). Reading a
+    value under a data key not cached yet still costs one ``Decrypt`` on the
+    calling thread.
 
-    Expired keys are dropped at the next operation that notices them: any
-    read, and any write that has to fetch a new data key. `clear` drops all
-    of them at once. The cipher refuses to be pickled, and no key material
-    appears in its ``repr`` or in any error.
+    Expired keys are dropped at the next operation that notices them;
+    `clear` drops all of them at once. The cipher refuses to be pickled, and
+    no key material appears in its ``repr`` or in any error.
 
-    Failures: a blob under a KMS key not configured here raises
-    `UnknownKeyError` without a KMS call; a data key KMS will not unwrap
-    (wrong encryption context, another KMS key, KMS unreachable after the
-    client's retries) raises `KmsDecryptionError`, and a write that cannot
-    get a data key raises `KmsEncryptionError` before anything is returned
-    to the saver, so no row is written. Both name the operation and the key
-    ARN. Refusals are not cached: each read of such a row asks KMS again.
+    Failures (docs/kms.md): a blob under a KMS key not configured here raises
+    `UnknownKeyError` without a KMS call; `KmsDecryptionError` and
+    `KmsEncryptionError` (raised before the saver writes anything) name the
+    operation and the key ARN. Refusals are not cached: each read of such a
+    row asks KMS again.
     """
 
     __slots__ = (
