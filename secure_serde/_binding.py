@@ -85,9 +85,16 @@ class Location:
         return Location(self.kind, self.thread_id, self.checkpoint_ns, self.coordinates, store)
 
     @classmethod
-    def blob(cls, thread_id: str, checkpoint_ns: str, channel: str, version: object) -> Location:
-        """A channel value: ``checkpoint_blobs`` (PostgreSQL)."""
-        return cls("blob", str(thread_id), checkpoint_ns, (channel, str(version)))
+    def blob(
+        cls,
+        thread_id: str,
+        checkpoint_ns: str,
+        channel: str,
+        version: object,
+        store: bytes | None = None,
+    ) -> Location:
+        """A channel value: ``checkpoint_blobs`` (PostgreSQL); ``store``: see `in_store`."""
+        return cls("blob", str(thread_id), checkpoint_ns, (channel, str(version)), store)
 
     @classmethod
     def write(  # noqa: PLR0913 - a write row is named by its seven key columns
@@ -99,6 +106,7 @@ class Location:
         task_path: str,
         idx: int,
         channel: str,
+        store: bytes | None = None,
     ) -> Location:
         """A pending write: ``checkpoint_writes`` (PostgreSQL) or ``writes`` (SQLite)."""
         return cls(
@@ -106,6 +114,7 @@ class Location:
             str(thread_id),
             checkpoint_ns,
             (checkpoint_id, task_id, task_path, str(int(idx)), channel),
+            store,
         )
 
     @classmethod
@@ -116,9 +125,12 @@ class Location:
         checkpoint_id: str,
         parent_id: str | None,
         record: bytes,
+        store: bytes | None = None,
     ) -> Location:
         """A checkpoint record, with ``record`` the canonical encoding of its plaintext parts."""
-        return cls("checkpoint", str(thread_id), checkpoint_ns, (checkpoint_id, parent_id, record))
+        return cls(
+            "checkpoint", str(thread_id), checkpoint_ns, (checkpoint_id, parent_id, record), store
+        )
 
     @classmethod
     def metadata(cls, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Location:

@@ -221,8 +221,8 @@ class AsyncMethods:
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        sealed = (await self._aready()).seal_checkpoint(config, checkpoint, metadata)
-        return await self.inner.aput(*sealed, new_versions)
+        sealer = await self._aready()
+        return await self.inner.aput(*sealer.put_args(config, checkpoint, metadata, new_versions))
 
     async def aput_writes(
         self,

@@ -12,19 +12,36 @@ A checkpoint reaches the inner saver as:
   (checkpoint ids only, which stock ``prune`` reads);
 * the config: the three ids, so no saver can copy ``configurable`` anywhere;
 * the checkpoint's structure (versions, ``versions_seen``, ``ts``), which
-  savers need to find blobs.
+  savers need to find blobs, plus ``{RECORD_KEY: "SSC1"}``: a checkpoint whose
+  values are all inline holds no cell, and a stock saver given secure_serde's
+  serializer (SQLite stores the whole checkpoint as one value) then still
+  refuses it naming SealedSaver, not as a plaintext row (never read back).
 
-The record cell seals, at (store, thread, namespace, checkpoint id)::
+The record cell seals, at (store, thread, namespace, checkpoint id), the
+msgpack (langgraph's JsonPlus encoding) of::
 
     {"c": the checkpoint without its values, "m": the full metadata,
      "p": the parent id or None, "vals": the channels holding a value,
-     "det": True when the parent may be gone (prune, delete_for_runs)}
+     "det": True when the parent may be gone (prune, delete_for_runs),
+     "iv": {channel: value} for the channels whose value is inline}
+
+``"iv"`` is written only when some value is inline, and a record without it
+(every record before 0.4's inline layout) has every value of ``"vals"`` as
+a cell. A value is inline, in the record, when it is None, a bool, a float,
+an int of at most 64 bits or a str of at most 1024 characters that is valid
+UTF-8, each of exactly that type (what the stock PostgresSaver keeps inline
+in its JSONB): it then has no cell and no blob row of its own, is bound to
+its checkpoint by the record's seal, and the inner saver's ``new_versions``
+omit its channel. Every other value is a cell. ``"vals"`` names both kinds,
+so a reader that does not know ``"iv"`` refuses the record (a value it
+cannot find), and never returns a checkpoint without its inline values.
 
 A read returns the record's checkpoint and metadata, never the inner
 saver's copy, and checks everything the inner saver returns against it: the
 parent pointer, the plaintext keys, and every value at the version the
 record names. The record is sealed uncompressed (its metadata mixes
-``configurable`` values, which may be secret, with caller-chosen ones).
+``configurable`` values, which may be secret, with caller-chosen ones; an
+inline value never shares a compressed unit with another channel's).
 """
 
 from __future__ import annotations
@@ -58,7 +75,16 @@ from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity
 from secure_serde.sealing._index import IndexGeneration, IndexKeys, canonical, matches
 
-__all__ = ["PARENTS", "RECORD_KEY", "Opened", "Sealer", "ids", "new_versions_of", "reduced"]
+__all__ = [
+    "PARENTS",
+    "RECORD_KEY",
+    "Opened",
+    "Sealer",
+    "ids",
+    "inlined",
+    "new_versions_of",
+    "reduced",
+]
 
 RECORD_KEY: Final = "__secure_serde__"
 PARENTS: Final = "parents"
@@ -96,9 +122,14 @@ def reduced(config: RunnableConfig) -> RunnableConfig:
 
 
 class Opened:
-    """A checkpoint tuple read back, with the record it was checked against."""
+    """A checkpoint tuple read back, with the record it was checked against.
 
-    __slots__ = ("detached", "parent_id", "tuple", "with_values")
+    ``with_values``: the channels whose value is a cell in the inner saver;
+    ``inline``: the values the record itself holds (every one, whichever
+    channels were opened).
+    """
+
+    __slots__ = ("detached", "inline", "parent_id", "tuple", "with_values")
 
     def __init__(
         self,
@@ -106,11 +137,13 @@ class Opened:
         parent_id: str | None,
         detached: bool,
         with_values: list[str],
+        inline: dict[str, Any] | None = None,
     ) -> None:
         self.tuple = found
         self.parent_id = parent_id
         self.detached = detached
         self.with_values = with_values
+        self.inline = {} if inline is None else inline
 
 
 class Sealer:
@@ -162,6 +195,22 @@ class Sealer:
 
     # -- writing -------------------------------------------------------------------------
 
+    def put_args(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata, ChannelVersions]:
+        """The inner ``put``'s arguments: an inline value's channel has no blob to write."""
+        inner_config, inner_checkpoint, inner_metadata = self.seal_checkpoint(
+            config, checkpoint, metadata
+        )
+        values = checkpoint.get("channel_values") or {}
+        cells = inner_checkpoint["channel_values"]
+        versions = {k: v for k, v in new_versions.items() if k in cells or k not in values}
+        return inner_config, inner_checkpoint, inner_metadata, versions
+
     def seal_checkpoint(
         self,
         config: RunnableConfig,
@@ -169,12 +218,13 @@ class Sealer:
         metadata: CheckpointMetadata,
         *,
         detached: bool = False,
-        sealed_values: bool = False,
+        cells: Mapping[str, Any] | None = None,
     ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
         """The inner ``put``'s config, checkpoint and metadata for this checkpoint.
 
-        ``sealed_values``: the values are cells already (a record being
-        resealed), kept as they are.
+        ``cells``: a record being resealed or copied; these values are cells
+        already, kept as they are, and the checkpoint's values are its inline
+        ones.
         """
         thread, ns, parent = ids(config)
         full = dict(get_checkpoint_metadata(config, metadata))
@@ -182,29 +232,34 @@ class Sealer:
         values: dict[str, Any] = checkpoint.get("channel_values") or {}
         versions: dict[str, Any] = structure.get("channel_versions") or {}
         checkpoint_id = str(checkpoint["id"])
-        record = {
+        if cells is None:
+            inline = {ch: v for ch, v in values.items() if inlined(v)}
+            cells = {
+                ch: self._value_cell(thread, ns, ch, versions.get(ch), v)
+                for ch, v in values.items()
+                if ch not in inline
+            }
+        else:
+            inline = dict(values)
+            cells = dict(cells)
+        record: dict[str, Any] = {
             "c": structure,
             "m": full,
             "p": parent,
-            "vals": sorted(values),
+            "vals": sorted([*cells, *inline]),
             "det": detached,
         }
-        cells = (
-            dict(values)
-            if sealed_values
-            else {
-                ch: self._value_cell(thread, ns, ch, versions.get(ch), v)
-                for ch, v in values.items()
-            }
-        )
+        if inline:
+            record["iv"] = inline
         inner_structure = {k: v for k, v in structure.items() if k != "pending_sends"}
         version = inner_structure.get("v")
         if not isinstance(version, int) or version < 4:
             # v < 4 rebuilds pending sends from the parent's writes: done here, on
             # opened values, never by the inner saver on cells.
             inner_structure["v"] = 4
+        inner_structure[RECORD_KEY] = _cell.MAGIC.decode("ascii")
         inner_checkpoint = cast(Checkpoint, {**inner_structure, "channel_values": cells})
-        location = Location.checkpoint(thread, ns, checkpoint_id, None, b"").in_store(self._store)
+        location = Location.checkpoint(thread, ns, checkpoint_id, None, b"", self._store)
         inner_metadata = self._inner_metadata(full)
         inner_metadata[RECORD_KEY] = _cell.to_text(self._seal_raw(_cell.RECORD, record, location))
         inner_config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
@@ -227,8 +282,8 @@ class Sealer:
         for idx, (channel, value) in enumerate(writes):
             position = WRITES_IDX_MAP.get(channel, idx)
             location = Location.write(
-                thread, ns, checkpoint_id, task_id, task_path, position, channel
-            ).in_store(self._store)
+                thread, ns, checkpoint_id, task_id, task_path, position, channel, self._store
+            )
             type_tag, ciphertext = serde.dumps_typed_at(value, location)
             sealed.append((channel, _cell.pack_write(type_tag, task_path, position, ciphertext)))
         return reduced(config), sealed
@@ -283,7 +338,7 @@ class Sealer:
         hit = self._cache.get(key)
         if hit is not None and hit[0] is value:
             return hit[1]
-        location = Location.blob(thread, ns, channel, version).in_store(self._store)
+        location = Location.blob(thread, ns, channel, version, self._store)
         serde, _ = self._crypto(thread, writing=True)
         type_tag, ciphertext = serde.dumps_typed_at(value, location)
         cell = _cell.pack(_cell.VALUE, type_tag, ciphertext)
@@ -335,11 +390,14 @@ class Sealer:
         if checkpoint_id is None:
             raise BindingError("the inner saver returned a checkpoint without its id")
         _check_shape(found)
-        location = Location.checkpoint(thread, ns, checkpoint_id, None, b"").in_store(self._store)
+        location = Location.checkpoint(thread, ns, checkpoint_id, None, b"", self._store)
         record = self._open_raw(
             _cell.from_text(found.metadata.get(RECORD_KEY), _cell.RECORD), location
         )
         structure, metadata, parent, detached, with_values = _parse_record(record)
+        inline = _inline_of(record)
+        if inline:
+            with_values = [c for c in with_values if c not in inline]
         inner_parent = _parent_id(found)
         if inner_parent is None and parent is not None and not detached:
             raise HistoryError(
@@ -354,9 +412,11 @@ class Sealer:
         self._check_plaintext(found.metadata, metadata, retoken=retoken)
         wanted = None if channels is None else frozenset(channels)
         checkpoint = cast(Checkpoint, dict(structure))
-        checkpoint["channel_values"] = self._open_values(
-            found, thread, ns, structure, with_values, wanted
-        )
+        values = self._open_values(found, thread, ns, structure, with_values, wanted)
+        for channel, value in inline.items():
+            if wanted is None or channel in wanted:
+                values[channel] = value
+        checkpoint["channel_values"] = values
         writes = self._open_writes(found, thread, ns, checkpoint_id, wanted)
         opened = CheckpointTuple(
             found.config,
@@ -365,7 +425,7 @@ class Sealer:
             found.parent_config,
             writes,
         )
-        return Opened(opened, inner_parent, detached, with_values)
+        return Opened(opened, inner_parent, detached, with_values, inline)
 
     def check_filter(self, opened: CheckpointTuple, checked: dict[str, Any]) -> None:
         """A row the inner saver matched by token must hold the value in its sealed metadata."""
@@ -437,9 +497,7 @@ class Sealer:
             if channel not in stored:
                 raise BindingError(f"the value of channel {channel!r} is missing from the store")
             cell = _cell.unpack(stored[channel], _cell.VALUE)
-            location = Location.blob(thread, ns, channel, versions.get(channel)).in_store(
-                self._store
-            )
+            location = Location.blob(thread, ns, channel, versions.get(channel), self._store)
             values[channel] = serde.loads_typed_at((cell.type_tag, cell.ciphertext), location)
         return values
 
@@ -462,8 +520,8 @@ class Sealer:
             if wanted is not None and channel not in wanted:
                 continue
             location = Location.write(
-                thread, ns, checkpoint_id, task_id, cell.task_path, cell.idx, channel
-            ).in_store(self._store)
+                thread, ns, checkpoint_id, task_id, cell.task_path, cell.idx, channel, self._store
+            )
             value = serde.loads_typed_at((cell.type_tag, cell.ciphertext), location)
             keyed.append(
                 (writes_sort_key(cell.task_path, task_id, cell.idx), (task_id, channel, value))
@@ -497,9 +555,33 @@ class Sealer:
         return _cell.pack(kind, tag, ciphertext)
 
 
+_INLINE_CHARS: Final = 1024
+_INT_LOW: Final = -(2**63)
+_INT_HIGH: Final = 2**64  # msgpack's integers: int64 and uint64
+
+
+def inlined(value: Any) -> bool:
+    """Whether ``value`` is kept inline in its record (see the module docstring)."""
+    kind = type(value)
+    if kind is str:
+        if len(value) > _INLINE_CHARS:
+            return False
+        if value.isascii():
+            return True
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: msgpack has no such str
+            return False
+        return True
+    if kind is int:
+        return bool(_INT_LOW <= value < _INT_HIGH)
+    return kind is float or kind is bool or value is None
+
+
 def _parse_record(
     record: Any,
 ) -> tuple[dict[str, Any], dict[str, Any], str | None, bool, list[str]]:
+    """(structure, metadata, parent, detached, the channels holding a value); see `_inline_of`."""
     if not isinstance(record, dict):
         raise BindingError("a sealed record is not one secure_serde wrote")
     structure, metadata = record.get("c"), record.get("m")
@@ -514,6 +596,20 @@ def _parse_record(
     ):
         raise BindingError("a sealed record is not one secure_serde wrote")
     return structure, metadata, parent, detached, with_values
+
+
+def _inline_of(record: dict[str, Any]) -> dict[str, Any]:
+    """The inline values of a record `_parse_record` accepted: channels it names, inline types."""
+    if "iv" not in record:
+        return {}
+    inline, named = record["iv"], record["vals"]
+    if (
+        not isinstance(inline, dict)
+        or not inline
+        or not all(c in named and inlined(v) for c, v in inline.items())
+    ):
+        raise BindingError("a sealed record is not one secure_serde wrote")
+    return inline
 
 
 def _check_shape(found: CheckpointTuple) -> None:

@@ -339,8 +339,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        sealed = self._ready().seal_checkpoint(config, checkpoint, metadata)
-        return self.inner.put(*sealed, new_versions)
+        return self.inner.put(*self._ready().put_args(config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self,

@@ -317,9 +317,9 @@ def resealed(sealer: Sealer, found: CheckpointTuple, opened: Opened, *, detached
     config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
     if opened.parent_id is not None:
         config["configurable"]["checkpoint_id"] = opened.parent_id
-    checkpoint: Any = {**opened.tuple.checkpoint, "channel_values": _cells(found, opened)}
+    checkpoint: Any = {**opened.tuple.checkpoint, "channel_values": opened.inline}
     return sealer.seal_checkpoint(
-        config, checkpoint, opened.tuple.metadata, detached=detached, sealed_values=True
+        config, checkpoint, opened.tuple.metadata, detached=detached, cells=_cells(found, opened)
     )
 
 
@@ -341,9 +341,9 @@ def copy_of(
     config: RunnableConfig = {"configurable": {"thread_id": target, "checkpoint_ns": ns}}
     if opened.parent_id is not None:
         config["configurable"]["checkpoint_id"] = opened.parent_id
-    checkpoint: Any = {**opened.tuple.checkpoint, "channel_values": cells}
+    checkpoint: Any = {**opened.tuple.checkpoint, "channel_values": opened.inline}
     put_args = sealer.seal_checkpoint(
-        config, checkpoint, opened.tuple.metadata, detached=opened.detached, sealed_values=True
+        config, checkpoint, opened.tuple.metadata, detached=opened.detached, cells=cells
     )
     batches: dict[tuple[str, str], list[tuple[int, str, bytes]]] = {}
     for task_id, channel, raw in found.pending_writes or ():

@@ -6,6 +6,7 @@ The fix commands are run as printed (split as a shell would), and the finding is
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
 import sqlite3
@@ -210,18 +211,21 @@ def test_the_printed_fix_for_langgraph_builtin_rows_removes_the_finding(
 
 
 def _tamper_checkpoints(path: Path) -> int:
+    """Flip one bit of every checkpoint's sealed record (its metadata text, base64)."""
     with sqlite3.connect(path) as conn:
         rows = conn.execute(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, checkpoint FROM checkpoints"
+            "SELECT thread_id, checkpoint_ns, checkpoint_id, metadata FROM checkpoints"
             " WHERE thread_id != '__secure_serde_store__'"
         ).fetchall()
         for thread_id, ns, checkpoint_id, value in rows:
-            flipped = bytearray(value)
-            flipped[-1] ^= 1
+            metadata = json.loads(value)
+            raw = bytearray(base64.b64decode(metadata["__secure_serde__"]))
+            raw[-1] ^= 1  # in the ciphertext's tag
+            metadata["__secure_serde__"] = base64.b64encode(bytes(raw)).decode("ascii")
             conn.execute(
-                "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = ? AND checkpoint_ns = ?"
+                "UPDATE checkpoints SET metadata = ? WHERE thread_id = ? AND checkpoint_ns = ?"
                 " AND checkpoint_id = ?",
-                (bytes(flipped), thread_id, ns, checkpoint_id),
+                (json.dumps(metadata).encode(), thread_id, ns, checkpoint_id),
             )
     return len(rows)
 

@@ -53,6 +53,22 @@ def test_a_stock_saver_with_the_default_serializer_sees_only_sealed_cells(store:
     with stock_sqlite(store) as bare:
         found = bare.get_tuple(CONFIG)
     assert found is not None
+    # A short str is inline, in the sealed record (secure_serde/sealing/_codec.py): the stock
+    # saver sees no value for its channel, and the record only as sealed text.
+    assert found.checkpoint["channel_values"] == {}
+    assert "'value'" not in repr((found.checkpoint, found.metadata))
+
+
+def test_a_cell_is_what_a_stock_saver_sees_of_a_value_that_is_not_inline(tmp_path: Path) -> None:
+    db = tmp_path / "sealed.sqlite"
+    with sealed_sqlite(db, env_serde(KEY)) as saver:
+        checkpoint = empty_checkpoint()
+        checkpoint["channel_values"] = {"secret": ["value"]}
+        checkpoint["channel_versions"] = {"secret": 1}
+        saver.put(CONFIG, checkpoint, {"source": "input", "step": -1}, {"secret": 1})
+    with stock_sqlite(db) as bare:
+        found = bare.get_tuple(CONFIG)
+    assert found is not None
     cell = found.checkpoint["channel_values"]["secret"]
     assert isinstance(cell, bytes)
     assert cell.startswith(b"SSC1")
