@@ -193,10 +193,13 @@ class StrictDecodeError(DecryptionError):
 
 
 class MetadataDowngradeError(DecryptionError):
-    """A metadata key that the saver seals was found in plaintext.
+    """Plaintext metadata that does not match what the saver sealed.
 
-    Someone removed or bypassed the sealed entry: the value is not
-    authenticated. Read such rows only under ``Migration(plaintext_metadata=True)``.
+    Raised by a sealed saver when a plaintext metadata key differs from its
+    value in the record, or the stored keys are not the ones it wrote; and by
+    the 0.3 reader when a key 0.3's savers sealed is in plaintext, or the
+    metadata envelope is gone: such a value is not authenticated, and is read
+    only under ``Migration(plaintext_metadata=True)`` (unsealed metadata).
     ``keys`` names the keys (never their values).
     """
 
@@ -206,7 +209,7 @@ class MetadataDowngradeError(DecryptionError):
 
 
 class BlindIndexError(DecryptionError):
-    """A stored blind index does not match the sealed metadata value it claims to index.
+    """A stored blind-index token does not match the authenticated value it claims to index.
 
     It was copied from another row, rewritten, planted without its sealed
     value, or is under a key this saver no longer reads. ``key`` names the
@@ -219,7 +222,7 @@ class BlindIndexError(DecryptionError):
 
 
 class MetadataMovedError(DecryptionError):
-    """A sealed metadata entry belongs to another checkpoint (thread, namespace or id)."""
+    """0.3's metadata envelope of a checkpoint names another one (thread, namespace or id)."""
 
 
 class UnsafePickleError(DecryptionError):
