@@ -60,7 +60,14 @@ if TYPE_CHECKING:
     from secure_serde._migration import Migration
     from secure_serde._serializer import EncryptedSerializer
     from secure_serde._version import __version__ as __version__
-    from secure_serde.passes import RewrapProgress, RewrapReport, RowFailure, rewrap
+    from secure_serde.passes import (
+        PassProgress,
+        PassReport,
+        RewrapProgress,
+        RewrapReport,
+        RowFailure,
+        rewrap,
+    )
     from secure_serde.pickling import PickleFallbackSerializer
     from secure_serde.sealing import SealedSaver, SealedStore
     from secure_serde.sealing._tenants import TenantKeys
@@ -74,6 +81,8 @@ else:
             "EncryptedSerializer": "secure_serde._serializer",
             "Migration": "secure_serde._migration",
             "PickleFallbackSerializer": "secure_serde.pickling._serializer",
+            "PassProgress": "secure_serde.passes._report",
+            "PassReport": "secure_serde.passes._report",
             "RewrapProgress": "secure_serde.passes._report",
             "RewrapReport": "secure_serde.passes._report",
             "RowFailure": "secure_serde.passes._report",
@@ -104,6 +113,8 @@ __all__ = [
     "MetadataDowngradeError",
     "MetadataMovedError",
     "Migration",
+    "PassProgress",
+    "PassReport",
     "PickleFallbackSerializer",
     "PickleNotAllowedError",
     "PickleRefusedError",

@@ -16,11 +16,13 @@ import datetime
 import enum
 import shlex
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
+
+    from secure_serde.passes import PassReport
 
 __all__ = [
     "MAX_LISTED",
@@ -29,6 +31,7 @@ __all__ = [
     "compact",
     "for_terminal",
     "message_lines",
+    "report_lines",
     "shorten",
     "to_jsonable",
 ]
@@ -84,6 +87,30 @@ def capped(
     if rest > 0:
         where = "them" if len(rows) >= count else f"the first {len(rows):,}"
         lines.append(f"{indent}... and {rest:,} more (--json lists {where})")
+    return lines
+
+
+def report_lines(
+    report: PassReport,
+    *,
+    named: Callable[[str], str] = str,
+    fixes: Sequence[str] = (),
+) -> list[str]:
+    """A pass's report as text, the one printer of rewrap and adopt.
+
+    The counts (`PassReport.summary`; its verbs say "would ..." in a dry
+    run), then the rows listed as accepted and the failures, each list
+    `capped`, then ``fixes``: the command that fixes each kind of failure.
+    Every line passes through `for_terminal`.
+    """
+    lines = [for_terminal(line) for line in report.summary(named)]
+    if report.accepted:
+        lines.append(for_terminal(report.accepted_heading))
+        lines += capped(report.accepted, report.counts.get("accepted"))
+    if report.failures:
+        lines.append(for_terminal(report.failures_heading))
+        lines += capped(report.failures, report.failure_count)
+        lines += [f"  {for_terminal(fix)}" for fix in fixes]
     return lines
 
 

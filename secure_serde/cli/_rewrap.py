@@ -28,14 +28,13 @@ import sys
 import time
 from typing import Any, Final, TextIO
 
-from secure_serde import TenantKeys
-from secure_serde._migration import Migration
+from secure_serde import Migration, TenantKeys
 from secure_serde.cli._args import positive_int
 from secure_serde.cli._fixes import row_error_fixes
-from secure_serde.cli._pretty import capped, command, for_terminal
+from secure_serde.cli._pretty import command, for_terminal, report_lines
 from secure_serde.cli._rewrap_bind import add_arguments, check_options
 from secure_serde.config import ConfiguredCiphers, require_ciphers
-from secure_serde.passes import RewrapProgress, RewrapReport, rewrap
+from secure_serde.passes import PassProgress, PassReport, rewrap
 from secure_serde.stores import DEFAULT_BATCH_SIZE
 
 __all__ = ["ProgressLine", "register"]
@@ -149,7 +148,7 @@ class ProgressLine:
         self._last = float("-inf")
         self._drawn = False
 
-    def __call__(self, snapshot: RewrapProgress) -> None:
+    def __call__(self, snapshot: PassProgress) -> None:
         now = time.monotonic()
         done = snapshot.total > 0 and snapshot.scanned >= snapshot.total
         if now - self._last < _REDRAW_SECONDS and not done:
@@ -204,17 +203,16 @@ def run(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.finish()
     if args.json:
-        json.dump(report_json(report), sys.stdout, indent=2)
+        json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         _print_report(report, configured, sys.stdout)
     if report.ok:
         return EXIT_OK
-    if not report.ok:
-        print(
-            f"secure-serde: {report.failure_count:,} row(s) could not be rewrapped",
-            file=sys.stderr,
-        )
+    print(
+        f"secure-serde: {report.failure_count:,} row(s) could not be rewrapped",
+        file=sys.stderr,
+    )
     return EXIT_FAILED_ROWS
 
 
@@ -228,66 +226,13 @@ def _named(source: str, configured: ConfiguredCiphers) -> str:
     return for_terminal(f"{source} ({label})" if label else source)
 
 
-def report_json(report: RewrapReport) -> dict[str, Any]:
-    """The report as JSON: counts, and each failing row by table, key and error class."""
-    return {
-        "store": report.store,
-        "dry_run": report.dry_run,
-        "primary": report.primary,
-        "scanned": report.scanned,
-        "rewrapped": report.rewrapped,
-        "current": report.current,
-        "empty": report.empty,
-        "conflicts": report.conflicts,
-        "vanished": report.vanished,
-        "failure_count": report.failure_count,
-        "sources": dict(report.sources),
-        "skipped": dict(report.skipped),
-        "failures": [
-            {
-                "table": failure.ref.table,
-                "key": {name: value for name, value in failure.ref.key},
-                "error": None if failure.error is None else failure.error.__name__,
-                "reason": failure.reason,
-            }
-            for failure in report.failures
-        ],
-        "elapsed": report.elapsed,
-        "workers": report.workers,
-    }
+def _print_report(report: PassReport, configured: ConfiguredCiphers, out: TextIO) -> None:
+    fixes = _fixes(report) if report.failures else []
+    for line in report_lines(report, named=lambda s: _named(s, configured), fixes=fixes):
+        print(line, file=out)
 
 
-def _print_report(report: RewrapReport, configured: ConfiguredCiphers, out: TextIO) -> None:
-    verb = "would rewrap" if report.dry_run else "rewrapped"
-    workers = f" with {report.workers} workers" if report.workers > 1 else ""
-    print(f"store: {for_terminal(report.store)}", file=out)
-    print(f"primary: {_named(report.primary, configured)}", file=out)
-    print(
-        f"scanned {report.scanned:,} rows in {report.elapsed:.2f} s"
-        f" ({report.rate:,.0f} rows/s){workers}: {verb} {report.rewrapped:,},"
-        f" already current {report.current:,}, empty {report.empty:,},"
-        f" failed {report.failure_count:,}",
-        file=out,
-    )
-    if report.conflicts or report.vanished:
-        print(
-            f"concurrent changes: {report.conflicts:,} swap(s) retried after a concurrent"
-            f" write, {report.vanished:,} row(s) deleted meanwhile",
-            file=out,
-        )
-    for source, count in report.sources.items():
-        print(f"  {verb} from {_named(source, configured)}: {count:,}", file=out)
-    for kind, count in sorted(report.skipped.items()):
-        print(f"  skipped ({kind}): {count:,}", file=out)
-    if report.failures:
-        print("rows that could not be rewrapped:", file=out)
-        for line in capped(report.failures, report.failure_count):
-            print(line, file=out)
-        for line in _fixes(report):
-            print(f"  {line}", file=out)
-
-
-def _fixes(report: RewrapReport) -> list[str]:
+def _fixes(report: PassReport) -> list[str]:
     """What fixes each kind of failure (by error class), the rerun last: the pass is resumable."""
     rerun = command("rewrap", report.store)
     errors = {f.error.__name__ for f in report.failures if f.error is not None}

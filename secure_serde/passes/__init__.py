@@ -1,40 +1,41 @@
-"""Rewrap: move every stored value under the current primary key, without deserializing it."""
+"""Offline passes over a store, on one engine with one report type.
 
-from typing import TYPE_CHECKING
+`rewrap` moves every stored value under the current primary key, without
+deserializing it (its planners: `Planner` for the stock and 0.3 layouts,
+``SealedPlanner`` for a store `SealedSaver` sealed, ``ItemsPlanner`` for a
+`SealedStore`'s items). The batch loop (_engine.py) and `PassReport`
+(_report.py) are shared by every pass: rewrap, ``secure_serde.savers.adopt``
+and ``SealedSaver.reindex``.
+"""
 
-if TYPE_CHECKING:
-    from secure_serde.passes._plan import CURRENT, Planner, Unreadable
-    from secure_serde.passes._report import (
-        MAX_LISTED_FAILURES,
-        RewrapProgress,
-        RewrapReport,
-        RowFailure,
-    )
-    from secure_serde.passes._rewrap import rewrap
-else:
-    from secure_serde._lazy import lazy_attributes
-
-    __getattr__, __dir__ = lazy_attributes(
-        __name__,
-        {
-            "CURRENT": "secure_serde.passes._plan",
-            "MAX_LISTED_FAILURES": "secure_serde.passes._report",
-            "Planner": "secure_serde.passes._plan",
-            "RewrapProgress": "secure_serde.passes._report",
-            "RewrapReport": "secure_serde.passes._report",
-            "RowFailure": "secure_serde.passes._report",
-            "Unreadable": "secure_serde.passes._plan",
-            "rewrap": "secure_serde.passes._rewrap",
-        },
-    )
+from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, run_batches
+from secure_serde.passes._plan import Planner
+from secure_serde.passes._report import (
+    MAX_LISTED_FAILURES,
+    CheckpointRow,
+    PassProgress,
+    PassReport,
+    RewrapProgress,
+    RewrapReport,
+    RowFailure,
+    Unvouched,
+)
+from secure_serde.passes._rewrap import rewrap
 
 __all__ = [
     "CURRENT",
     "MAX_LISTED_FAILURES",
+    "CheckpointRow",
+    "PassProgress",
+    "PassReport",
+    "Planned",
     "Planner",
     "RewrapProgress",
     "RewrapReport",
     "RowFailure",
+    "Skip",
     "Unreadable",
+    "Unvouched",
     "rewrap",
+    "run_batches",
 ]

@@ -36,9 +36,8 @@ from typing import Final
 from secure_serde._binding import Location
 from secure_serde._errors import BindingError, SecureSerdeError, StoreIdentityError
 from secure_serde.ciphers._protocol import BoundCipher
-from secure_serde.passes._engine import rewrap_range
-from secure_serde.passes._plan import CURRENT, Planned, Skip, Unreadable
-from secure_serde.passes._report import RewrapReport, Tally
+from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, rewrap_range
+from secure_serde.passes._report import PassReport, Tally
 from secure_serde.passes._sealed import SealedPlanner, _Refused
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import parse_record
@@ -128,27 +127,25 @@ class ItemsPlanner(SealedPlanner):
         return self._planned(cell, SEALED_FIELD, stored, source)
 
 
-def merged(report: RewrapReport, tally: Tally) -> RewrapReport:
+def merged(report: PassReport, tally: Tally) -> PassReport:
     """``report`` (the checkpoint tables' pass) with the items' pass added in."""
     whole = Tally(
         scanned=report.scanned,
-        rewrapped=report.rewrapped,
-        current=report.current,
-        empty=report.empty,
+        changed=report.changed,
         conflicts=report.conflicts,
         vanished=report.vanished,
         failure_count=report.failure_count,
         failures=list(report.failures),
     )
-    whole.sources.update(report.sources)
+    whole.changed_by.update(report.changed_by)
+    whole.skipped.update(report.skipped)
     whole.merge(tally)
-    return RewrapReport.from_tally(
-        whole,
+    return whole.report(
+        report.name,
         store=report.store,
         dry_run=report.dry_run,
-        primary=report.primary,
         elapsed=report.elapsed,
-        workers=report.workers,
+        details=report.details,
     )
 
 

@@ -23,7 +23,6 @@ stock savers that may be reading it cannot name a location.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Final, cast
 
 from secure_serde import _format
@@ -32,7 +31,6 @@ from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import (
     BindingError,
     DecryptionError,
-    SecureSerdeError,
     UnboundValueError,
 )
 from secure_serde._migration import Migration
@@ -41,47 +39,12 @@ from secure_serde._readrule import Decode, ReadRule, Route
 from secure_serde._strict import StrictDecoder
 from secure_serde.ciphers._headers import current_test
 from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
+from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde.stores import Cell, Swap
 
 __all__ = ["CURRENT", "EMPTY", "Planner", "Skip", "Unreadable"]
 
 PLAINTEXT_SOURCE: Final = "plaintext"
-
-
-@dataclass(frozen=True, slots=True)
-class Skip:
-    """Nothing to write: the cell is already under the primary, or holds no value."""
-
-    kind: str
-
-
-CURRENT: Final = Skip("current")
-EMPTY: Final = Skip("empty")
-
-
-@dataclass(frozen=True, slots=True)
-class Unreadable:
-    """The cell cannot be rewrapped.
-
-    ``error`` is the typed outcome (the exception class the serializer would
-    raise for this row); ``reason`` starts with its name and names ids,
-    type tags and cipher names only, never content.
-    """
-
-    error: type[SecureSerdeError]
-    reason: str
-
-    @classmethod
-    def of(cls, error: type[SecureSerdeError], text: str) -> Unreadable:
-        return cls(error, f"{error.__name__}: {text}")
-
-
-@dataclass(frozen=True, slots=True)
-class Planned:
-    """The cell is to be rewrapped: ``swap`` is ``None`` in a dry run."""
-
-    swap: Swap | None
-    source: str
 
 
 def _source(cipher_name: str, data: Buffer) -> str:

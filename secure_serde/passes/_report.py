@@ -1,42 +1,144 @@
-"""What a rewrap run reports: counts, the rows that failed (by id only), progress snapshots."""
+"""What every pass reports: one `PassReport`, its failure records, and progress snapshots.
+
+A pass (rewrap, adopt, reindex) counts the units it scanned, changed and
+skipped (by kind), lists the units it could not handle by where they are and
+why (never what they hold), and names any count of its own in ``counts``.
+In a dry run nothing is written and ``changed`` counts what would be.
+
+The old report types (`RewrapReport`, ``AdoptReport``, ``ReindexReport``)
+are this type; the attributes they documented are kept as properties.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final, cast
 
 from secure_serde._errors import SecureSerdeError
 from secure_serde.stores import RowRef
 
-__all__ = ["MAX_LISTED_FAILURES", "RewrapProgress", "RewrapReport", "RowFailure", "Tally"]
+__all__ = [
+    "MAX_LISTED_FAILURES",
+    "CheckpointRow",
+    "PassProgress",
+    "PassReport",
+    "RewrapProgress",
+    "RewrapReport",
+    "RowFailure",
+    "Tally",
+    "Unvouched",
+]
 
 # Failures are kept for the report; past this many only the count grows,
 # so a store of unreadable rows cannot exhaust memory.
 MAX_LISTED_FAILURES: Final = 1000
 
+Detail = str | int | bool | tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class CheckpointRow(RowRef):
+    """Where a row of a checkpoint pass lives: the checkpoint's ids and the row in it.
+
+    ``row`` is ``"checkpoint"``, ``"value <channel>"`` or ``"write <task id>
+    <channel>"``. ``seq`` orders the rows of one run as the pass listed them.
+    """
+
+    row: str = "checkpoint"
+    seq: int = field(default=0, compare=False, repr=False)
+
+    @classmethod
+    def at(
+        cls,
+        thread_id: str,
+        checkpoint_ns: str,
+        checkpoint_id: str,
+        row: str = "checkpoint",
+        seq: int = 0,
+    ) -> CheckpointRow:
+        key = (
+            ("thread_id", thread_id),
+            ("checkpoint_ns", checkpoint_ns),
+            ("checkpoint_id", checkpoint_id),
+        )
+        return cls("checkpoints", key, row, seq)
+
+    def __str__(self) -> str:
+        where = f"{self.thread_id!r} ns={self.checkpoint_ns!r} checkpoint {self.checkpoint_id}"
+        return f"{where}: {self.row}"
+
+
+# Adopt's reasons for listing a row (`Unvouched.reason`), and what each means.
+PLAINTEXT: Final = "plaintext"
+LEGACY: Final = "legacy"
+UNAUTHENTICATED: Final = "unauthenticated"
+MISPLACED: Final = "misplaced"
+PARENT_REFUSED: Final = "parent refused"
+WHY: Final = {
+    PLAINTEXT: "stored in plaintext: nothing authenticates it",
+    LEGACY: "langgraph's +aes format: its type tag is not authenticated (could be relabelled)",
+    UNAUTHENTICATED: "did not authenticate at its location (read only under a Migration switch)",
+    MISPLACED: "did not authenticate at its location, even under the Migration switches",
+    PARENT_REFUSED: "its parent checkpoint was refused, so its history would not be complete",
+}
+
+
+@dataclass(frozen=True)
+class Unvouched:
+    """One row ``adopt`` cannot vouch for, and whether it was (or would be) copied."""
+
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    row: str  # "checkpoint", "value <channel>", or "write <task id> <channel>"
+    reason: str  # PLAINTEXT, LEGACY, UNAUTHENTICATED, MISPLACED or PARENT_REFUSED
+    copied: bool
+
+    def __str__(self) -> str:
+        where = f"{self.thread_id!r} ns={self.checkpoint_ns!r} checkpoint {self.checkpoint_id}"
+        action = "copied (accepted)" if self.copied else "refused"
+        return f"{where}: {self.row}: {WHY[self.reason]}; {action}"
+
 
 @dataclass(frozen=True)
 class RowFailure:
-    """A row that could not be rewrapped: where it is and why, never what it holds.
+    """A unit a pass could not handle: where it is and why, never what it holds.
 
-    ``error`` is the exception class that kept it (``None`` when the row
-    kept changing under concurrent writes); ``reason`` says the same in words.
+    ``error`` is the exception class that kept it (``None`` when no error
+    class applies, such as a row that kept changing under concurrent writes,
+    or a row adopt refuses by policy); ``reason`` says the same in words;
+    ``kind`` is a short label a pass sorts its rows by (adopt's
+    ``plaintext``, ``legacy``...), empty when the error class says it all.
     """
 
     ref: RowRef
     reason: str
     error: type[SecureSerdeError] | None = None
+    kind: str = ""
 
     def __str__(self) -> str:
         return f"{self.ref}: {self.reason}"
 
+    def as_json(self) -> dict[str, Any]:
+        ref = self.ref
+        where: dict[str, Any] = {"table": ref.table, "key": dict(ref.key)}
+        if isinstance(ref, CheckpointRow):
+            where["row"] = ref.row
+        return {
+            **where,
+            "error": None if self.error is None else self.error.__name__,
+            "kind": self.kind or None,
+            "reason": self.reason,
+        }
+
 
 @dataclass(frozen=True)
-class RewrapProgress:
-    """A snapshot handed to the ``progress`` callback after every batch."""
+class PassProgress:
+    """A snapshot handed to a pass's ``progress`` callback after every batch."""
 
     scanned: int
     total: int
@@ -45,87 +147,291 @@ class RewrapProgress:
     elapsed: float
 
     @property
+    def changed(self) -> int:
+        return self.rewrapped
+
+    @property
     def rate(self) -> float:
-        """Rows scanned per second so far."""
+        """Units scanned per second so far."""
         return self.scanned / self.elapsed if self.elapsed > 0 else 0.0
 
 
 @dataclass
 class Tally:
-    """Running counts of one process's share of a run; merged into a `RewrapReport`."""
+    """Running counts of one process's share of a pass; frozen into a `PassReport`."""
 
     scanned: int = 0
-    rewrapped: int = 0
-    current: int = 0
-    empty: int = 0
+    changed: int = 0
     conflicts: int = 0
     vanished: int = 0
     failure_count: int = 0
     failures: list[RowFailure] = field(default_factory=list)
-    sources: Counter[str] = field(default_factory=Counter)
+    accepted: list[RowFailure] = field(default_factory=list)
+    changed_by: Counter[str] = field(default_factory=Counter)
     skipped: Counter[str] = field(default_factory=Counter)
+    counts: Counter[str] = field(default_factory=Counter)
 
     def fail(self, failure: RowFailure) -> None:
         self.failure_count += 1
         if len(self.failures) < MAX_LISTED_FAILURES:
             self.failures.append(failure)
 
+    def accept(self, row: RowFailure) -> None:
+        self.counts["accepted"] += 1
+        if len(self.accepted) < MAX_LISTED_FAILURES:
+            self.accepted.append(row)
+
     def merge(self, other: Tally) -> None:
         self.scanned += other.scanned
-        self.rewrapped += other.rewrapped
-        self.current += other.current
-        self.empty += other.empty
+        self.changed += other.changed
         self.conflicts += other.conflicts
         self.vanished += other.vanished
         self.failure_count += other.failure_count
         room = MAX_LISTED_FAILURES - len(self.failures)
         self.failures.extend(other.failures[: max(room, 0)])
-        self.sources.update(other.sources)
+        room = MAX_LISTED_FAILURES - len(self.accepted)
+        self.accepted.extend(other.accepted[: max(room, 0)])
+        self.changed_by.update(other.changed_by)
         self.skipped.update(other.skipped)
+        self.counts.update(other.counts)
+
+    def report(
+        self,
+        name: str,
+        *,
+        store: str = "",
+        dry_run: bool,
+        elapsed: float,
+        details: Mapping[str, Detail] | None = None,
+    ) -> PassReport:
+        counts = dict(self.counts)
+        if self.conflicts or name == "rewrap":
+            counts["conflicts"] = self.conflicts
+        if self.vanished or name == "rewrap":
+            counts["vanished"] = self.vanished
+        return PassReport(
+            name=name,
+            dry_run=dry_run,
+            store=store,
+            scanned=self.scanned,
+            changed=self.changed,
+            skipped=_frozen(self.skipped),
+            counts=_frozen(counts),
+            changed_by=_frozen(self.changed_by),
+            failure_count=self.failure_count,
+            failures=tuple(self.failures),
+            accepted=tuple(self.accepted),
+            details=MappingProxyType(dict(details or {})),
+            elapsed=elapsed,
+        )
+
+
+def _frozen(counts: Mapping[str, int]) -> Mapping[str, int]:
+    return MappingProxyType(dict(sorted(counts.items())))
+
+
+def _empty() -> Mapping[str, Any]:
+    return MappingProxyType({})
+
+
+# Per pass: what it does to a unit (done, in a dry run) and what a unit is.
+_VERBS: Final = {
+    "rewrap": ("rewrapped", "would rewrap", "rows"),
+    "adopt": ("copied", "would copy", "checkpoints"),
+    "reindex": ("re-indexed", "would re-index", "checkpoints"),
+}
 
 
 @dataclass(frozen=True)
-class RewrapReport:
-    """The outcome of `secure_serde.rewrap`.
+class PassReport:
+    """The outcome of one pass over a store.
 
     Attributes:
-        store: where the store is (no password).
-        dry_run: nothing was written; ``rewrapped`` counts rows that would be.
-        scanned: cells read.
-        rewrapped: cells re-encrypted under the primary (or that would be).
-        current: cells already under the primary, left alone.
-        empty: rows holding no value (PostgreSQL ``"empty"`` blobs).
-        conflicts: swaps lost to a concurrent write; such rows are re-read
-            and settled again, so this counts retries, not losses.
-        vanished: rows deleted concurrently before they could be rewrapped.
-        failure_count: rows that could not be rewrapped.
-        failures: the first `MAX_LISTED_FAILURES` of them, by id and reason.
-        sources: rewrapped cells per origin: ``"aesgcm/<key id>"``,
-            ``"aes"`` (langgraph built-in), ``"plaintext"``, or another
-            cipher name.
-        primary: the cipher name (and key id, for format v1) rows now use.
+        name: the pass: ``"rewrap"``, ``"adopt"`` or ``"reindex"``.
+        dry_run: nothing was written; ``changed`` counts what would be.
+        store: where the store is (no password), when the pass knows it.
+        scanned: units read (cells for rewrap, checkpoints for adopt and reindex).
+        changed: units written (or, in a dry run, that would be).
+        skipped: units left alone, by kind: ``"current"`` (nothing to do),
+            ``"empty"`` (no value), ``"tenant-keyed"`` and ``"shredded"``
+            (rewrap: a tenant's rows), ``"refused"`` (adopt: not copied).
+        counts: the pass's own counts: rewrap's ``conflicts`` (swaps retried
+            after a concurrent write) and ``vanished`` (rows deleted meanwhile),
+            adopt's ``threads`` and ``writes``, reindex's ``remaining``.
+        changed_by: changed units per origin (rewrap: ``"aesgcm/<key id>"``,
+            ``"aes"``, ``"plaintext"`` or another cipher name).
+        failure_count: units the pass could not handle.
+        failures: the first `MAX_LISTED_FAILURES` of them, by where and why.
+        accepted: rows listed as a warning and changed anyway (adopt's
+            unvouched rows under ``accept_unvouched``).
+        details: facts of the run: rewrap's ``primary`` and ``workers``,
+            reindex's ``key_id``, ``rotated``, ``dropped`` and ``complete``.
         elapsed: seconds.
-        skipped: rows left alone that are not the store keys' business, by kind:
-            ``"tenant-keyed"`` (a tenant's rows, under its thread keys, which
-            ``TenantKeys.rewrap`` rotates) and ``"shredded"`` (rows of a shredded
-            tenant or thread). Neither is a failure.
     """
 
-    store: str
+    name: str
     dry_run: bool
-    scanned: int
-    rewrapped: int
-    current: int
-    empty: int
-    conflicts: int
-    vanished: int
-    failure_count: int
-    failures: tuple[RowFailure, ...]
-    sources: Mapping[str, int]
-    primary: str
-    elapsed: float
-    workers: int = 1
-    skipped: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    store: str = ""
+    scanned: int = 0
+    changed: int = 0
+    skipped: Mapping[str, int] = field(default_factory=_empty)
+    counts: Mapping[str, int] = field(default_factory=_empty)
+    changed_by: Mapping[str, int] = field(default_factory=_empty)
+    failure_count: int = 0
+    failures: tuple[RowFailure, ...] = ()
+    accepted: tuple[RowFailure, ...] = ()
+    details: Mapping[str, Detail] = field(default_factory=_empty)
+    elapsed: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when no unit failed (in a dry run: none would)."""
+        return self.failure_count == 0
+
+    @property
+    def rate(self) -> float:
+        return self.scanned / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def verb(self) -> str:
+        """What the pass does to a unit, as a past tense, or ``would ...`` in a dry run."""
+        done, would, _ = _VERBS.get(self.name, ("changed", "would change", "units"))
+        return would if self.dry_run else done
+
+    @property
+    def done_verb(self) -> str:
+        """The past tense of the pass's verb, dry run or not (\"could not be ...\")."""
+        return _VERBS.get(self.name, ("changed", "", ""))[0]
+
+    @property
+    def unit(self) -> str:
+        """What the pass scans, in the plural: ``rows`` or ``checkpoints``."""
+        return _VERBS.get(self.name, ("", "", "units"))[2]
+
+    def replace(self, **changes: Any) -> PassReport:
+        return dataclasses.replace(self, **changes)
+
+    def summary(self, named: Callable[[str], str] = str) -> list[str]:
+        """The counts as text lines; ``named`` renders a key source (the CLI adds its label)."""
+        lines = [f"store: {self.store}"] if self.store else []
+        if self.primary:
+            lines.append(f"primary: {named(self.primary)}")
+        workers = f" with {self.workers} workers" if self.workers > 1 else ""
+        left = [("already current", "current"), ("empty", "empty")]
+        kept = "".join(f", {label} {self.skipped.get(kind, 0):,}" for label, kind in left)
+        lines.append(
+            f"scanned {self.scanned:,} {self.unit} in {self.elapsed:.2f} s"
+            f" ({self.rate:,.0f} {self.unit}/s){workers}: {self.verb} {self.changed:,}"
+            f"{kept if self.name == 'rewrap' else ''}, failed {self.failure_count:,}"
+        )
+        if self.conflicts or self.vanished:
+            lines.append(
+                f"concurrent changes: {self.conflicts:,} swap(s) retried after a concurrent"
+                f" write, {self.vanished:,} row(s) deleted meanwhile"
+            )
+        lines += [f"  {self.verb} from {named(src)}: {n:,}" for src, n in self.changed_by.items()]
+        shown = {"current", "empty"} if self.name == "rewrap" else set()
+        lines += [f"  skipped ({k}): {n:,}" for k, n in self.skipped.items() if k not in shown]
+        quiet = {"conflicts", "vanished"}
+        lines += [f"  {k}: {n:,}" for k, n in self.counts.items() if k not in quiet]
+        lines += [
+            f"  {k.replace('_', ' ')}: {_detail(v)}"
+            for k, v in self.details.items()
+            if k not in ("primary", "workers")
+        ]
+        return lines
+
+    @property
+    def accepted_heading(self) -> str:
+        return f"rows listed, {self.verb} all the same (accepted):"
+
+    @property
+    def failures_heading(self) -> str:
+        return f"{self.unit} that could not be {self.done_verb}:"
+
+    def lines(self) -> list[str]:
+        """The report as text: `summary`, then every listed row (the CLI caps the lists)."""
+        lines = self.summary()
+        if self.accepted:
+            lines += [self.accepted_heading, *(f"  {row}" for row in self.accepted)]
+        if self.failures:
+            lines += [self.failures_heading, *(f"  {row}" for row in self.failures)]
+        return lines
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON data: counts, details, and each listed row by where and why."""
+        return {
+            "pass": self.name,
+            "store": self.store,
+            "dry_run": self.dry_run,
+            "scanned": self.scanned,
+            "changed": self.changed,
+            "skipped": dict(self.skipped),
+            "counts": dict(self.counts),
+            "changed_by": dict(self.changed_by),
+            "failure_count": self.failure_count,
+            "failures": [f.as_json() for f in self.failures],
+            "accepted": [a.as_json() for a in self.accepted],
+            "details": {k: list(v) if isinstance(v, tuple) else v for k, v in self.details.items()},
+            "elapsed": self.elapsed,
+            **self._named_json(),
+        }
+
+    def _named_json(self) -> dict[str, Any]:
+        """The keys each pass's ``--json`` had before `PassReport`, kept for scripts."""
+        if self.name == "rewrap":
+            return {
+                "rewrapped": self.changed,
+                "current": self.current,
+                "empty": self.empty,
+                "conflicts": self.conflicts,
+                "vanished": self.vanished,
+                "sources": dict(self.changed_by),
+                "primary": self.primary,
+                "workers": self.workers,
+            }
+        if self.name == "adopt":
+            return {
+                "threads": self.threads,
+                "checkpoints": self.checkpoints,
+                "writes": self.writes,
+                "unvouched": [{**dataclasses.asdict(u)} for u in self.unvouched],
+            }
+        return {}
+
+    # -- rewrap's documented attributes ------------------------------------------------
+
+    @property
+    def rewrapped(self) -> int:
+        return self.changed
+
+    @property
+    def current(self) -> int:
+        return self.skipped.get("current", 0)
+
+    @property
+    def empty(self) -> int:
+        return self.skipped.get("empty", 0)
+
+    @property
+    def conflicts(self) -> int:
+        return self.counts.get("conflicts", 0)
+
+    @property
+    def vanished(self) -> int:
+        return self.counts.get("vanished", 0)
+
+    @property
+    def sources(self) -> Mapping[str, int]:
+        return self.changed_by
+
+    @property
+    def primary(self) -> str:
+        return str(self.details.get("primary", ""))
+
+    @property
+    def workers(self) -> int:
+        return int(cast(int, self.details.get("workers", 1)))
 
     @property
     def tenant_skipped(self) -> int:
@@ -137,40 +443,81 @@ class RewrapReport:
         """Rows of shredded tenants or threads, skipped."""
         return self.skipped.get("shredded", 0)
 
-    @property
-    def ok(self) -> bool:
-        """True when every row is (or, in a dry run, can be) under the primary."""
-        return self.failure_count == 0
+    # -- adopt's ---------------------------------------------------------------------------
 
     @property
-    def rate(self) -> float:
-        return self.scanned / self.elapsed if self.elapsed > 0 else 0.0
+    def threads(self) -> int:
+        return self.counts.get("threads", 0)
 
-    @classmethod
-    def from_tally(  # noqa: PLR0913 - one counter per field of the report
-        cls,
-        tally: Tally,
-        *,
-        store: str,
-        dry_run: bool,
-        primary: str,
-        elapsed: float,
-        workers: int,
-    ) -> RewrapReport:
-        return cls(
-            store=store,
-            dry_run=dry_run,
-            scanned=tally.scanned,
-            rewrapped=tally.rewrapped,
-            current=tally.current,
-            empty=tally.empty,
-            conflicts=tally.conflicts,
-            vanished=tally.vanished,
-            failure_count=tally.failure_count,
-            failures=tuple(tally.failures),
-            sources=MappingProxyType(dict(sorted(tally.sources.items()))),
-            primary=primary,
-            elapsed=elapsed,
-            workers=workers,
-            skipped=MappingProxyType(dict(sorted(tally.skipped.items()))),
-        )
+    @property
+    def checkpoints(self) -> int:
+        return self.changed
+
+    @property
+    def writes(self) -> int:
+        return self.counts.get("writes", 0)
+
+    @property
+    def unvouched(self) -> tuple[Unvouched, ...]:
+        """Adopt: every row listed, refused or accepted, in the order the pass met them."""
+        rows = [(f, False) for f in self.failures] + [(a, True) for a in self.accepted]
+        found = [
+            (row.ref.seq, Unvouched(*_ids(row.ref), row.kind, copied))
+            for row, copied in rows
+            if isinstance(row.ref, CheckpointRow)
+        ]
+        return tuple(u for _, u in sorted(found, key=lambda pair: pair[0]))
+
+    @property
+    def refused(self) -> tuple[Unvouched, ...]:
+        """Adopt: the rows not copied."""
+        return tuple(u for u in self.unvouched if not u.copied)
+
+    # -- reindex's -------------------------------------------------------------------------
+
+    @property
+    def rewritten(self) -> int:
+        return self.changed
+
+    @property
+    def remaining(self) -> int:
+        return self.counts.get("remaining", 0)
+
+    @property
+    def key_id(self) -> str | None:
+        value = self.details.get("key_id")
+        return None if value is None else str(value)
+
+    @property
+    def rotated(self) -> bool:
+        return bool(self.details.get("rotated", False))
+
+    @property
+    def dropped(self) -> tuple[str, ...]:
+        return cast(tuple[str, ...], self.details.get("dropped", ()))
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.details.get("complete", False))
+
+    @property
+    def refused_rows(self) -> list[tuple[str, str, str]]:
+        """Reindex: the checkpoints that did not open, as (thread, namespace, checkpoint id)."""
+        return [
+            (f.ref.thread_id, f.ref.checkpoint_ns, str(f.ref.checkpoint_id)) for f in self.failures
+        ]
+
+
+def _detail(value: Detail) -> str:
+    if isinstance(value, tuple):
+        return ", ".join(value) or "none"
+    return "none" if value is None else str(value)
+
+
+def _ids(ref: CheckpointRow) -> tuple[str, str, str, str]:
+    return ref.thread_id, ref.checkpoint_ns, str(ref.checkpoint_id), ref.row
+
+
+# Deprecated aliases, kept for one minor version (CHANGELOG 0.4.0).
+RewrapReport = PassReport
+RewrapProgress = PassProgress

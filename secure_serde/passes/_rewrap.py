@@ -17,7 +17,7 @@ from secure_serde.ciphers._protocol import BoundCipher
 from secure_serde.passes._engine import CellPlanner, rewrap_range
 from secure_serde.passes._items import merged, open_items_at, rewrap_items
 from secure_serde.passes._plan import Planner
-from secure_serde.passes._report import RewrapProgress, RewrapReport, Tally
+from secure_serde.passes._report import PassProgress, PassReport, Tally
 from secure_serde.passes._sealed import SealedPlanner
 from secure_serde.passes._workers import rewrap_in_workers
 from secure_serde.sealing._tenants import TenantKeys
@@ -28,7 +28,7 @@ from secure_serde.stores._sealed import identity_ref, is_sealed_layout
 
 __all__ = ["rewrap"]
 
-Progress = Callable[[RewrapProgress], None]
+Progress = Callable[[PassProgress], None]
 
 
 @scrubbed  # a DSN may hold a password: no error leaves it in a frame local
@@ -45,7 +45,7 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
     workers: int = 1,
     progress: Progress | None = None,
     tenant_keys: TenantKeys | None = None,
-) -> RewrapReport:
+) -> PassReport:
     """Re-encrypt every serialized value in ``store`` under ``cipher``'s primary key.
 
     Each value is decrypted by the cipher its type tag names and sealed
@@ -87,7 +87,7 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
             range of thread ids; 1 for SQLite. Each worker builds its own
             KMS client (`KmsEnvelopeCipher.renew_client`); a KMS cipher
             built on a client of the caller's raises `ConfigurationError`.
-        progress: called with a `RewrapProgress` after each batch.
+        progress: called with a `PassProgress` after each batch.
         tenant_keys: for a store written by ``SealedSaver(..., tenant_keys=...)``,
             its tenant key store (`secure_serde.TenantKeys`): the rows of its
             tenants are skipped and counted in ``report.skipped`` as
@@ -103,7 +103,7 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
     plaintext items are listed as failures and never sealed, and
     ``migration`` and ``compress`` do not apply to items.
 
-    Returns a `RewrapReport`; its ``failures`` list unreadable rows by table
+    Returns a `PassReport` (``name`` ``"rewrap"``); its ``failures`` list unreadable rows by table
     and primary key (never their contents). Raises `ConfigurationError` for
     bad arguments and `secure_serde.stores.StoreError` when the store cannot
     be opened, read or written; batches committed before such an error stay
@@ -134,7 +134,7 @@ def _with_items(
     store: Store | str | os.PathLike[str],
     cipher: BoundCipher | EncryptedSerializer,
     options: dict[str, Any],
-) -> RewrapReport:
+) -> PassReport:
     """The checkpoint tables' pass (when the database has them), then the SealedStore items'."""
     decrypt_only = tuple(options["decrypt_only"])
     if isinstance(cipher, EncryptedSerializer):
@@ -166,14 +166,7 @@ def _with_items(
         verify=verify,
     )
     if report is None:
-        return RewrapReport.from_tally(
-            tally,
-            store=items.display,
-            dry_run=dry_run,
-            primary=primary,
-            elapsed=time.monotonic() - started,
-            workers=1,
-        )
+        return _report(tally, items.display, dry_run, primary, started, workers=1)
     return merged(report, tally)
 
 
@@ -190,7 +183,7 @@ def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each wi
     workers: int = 1,
     progress: Progress | None = None,
     tenant_keys: TenantKeys | None = None,
-) -> RewrapReport:
+) -> PassReport:
     """`rewrap` over the checkpoint tables (both layouts)."""
     _check_positive("batch_size", batch_size)
     _check_positive("workers", workers)
@@ -273,13 +266,19 @@ def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each wi
     finally:
         if owned:
             opened.close()
-    return RewrapReport.from_tally(
-        tally,
-        store=display,
+    primary = chosen.primary if isinstance(chosen, SealedPlanner) else planner.primary
+    return _report(tally, display, dry_run, primary, started, workers=len(ranges))
+
+
+def _report(  # noqa: PLR0913 - the counts and the facts of the run
+    tally: Tally, store: str, dry_run: bool, primary: str, started: float, *, workers: int
+) -> PassReport:
+    return tally.report(
+        "rewrap",
+        store=store,
         dry_run=dry_run,
-        primary=chosen.primary if isinstance(chosen, SealedPlanner) else planner.primary,
         elapsed=time.monotonic() - started,
-        workers=len(ranges),
+        details={"primary": primary, "workers": workers},
     )
 
 
@@ -320,10 +319,10 @@ def _reporter(
 
     def on_batch(tally: Tally) -> None:
         progress(
-            RewrapProgress(
+            PassProgress(
                 scanned=tally.scanned,
                 total=total,
-                rewrapped=tally.rewrapped,
+                rewrapped=tally.changed,
                 failures=tally.failure_count,
                 elapsed=time.monotonic() - started,
             )

@@ -79,7 +79,8 @@ from secure_serde._serializer import EncryptedSerializer
 from secure_serde._strict import StrictDecoder
 from secure_serde.ciphers._headers import current_test
 from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
-from secure_serde.passes._plan import CURRENT, EMPTY, Planned, Skip, Unreadable, _source
+from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
+from secure_serde.passes._plan import _source
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, parse_record
 from secure_serde.sealing._index import BlindIndex

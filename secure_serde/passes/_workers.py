@@ -23,7 +23,7 @@ from typing import Any, Final
 from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde.ciphers._kms import KmsEnvelopeCipher
 from secure_serde.passes._engine import CellPlanner, rewrap_range
-from secure_serde.passes._report import RewrapProgress, Tally
+from secure_serde.passes._report import PassProgress, Tally
 from secure_serde.stores import StoreError, ThreadRange, open_sealed, open_store
 
 __all__ = ["rewrap_in_workers"]
@@ -56,7 +56,7 @@ def _worker(  # noqa: PLR0913 - what each forked worker needs, passed explicitly
     def on_batch(tally: Tally) -> None:
         base = index * _SLOTS
         counters[base] = tally.scanned
-        counters[base + 1] = tally.rewrapped
+        counters[base + 1] = tally.changed
         counters[base + 2] = tally.failure_count
 
     try:
@@ -92,7 +92,7 @@ def rewrap_in_workers(  # noqa: C901, PLR0913 - fork, run, reap in one place; ex
     dry_run: bool,
     total: int,
     started: float,
-    progress: Callable[[RewrapProgress], None] | None,
+    progress: Callable[[PassProgress], None] | None,
     kms: tuple[KmsEnvelopeCipher, ...] = (),
     sealed: bool = False,
 ) -> Tally:
@@ -142,7 +142,7 @@ def rewrap_in_workers(  # noqa: C901, PLR0913 - fork, run, reap in one place; ex
             if progress is not None:
                 values = list(counters)
                 progress(
-                    RewrapProgress(
+                    PassProgress(
                         scanned=sum(values[0::_SLOTS]),
                         total=total,
                         rewrapped=sum(values[1::_SLOTS]),

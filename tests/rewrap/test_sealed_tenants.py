@@ -168,7 +168,10 @@ def test_rewrap_skips_tenant_rows_rewraps_the_identity_and_tenant_keys_move(
         before = _digest(store)
         again = rewrap(store, rotated, tenant_keys=fresh)
         assert (again.rewrapped, again.failure_count) == (0, 0)
-        assert again.skipped == report.skipped
+        tenant_kinds = ("tenant-keyed", "shredded")
+        assert [again.skipped.get(k) for k in tenant_kinds] == [
+            report.skipped.get(k) for k in tenant_kinds
+        ]
         assert _digest(store) == before
         second = fresh.rewrap(rotated)
         assert (second.rewrapped, second.current, second.shredded) == (0, 1, 1)
