@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import Checkpoint, empty_checkpoint
+from langgraph.checkpoint.base import ChannelVersions, Checkpoint, empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde import BindingError, EncryptedSerializer
@@ -48,7 +48,7 @@ class Marking(JsonPlusSerializer):
         return value
 
 
-def _checkpoint(values: dict[str, Any], versions: dict[str, str]) -> Checkpoint:
+def _checkpoint(values: dict[str, Any], versions: ChannelVersions) -> Checkpoint:
     checkpoint = empty_checkpoint()
     checkpoint["channel_values"] = values
     checkpoint["channel_versions"] = versions

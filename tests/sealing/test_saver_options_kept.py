@@ -11,10 +11,10 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.base import CheckpointMetadata, empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde import EncryptedSerializer, SealedSaver
@@ -31,7 +31,7 @@ def put(saver: SealedSaver, thread_id: str, **metadata: Any) -> None:
     checkpoint["channel_values"] = {"notes": [f"note of {thread_id}"]}
     checkpoint["channel_versions"] = {"notes": "1"}
     config: RunnableConfig = {"configurable": {"thread_id": thread_id, "checkpoint_ns": ""}}
-    saver.put(config, checkpoint, metadata, {"notes": "1"})
+    saver.put(config, checkpoint, cast(CheckpointMetadata, metadata), {"notes": "1"})
 
 
 def stored_metadata(db: Path, thread_id: str) -> str:
