@@ -63,7 +63,7 @@ _log = logging.getLogger("secure_serde")
 # Format v2's key commitment (see _format_v2): a third, independent derivation.
 _INFO_COMMITMENT: Final = b"secure_serde/v2/commitment"
 
-# Blind indexes of sealed metadata (secure_serde/savers/_blind_index.py): an
+# Blind indexes of sealed metadata (0.3's, verified by secure_serde/stores/_v03_index.py): an
 # HMAC key of its own, so an index never touches the data key.
 _INFO_BLIND_INDEX: Final = b"secure_serde/v1/blind-index-hmac"
 

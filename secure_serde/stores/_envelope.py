@@ -13,9 +13,9 @@ formed. The ``metadata`` JSON column of a sealed saver's checkpoint is::
 for the sealed keys, which include ``__secure_serde_row__``:
 ``[thread_id, checkpoint_ns, checkpoint_id]`` (`ROW_KEY`), so an entry
 copied to another checkpoint is refused on read
-(secure_serde/savers/_metadata.py). ``__secure_serde_index__``
+(secure_serde/stores/_v03_metadata.py). ``__secure_serde_index__``
 (`INDEX_METADATA_KEY`) holds the blind indexes of sealed keys
-(secure_serde/savers/_blind_index.py). tests/vectors/metadata_envelope.json
+(secure_serde/stores/_v03_index.py). tests/vectors/metadata_envelope.json
 freezes the layout.
 
 The sealed PostgreSQL savers also keep each checkpoint record's seal in

@@ -2,9 +2,9 @@
 
 A checkpoint *record* is what the database keeps outside the values: the
 ids, the parent link, ``channel_versions``, ``versions_seen`` and the
-plaintext metadata. The sealed savers seal it (secure_serde/savers/_bound.py)
-and tools locate it (`_locate`) from the same bytes, so the encoding lives
-here, in the layer both stand on.
+plaintext metadata. 0.3's savers sealed it, and `V03Reader` checks that
+seal (secure_serde/stores/_v03_rows.py); tools locate it (`_locate`) from
+the same bytes, so the encoding lives here, in the layer both stand on.
 
 `canonical` encodes JSON values injectively and stably across the
 databases' own JSON round trips: object keys are sorted, and numbers are
