@@ -157,24 +157,14 @@ class KeyRotationCipher(V1Cipher):
     @classmethod
     @scrubbed
     def from_env(cls) -> KeyRotationCipher:
-        """Build the keyring from the environment; see README, "Key rotation".
+        """Build the keyring from the environment; docs/rotation.md has the file's fields.
 
         ``LANGGRAPH_AES_KEY``, when set, is the key labelled ``env``: the
-        primary unless the keyring file names another, and the key legacy
-        ``+aes`` rows are read with unless the file says otherwise (as the
-        drop-in does). ``SECURE_SERDE_KEYRING_FILE`` names a JSON object
-        with the optional fields ``primary`` (a label), ``keys`` (label to
-        key, in any accepted form, e.g. from ``secure-serde keygen
-        --label``), ``retired`` (a list of labels), ``legacy_key`` (a label,
-        or null to stop reading ``+aes`` rows) and ``legacy_mode``
-        (``"eax"``, the default, or ``"gcm"``). Some key must exist and a
-        primary must be known.
-
-        The file must be private to its owner, as ssh requires of private
-        keys: one that group or others may read or write raises
-        `ConfigurationError` naming the file and its mode (never its
-        content). ``SECURE_SERDE_KEYRING_STRICT_MODES=no`` accepts it
-        anyway, with a logged warning.
+        primary unless the keyring file (``SECURE_SERDE_KEYRING_FILE``) names
+        another, and the key legacy ``+aes`` rows are read with unless the
+        file says otherwise (as the drop-in does). A file that group or
+        others may read or write is refused, as ssh refuses such a private
+        key, unless ``SECURE_SERDE_KEYRING_STRICT_MODES=no``.
         """
         keys: dict[str, str | bytes] = {}
         env_value = os.environ.get(ENV_VAR)

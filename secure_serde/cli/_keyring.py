@@ -66,16 +66,15 @@ def register(subparsers: Any) -> None:
         ),
     )
     actions = parser.add_subparsers(dest="action", required=True)
-    new = actions.add_parser("new", help="create a keyring file with one new primary key")
-    new.add_argument("file", type=Path)
-    new.add_argument(
-        "--label", metavar="LABEL", required=True, help="the new key's label, such as 2025-06"
-    )
-    add = actions.add_parser("add", help="add a new random key that only decrypts")
-    add.add_argument("file", type=Path)
-    add.add_argument(
-        "--label", metavar="LABEL", required=True, help="the new key's label, such as 2025-06"
-    )
+    for name, text in (
+        ("new", "create a keyring file with one new primary key"),
+        ("add", "add a new random key that only decrypts"),
+    ):
+        action = actions.add_parser(name, help=text)
+        action.add_argument("file", type=Path)
+        action.add_argument(
+            "--label", metavar="LABEL", required=True, help="the new key's label, such as 2025-06"
+        )
     for name, text in (
         ("promote", "make a key the primary: new rows are encrypted under it"),
         ("retire", "stop a key from decrypting: its rows are refused, naming it"),
