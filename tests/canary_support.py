@@ -1,7 +1,8 @@
 """A graph that plants a recognisable canary in every kind of place LangGraph stores state.
 
-Used by tests/test_canaries.py (nothing of it may reach a store in plaintext) and by
-tests/savers/test_postgres_savers.py (mixed stock/sealed threads read back identically).
+Used by tests/test_canaries.py (nothing of it may reach a store in plaintext), by the
+sealing tests (tests/sealing/test_at_rest_matrix.py, test_postgres_constructors.py) and by
+the frozen 0.3 stores' generator (tests/vectors/v03/).
 
 Canaries: one per channel type (str, int, float, bool, list, dict, messages), the value passed
 to ``interrupt()`` and the value it is resumed with, a subgraph's own state (with a private int
