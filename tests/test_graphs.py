@@ -72,7 +72,6 @@ class SaverCase:
     saver: Any
     is_async: bool
     path: Path | None = None
-    url: str | None = None
 
     def driver(self, build: Callable[[Any], Any]) -> Driver:
         return Driver(build(self.saver), self.is_async)
@@ -81,8 +80,6 @@ class SaverCase:
         """(table, checkpoint_ns, type tag) of every serialized value the saver holds."""
         if self.kind == "memory":
             return memory_tags(self.saver)
-        if self.url is not None:
-            return postgres_tags(self.url)
         assert self.path is not None
         return sqlite_tags(self.path)
 
@@ -112,16 +109,6 @@ def sqlite_tags(path: Path) -> list[tuple[str, str, str]]:
                 ("writes", ns, t)
                 for ns, t in conn.execute("SELECT checkpoint_ns, type FROM writes")
             ),
-        ]
-
-
-def postgres_tags(url: str) -> list[tuple[str, str, str]]:
-    with psycopg.connect(url) as conn:
-        return [
-            (name, ns, t)
-            for table, name in (("checkpoint_blobs", "blobs"), ("checkpoint_writes", "writes"))
-            for ns, t in conn.execute(f"SELECT checkpoint_ns, type FROM {table}")  # noqa: S608
-            if t != "empty"
         ]
 
 
