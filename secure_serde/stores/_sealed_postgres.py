@@ -45,10 +45,10 @@ _WRITE_KEY: Final = ("thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "
 _CHECKPOINT_KEY: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
 
 
-class _RecordStatements:
+class _RecordStatements(_Statements):
     """The SQL of `RECORDS`: every checkpoints row, and its one sealed metadata key."""
 
-    def __init__(self) -> None:
+    def __init__(self) -> None:  # no super().__init__: only first and page are shared
         keys = [sql.Identifier(c) for c in _CHECKPOINT_KEY]
         cols = sql.SQL(", ").join(keys)
         where_key = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(k) for k in keys)
@@ -79,14 +79,6 @@ class _RecordStatements:
             *cell.ref.key_values,
             key,
             cell.data.decode("utf-8"),
-        )
-
-    def first(self, where: sql.Composable) -> sql.Composed:
-        return sql.SQL("{} WHERE {} ORDER BY {} LIMIT %s").format(self._select, where, self._cols)
-
-    def page(self, where: sql.Composable) -> sql.Composed:
-        return sql.SQL("{} WHERE ({}) > ({}) AND {} ORDER BY {} LIMIT %s").format(
-            self._select, self._cols, self._marks, where, self._cols
         )
 
 
