@@ -118,7 +118,7 @@ class Location:
         )
 
     @classmethod
-    def checkpoint(
+    def checkpoint(  # noqa: PLR0913 - the record's ids, its encoding, and its store
         cls,
         thread_id: str,
         checkpoint_ns: str,
