@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from secure_serde._scrub import scrubbed
 from secure_serde.stores._base import SEALED_STORE_REFUSAL, Store, StoreError
@@ -24,6 +25,7 @@ __all__ = [
 ]
 
 POSTGRES_SCHEMES: Final = ("postgresql://", "postgres://")
+_T = TypeVar("_T")
 _SUPPORTED: Final = (
     "a store is a postgresql:// (or postgres://) URL, or the path of an existing SQLite file"
 )
@@ -100,24 +102,23 @@ def open_layout(location: str | os.PathLike[str] | Store) -> Store:
             return location
         return open_sealed(location.location)
     store = _raw_store(location)
-    try:
-        sealed = store.sealed_by_saver()
-    except BaseException:
-        store.close()
-        raise
-    if not sealed:
+    if not _asked(store, store.sealed_by_saver):
         return store
     store.close()
     return open_sealed(location)
 
 
-def _refuse_sealed(store: Store) -> Store:
+def _asked(store: Store, question: Callable[[], _T]) -> _T:
+    """The answer to ``question``, with ``store`` closed if asking it fails."""
     try:
-        sealed = store.sealed_by_saver()
+        return question()
     except BaseException:
         store.close()
         raise
-    if sealed:
+
+
+def _refuse_sealed(store: Store) -> Store:
+    if _asked(store, store.sealed_by_saver):
         store.close()
         raise StoreError(f"{store.display} {SEALED_STORE_REFUSAL}")
     return store
@@ -166,12 +167,7 @@ def open_items(location: str | os.PathLike[str]) -> ItemsLayout | None:
         if not Path(location).is_file():
             return None
         store = SealedItemsSqliteStore(Path(location))
-    try:
-        sealed = store.reload(identity_item_ref()) is not None
-    except BaseException:
-        store.close()
-        raise
-    if not sealed:
+    if _asked(store, lambda: store.reload(identity_item_ref())) is None:
         store.close()
         return None
     return store
