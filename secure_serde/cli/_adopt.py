@@ -20,9 +20,10 @@ from contextlib import ExitStack, contextmanager
 from typing import Any, Final
 
 from secure_serde import ConfigurationError, EncryptedSerializer, Migration
-from secure_serde.cli._pretty import for_terminal
+from secure_serde.cli._fixes import adopt_fixes
+from secure_serde.cli._pretty import report_lines
 from secure_serde.config import serializer_from_env
-from secure_serde.savers import AdoptReport, adopt
+from secure_serde.savers import adopt
 from secure_serde.sealing import SealedSaver
 from secure_serde.stores import V03Reader
 
@@ -30,8 +31,12 @@ __all__ = ["register"]
 
 _POSTGRES: Final = ("postgresql://", "postgres://")
 # What the lenient reader of the source accepts; each such row is still listed.
-_LENIENT: Final = Migration(plaintext=True, unbound=True, plaintext_metadata=True)
-_MAX_LISTED: Final = 20
+# inline_values: a stock PostgreSQL saver keeps int, str, float, bool and None values in
+# its checkpoint JSON, where nothing authenticates them; without it such a checkpoint does
+# not read even leniently and is refused as misplaced.
+_LENIENT: Final = Migration(
+    plaintext=True, inline_values=True, unbound=True, plaintext_metadata=True
+)
 
 
 def register(subparsers: Any) -> None:
@@ -43,7 +48,7 @@ def register(subparsers: Any) -> None:
             " stock saver with secure_serde's serializer) into TARGET, a new store that"
             " secure_serde.SealedSaver seals. Rows the tool cannot vouch for (plaintext, legacy"
             " +aes rows whose type tag could have been relabelled, values that do not"
-            " authenticate at their place) are listed and refused unless --accept-unvouched."
+            " authenticate at their location) are listed and refused unless --accept-unvouched."
             " Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
             " SECURE_SERDE_KMS_KEY_ID."
         ),
@@ -105,35 +110,12 @@ def run(args: argparse.Namespace) -> int:
             dry_run=args.dry_run,
             accept_unvouched=args.accept_unvouched,
         )
-    code = 1 if report.refused else 0
+    code = 0 if report.ok else 1
     if args.json:
-        json.dump(_json(report, code), sys.stdout, indent=2)
+        json.dump({**report.to_json(), "exit_code": code}, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        lines = report.lines()
-        for line in lines[: 1 + _MAX_LISTED]:
-            sys.stdout.write(for_terminal(line) + "\n")
-        if len(lines) > 1 + _MAX_LISTED:
-            sys.stdout.write(f"  ... and {len(lines) - 1 - _MAX_LISTED} more (--json lists all)\n")
+        fixes = adopt_fixes({f.kind for f in report.failures}, args.source)
+        for line in report_lines(report, fixes=fixes):
+            sys.stdout.write(line + "\n")
     return code
-
-
-def _json(report: AdoptReport, code: int) -> dict[str, Any]:
-    return {
-        "dry_run": report.dry_run,
-        "exit_code": code,
-        "threads": report.threads,
-        "checkpoints": report.checkpoints,
-        "writes": report.writes,
-        "unvouched": [
-            {
-                "thread_id": u.thread_id,
-                "checkpoint_ns": u.checkpoint_ns,
-                "checkpoint_id": u.checkpoint_id,
-                "row": u.row,
-                "reason": u.reason,
-                "copied": u.copied,
-            }
-            for u in report.unvouched
-        ],
-    }

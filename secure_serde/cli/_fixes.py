@@ -1,4 +1,4 @@
-"""Which command fixes what a report found: one place for audit (both layouts) and rewrap.
+"""Which command fixes what a report found: one place for audit (both layouts), rewrap and adopt.
 
 Every finding the CLI prints is followed by what fixes it. A fix is a
 command line that runs as printed (`command` quotes it), with the reason as
@@ -15,7 +15,7 @@ from typing import Final
 
 from secure_serde.cli._pretty import command
 
-__all__ = ["NEW_STORE", "finding_fixes", "row_error_fixes"]
+__all__ = ["NEW_STORE", "adopt_fixes", "finding_fixes", "row_error_fixes"]
 
 NEW_STORE: Final = "NEW_STORE"
 # The error classes of a key this configuration lacks (or retired): configuring it fixes them.
@@ -116,4 +116,30 @@ def row_error_fixes(
             f" (tampered, planted or relabelled): restore them from a backup or delete"
             f" them{where}, then {rerun}"
         )
+    return fixes
+
+
+def adopt_fixes(kinds: Collection[str], source: str) -> list[str]:
+    """One ``fix (...)`` line per kind of row adopt refused (`Unvouched.reason`).
+
+    Plaintext, legacy and unauthenticated rows are copied by a rerun into a
+    new store with ``--accept-unvouched`` (each listed again); a misplaced
+    row opens nowhere, so no switch copies it; a checkpoint refused for its
+    parent follows its parent.
+    """
+    fixes = []
+    switchable = sorted({"plaintext", "legacy", "unauthenticated"}.intersection(kinds))
+    if switchable:
+        rerun = command("adopt", source, NEW_STORE, "--accept-unvouched")
+        fixes.append(
+            f"fix ({', '.join(switchable)}): {rerun}  # copies them too, each listed; only if"
+            " nobody untrusted could write the source"
+        )
+    if "misplaced" in kinds:
+        fixes.append(
+            "fix (misplaced): the rows were changed outside the application (moved, copied or"
+            " tampered with): restore them from a backup, or leave them behind"
+        )
+    if "parent refused" in kinds:
+        fixes.append("fix (parent refused): follows its parent checkpoint's fix")
     return fixes

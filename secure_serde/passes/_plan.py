@@ -13,7 +13,7 @@ a legacy ``+aes`` row) is sealed only after the strict decoder has accepted
 it: a planted or relabelled row that would import and call a name is
 refused and listed by table and key, never by content.
 
-A value a sealed saver bound to its row is opened at the cell's
+A value a sealed saver bound to its location is opened at the cell's
 `Location` and sealed again at that same location, so rewrap never turns
 a bound value into an unbound one. An unbound value (format v1, a stock
 saver's row, a v2 value written through ``serde=``) stays unbound: the

@@ -343,11 +343,11 @@ class PassReport:
 
     @property
     def accepted_heading(self) -> str:
-        return f"rows listed, {self.verb} all the same (accepted):"
+        return f"rows listed and {self.verb} (accepted):"
 
     @property
     def failures_heading(self) -> str:
-        return f"{self.unit} that could not be {self.done_verb}:"
+        return f"rows that could not be {self.done_verb}:"
 
     def lines(self) -> list[str]:
         """The report as text: `summary`, then every listed row (the CLI caps the lists)."""

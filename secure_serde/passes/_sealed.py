@@ -20,7 +20,7 @@ checkpoint record     ``Location.checkpoint(thread, ns, checkpoint id, None, b""
 store identity        ``Location.identity(IDENTITY_THREAD)``, without a store id
 ====================  ===========================================================
 
-The store id comes from the identity record, opened first (`identify`);
+The store id comes from the store identity, opened first (`identify`);
 a store whose identity does not open is refused as a whole.
 
 On SQLite the stock saver keeps the whole checkpoint as one msgpack value
@@ -32,7 +32,7 @@ cells change.
 A sealed store has no "not migrated yet": a row that should hold a cell
 and does not (plaintext, a cell of another kind, an unencrypted tag, a
 missing record) is a failure, listed and left as it is, and so is a cell
-that does not authenticate at its place. A row is rewritten whole or not
+that does not authenticate at its location. A row is rewritten whole or not
 at all, so a SQLite checkpoint with one bad value keeps all its values.
 Counts are per row: a SQLite checkpoint row counts once, whatever number
 of value cells it holds.
@@ -157,7 +157,7 @@ class SealedPlanner:
         """
         if identity is None or identity.data is None or identity.type_tag != IDENTITY_KEY:
             raise StoreIdentityError(
-                "this store has no readable store identity record: it cannot be rewrapped"
+                "this store has no readable store identity: it cannot be rewrapped"
                 f" (restore the thread {IDENTITY_THREAD!r} from a backup)"
             )
         failed = False
@@ -169,7 +169,7 @@ class SealedPlanner:
         if failed:
             # Raised outside the handler: nothing of the record rides along as context.
             raise StoreIdentityError(
-                "this store's identity record does not open under the given keys: it was"
+                "this store identity does not open under the given keys: it was"
                 " forged, or the store is sealed under other keys"
             )
         parsed = parse_record(record)

@@ -11,11 +11,14 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any, TypedDict
 
 import pytest
 from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.checkpoint.sqlite import SqliteSaver as StockSqliteSaver
+from langgraph.graph import END, START, StateGraph
 
 from secure_serde.savers import V03Reader
 from secure_serde.savers.sqlite import SqliteSaver
@@ -138,3 +141,49 @@ def test_a_stock_store_is_listed_unauthenticated_and_copied_when_accepted(
     assert json.loads(out)["checkpoints"] == checkpoints
     with SqliteSaver.from_conn_string(str(tmp_path / "b.sqlite"), serde=serde()) as saver:
         assert graph(saver).get_state(THREAD).values["messages"][0].content == "hi"
+
+
+class _Counter(TypedDict):
+    n: int
+    name: str
+
+
+def _count_graph(saver: BaseCheckpointSaver[Any]) -> Any:
+    def step(state: _Counter) -> dict[str, Any]:
+        return {"n": state["n"] + 1, "name": f"{state['name']}!"}
+
+    builder = StateGraph(_Counter)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    return builder.compile(checkpointer=saver)
+
+
+def test_a_plaintext_stock_postgres_store_with_inline_values_is_adopted_when_accepted(
+    postgres_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Ints and strs a stock PostgresSaver keeps inline in its JSON: plaintext, not misplaced."""
+    from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
+
+    only_env_key(monkeypatch, VECTOR_KEY.decode())
+    with StockPostgresSaver.from_conn_string(postgres_url) as stock:
+        stock.setup()
+        _count_graph(stock).invoke({"n": 41, "name": "ada"}, THREAD)
+        checkpoints = len(list(stock.list(None)))
+    code, out, _ = run_main(capsys, "adopt", "--json", postgres_url, str(tmp_path / "a.sqlite"))
+    assert code == 1
+    refused = json.loads(out)["unvouched"]
+    assert {r["reason"] for r in refused} == {"plaintext", "parent refused"}
+    code, out, err = run_main(
+        capsys, "adopt", "--json", "--accept-unvouched", postgres_url, str(tmp_path / "b.sqlite")
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert "misplaced" not in {r["reason"] for r in report["unvouched"]}
+    assert all(r["copied"] for r in report["unvouched"])
+    assert report["checkpoints"] == checkpoints
+    with SqliteSaver.from_conn_string(str(tmp_path / "b.sqlite"), serde=serde()) as saver:
+        assert _count_graph(saver).get_state(THREAD).values == {"n": 42, "name": "ada!"}
