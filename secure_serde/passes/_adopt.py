@@ -1,0 +1,219 @@
+"""Adoption as a planner: which checkpoints of an older store ``adopt`` copies, and how.
+
+The units are a store's checkpoints as the stores layer lists them
+(`secure_serde.stores.CheckpointTags`: ids, parent, and each value's and
+write's stored type tag; nothing is decrypted), oldest first per namespace.
+`AdoptPlanner.plan` classifies each one (see secure_serde/savers/_adopt.py
+for the rules) and `SaverApplier` copies what it takes through the target
+`SealedSaver`'s public ``put`` and ``put_writes``, so the target seals and
+binds every value where it lands. Rows it cannot vouch for are listed:
+refused ones as failures, accepted ones (``accept_unvouched``) as accepted
+rows, each with its reason as ``kind`` (`Unvouched.reason`).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+
+from secure_serde._errors import ConfigurationError, SecureSerdeError
+from secure_serde.passes._engine import Planned, Skip
+from secure_serde.passes._report import (
+    LEGACY,
+    MISPLACED,
+    PARENT_REFUSED,
+    PLAINTEXT,
+    UNAUTHENTICATED,
+    WHY,
+    CheckpointRow,
+    RowFailure,
+    Tally,
+)
+from secure_serde.sealing import SealedSaver
+from secure_serde.sealing._codec import new_versions_of
+from secure_serde.stores import (
+    CheckpointTags,
+    HistoryView,
+    Store,
+    V03Reader,
+    checkpoint_tags,
+    open_store,
+)
+
+__all__ = ["AdoptPlanner", "Copy", "SaverApplier", "stored_checkpoints"]
+
+Key = tuple[str, str, str]
+
+
+@dataclass(frozen=True)
+class Copy:
+    """One checkpoint to copy: where it was, what was read, and the writes that go with it."""
+
+    tags: CheckpointTags
+    read: CheckpointTuple
+    kept: list[Any]
+
+
+def _tag_reason(type_tag: str | None) -> str | None:
+    if type_tag is None or "+" not in type_tag:
+        return PLAINTEXT  # kept inline (PostgreSQL's JSON) or stored without a cipher
+    if type_tag.endswith("+aes"):
+        return LEGACY
+    return None
+
+
+def stored_checkpoints(
+    source: BaseCheckpointSaver[Any], store: str | os.PathLike[str] | Store | None
+) -> list[CheckpointTags]:
+    """The type tags of every checkpoint of the source's store, from the stores layer."""
+    if isinstance(source, SealedSaver):
+        raise ConfigurationError("adopt copies an unsealed store; its source is a SealedSaver")
+    if store is None and isinstance(source, V03Reader):
+        return checkpoint_tags(source.view)
+    if store is None:
+        store = _sqlite_file(source)
+    if isinstance(store, Store):
+        with HistoryView(store) as view:
+            return checkpoint_tags(view)
+    with open_store(store) as opened, HistoryView(opened) as view:
+        return checkpoint_tags(view)
+
+
+def _sqlite_file(source: BaseCheckpointSaver[Any]) -> str:
+    conn = getattr(source, "conn", None)
+    if isinstance(conn, sqlite3.Connection):
+        for _, name, path in conn.execute("PRAGMA database_list"):
+            if name == "main" and path:
+                return str(path)
+    raise ConfigurationError(
+        f"adopt reads the rows of {type(source).__name__}'s database to classify them:"
+        " pass store= (its SQLite path or postgresql:// URL), or read a 0.3 store with"
+        " secure_serde.stores.V03Reader"
+    )
+
+
+def _config(tags: CheckpointTags, checkpoint_id: str | None) -> RunnableConfig:
+    config: dict[str, Any] = {"thread_id": tags.thread_id, "checkpoint_ns": tags.checkpoint_ns}
+    if checkpoint_id is not None:
+        config["checkpoint_id"] = checkpoint_id
+    return {"configurable": config}
+
+
+def _read(saver: BaseCheckpointSaver[Any] | None, config: RunnableConfig) -> CheckpointTuple | None:
+    if saver is None:
+        return None
+    try:
+        return saver.get_tuple(config)
+    except SecureSerdeError:
+        return None
+
+
+class AdoptPlanner:
+    """Classifies each checkpoint: copy it (with which writes), or refuse it and say why.
+
+    A refused checkpoint's descendants are refused too (their history would
+    not be complete), so units must come oldest first per namespace, as
+    `checkpoint_tags` lists them. Counts the threads and writes it copies.
+    """
+
+    def __init__(
+        self,
+        source: BaseCheckpointSaver[Any],
+        lenient: BaseCheckpointSaver[Any] | None,
+        *,
+        accept: bool,
+    ) -> None:
+        self._source = source
+        self._lenient = lenient
+        self._accept = accept
+        self._refused: set[Key] = set()
+        self._seq = 0
+        self.threads: set[str] = set()
+        self.writes = 0
+
+    def ref(self, tags: CheckpointTags) -> CheckpointRow:
+        return CheckpointRow.at(tags.thread_id, tags.checkpoint_ns, tags.checkpoint_id)
+
+    def _row(self, key: Key, row: str, reason: str) -> RowFailure:
+        self._seq += 1
+        return RowFailure(CheckpointRow.at(*key, row, self._seq), WHY[reason], kind=reason)
+
+    def _refuse(self, key: Key, rows: list[RowFailure]) -> Skip:
+        self._refused.add(key)
+        return Skip("refused", tuple(rows))
+
+    def plan(self, tags: CheckpointTags) -> Skip | Planned:
+        key = (tags.thread_id, tags.checkpoint_ns, tags.checkpoint_id)
+        if tags.parent_id is not None and (key[0], key[1], tags.parent_id) in self._refused:
+            return self._refuse(key, [self._row(key, "checkpoint", PARENT_REFUSED)])
+        value_reasons = {row: r for row, tag in tags.values if (r := _tag_reason(tag))}
+        write_reasons = {i: r for i, w in enumerate(tags.writes) if (r := _tag_reason(w[2]))}
+        config = _config(tags, key[2])
+        read = _read(self._source, config)
+        if read is None:
+            read = _read(self._lenient, config)
+            if read is None and self._lenient is not None:
+                return self._refuse(key, [self._row(key, "checkpoint", MISPLACED)])
+            if not value_reasons and not write_reasons:
+                value_reasons["checkpoint"] = UNAUTHENTICATED
+        take = read is not None and (not value_reasons or self._accept)
+        values = [self._row(key, row, reason) for row, reason in value_reasons.items()]
+        writes = [
+            self._row(key, f"write {tags.writes[i][0]} {tags.writes[i][1]}", reason)
+            for i, reason in write_reasons.items()
+        ]
+        if read is None or not take:
+            return self._refuse(key, values + writes)
+        # Every saver returns a checkpoint's writes in writes_sort_key order, the
+        # order of tags.writes, so positions match.
+        kept = [
+            w
+            for i, w in enumerate(read.pending_writes or ())
+            if self._accept or i not in write_reasons
+        ]
+        self.threads.add(tags.thread_id)
+        self.writes += len(kept)
+        accepted = values + (writes if self._accept else [])
+        failed = () if self._accept else tuple(writes)
+        return Planned(Copy(tags, read, kept), failed=failed, accepted=tuple(accepted))
+
+    def count_into(self, tally: Tally) -> None:
+        tally.counts["threads"] = len(self.threads)
+        tally.counts["writes"] = self.writes
+
+
+class SaverApplier:
+    """Applies checkpoint copies through the target saver's public API; nothing is ever lost."""
+
+    def __init__(self, target: SealedSaver, planner: AdoptPlanner) -> None:
+        self._target = target
+        self._planner = planner
+
+    def apply(self, changes: Sequence[object]) -> Sequence[bool]:
+        for change in changes:
+            if isinstance(change, Copy):
+                _put(self._target, change)
+        return [True] * len(changes)
+
+    def reload(self, change: object) -> CheckpointTags | None:
+        return None  # a put is never lost to a concurrent write: nothing to read again
+
+    def ref(self, unit: CheckpointTags) -> CheckpointRow:
+        return self._planner.ref(unit)
+
+
+def _put(target: SealedSaver, copy: Copy) -> None:
+    checkpoint = copy.read.checkpoint
+    config = _config(copy.tags, copy.tags.parent_id)
+    written = target.put(config, checkpoint, copy.read.metadata, new_versions_of(checkpoint))
+    by_task: dict[str, list[tuple[str, Any]]] = {}
+    for task_id, channel, value in copy.kept:
+        by_task.setdefault(task_id, []).append((channel, value))
+    for task_id, batch in by_task.items():
+        target.put_writes(written, batch, task_id)
