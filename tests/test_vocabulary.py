@@ -35,14 +35,10 @@ RETIRED = (
 NOT_YET = frozenset(
     {
         "secure_serde/_binding.py",
-        "secure_serde/cli/_adopt.py",
         "secure_serde/cli/_audit.py",
         "secure_serde/cli/_audit_scan.py",
         "secure_serde/cli/_audit_sealed.py",
         "secure_serde/cli/_inspect_read.py",
-        "secure_serde/passes/_plan.py",
-        "secure_serde/passes/_sealed.py",
-        "secure_serde/savers/_adopt.py",
         "secure_serde/sealing/_async.py",
         "secure_serde/sealing/_identity.py",
         "secure_serde/sealing/_saver.py",
