@@ -63,6 +63,7 @@ from secure_serde.ciphers._kms_client import (
     PURPOSE_KEY,
     KmsCalls,
     ResolvedArns,
+    bad_response,
     build_client,
     full_context,
     is_key_arn,
@@ -506,13 +507,9 @@ class KmsEnvelopeCipher(SecretHolder):
             resolved.primary_arn, self._context, KmsEncryptionError
         )
         if len(wrapped) > _kms_format.MAX_WRAPPED_KEY:
-            raise KmsEncryptionError(
-                f"KMS GenerateDataKey for {resolved.primary_arn} returned a wrapped key of"
-                f" {len(wrapped)} B, over the format's {_kms_format.MAX_WRAPPED_KEY} B",
-                operation="GenerateDataKey",
-                key_arn=resolved.primary_arn,
-                error_code="BadResponse",
-            )
+            limit = _kms_format.MAX_WRAPPED_KEY
+            what = f"a wrapped key of {len(wrapped)} B, over the format's {limit} B"
+            raise bad_response(KmsEncryptionError, "GenerateDataKey", resolved.primary_arn, what)
         header = _kms_format.encode_header(resolved.primary_cmk, wrapped, _kms_format.VERSION_V2)
         key = self._new_key(header, resolved.primary_cmk, plaintext)
         self._dec.sweep()

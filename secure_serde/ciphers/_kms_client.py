@@ -116,12 +116,7 @@ class KmsCalls:
             raise _failure(error, "DescribeKey", kms_key, exc) from exc
         arn = response.get("KeyMetadata", {}).get("Arn")
         if not isinstance(arn, str) or not is_key_arn(arn):
-            raise error(
-                f"KMS DescribeKey for {kms_key} returned no key ARN",
-                operation="DescribeKey",
-                key_arn=kms_key,
-                error_code="BadResponse",
-            )
+            raise bad_response(error, "DescribeKey", kms_key, "no key ARN")
         return arn
 
     @scrubbed  # the answer holds the plaintext data key
@@ -138,9 +133,9 @@ class KmsCalls:
         _check_key_arn(response, "GenerateDataKey", key_arn, error)
         plaintext, wrapped = response.get("Plaintext"), response.get("CiphertextBlob")
         if not isinstance(plaintext, bytes) or len(plaintext) != DATA_KEY_SIZE:
-            raise _bad(error, "GenerateDataKey", key_arn, "a data key that is not 32 bytes")
+            raise bad_response(error, "GenerateDataKey", key_arn, "a data key that is not 32 bytes")
         if not isinstance(wrapped, bytes) or not wrapped:
-            raise _bad(error, "GenerateDataKey", key_arn, "no wrapped data key")
+            raise bad_response(error, "GenerateDataKey", key_arn, "no wrapped data key")
         return plaintext, wrapped
 
     @scrubbed  # the answer holds the plaintext data key
@@ -157,7 +152,7 @@ class KmsCalls:
         _check_key_arn(response, "Decrypt", key_arn, error)
         plaintext = response.get("Plaintext")
         if not isinstance(plaintext, bytes) or len(plaintext) != DATA_KEY_SIZE:
-            raise _bad(error, "Decrypt", key_arn, "a data key that is not 32 bytes")
+            raise bad_response(error, "Decrypt", key_arn, "a data key that is not 32 bytes")
         return plaintext
 
 
@@ -167,10 +162,10 @@ def _check_key_arn(
     # KMS names the key it really used; a different one means this is not
     # the key we allowed, whatever the request said.
     if response.get("KeyId") != key_arn:
-        raise _bad(error, operation, key_arn, f"key {response.get('KeyId')!r} instead")
+        raise bad_response(error, operation, key_arn, f"key {response.get('KeyId')!r} instead")
 
 
-def _bad(error: type[KmsError], operation: str, key_arn: str, what: str) -> KmsError:
+def bad_response(error: type[KmsError], operation: str, key_arn: str, what: str) -> KmsError:
     return error(
         f"KMS {operation} for {key_arn} returned {what}",
         operation=operation,
