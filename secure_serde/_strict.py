@@ -99,10 +99,7 @@ def _pairs(entries: Iterable[Any]) -> frozenset[tuple[str, str]]:
         if isinstance(entry, type):
             pairs.add((entry.__module__, entry.__name__))
         elif (
-            isinstance(entry, tuple)
-            and len(entry) == 2
-            and isinstance(entry[0], str)
-            and isinstance(entry[1], str)
+            isinstance(entry, tuple) and len(entry) == 2 and all(isinstance(p, str) for p in entry)
         ):
             pairs.add((entry[0], entry[1]))
     return frozenset(pairs)
@@ -238,10 +235,7 @@ class _Run:
 
     def _construct(self, code: int, tup: Any) -> Any:
         if not (
-            isinstance(tup, list)
-            and len(tup) >= 3
-            and isinstance(tup[0], str)
-            and isinstance(tup[1], str)
+            isinstance(tup, list) and len(tup) >= 3 and all(isinstance(p, str) for p in tup[:2])
         ):
             raise StrictDecodeError(f"refusing a malformed msgpack extension (code {code})")
         module, name, arg = tup[0], tup[1], tup[2]

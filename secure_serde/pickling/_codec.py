@@ -303,10 +303,7 @@ class _Decoder:
     def _construct(self, code: int, tup: Any) -> Any:
         """Rebuild a container as JsonPlus's ext hook does, allowlist and fallbacks included."""
         if not (
-            isinstance(tup, list)
-            and len(tup) >= 3
-            and isinstance(tup[0], str)
-            and isinstance(tup[1], str)
+            isinstance(tup, list) and len(tup) >= 3 and all(isinstance(p, str) for p in tup[:2])
         ):
             raise DecryptionError("refusing a malformed nested value")
         module, name, arg = tup[0], tup[1], tup[2]
