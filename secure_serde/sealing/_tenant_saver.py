@@ -3,28 +3,12 @@
 With ``tenant_keys``, `SealedSaver` builds the routing saver defined here.
 Each call resolves its tenant from the config (``configurable.tenant_id``,
 or the ``tenant=`` callable) and runs on ``saver.for_tenant(tenant)``, a
-`SealedSaver` bound to that tenant, which differs from a plain one in three
-ways:
-
-* **Its own rows.** It reaches the inner saver through `TenantInner`, which
-  stores thread ``t`` of the tenant as thread ``"sst1:" + token + ":" + t``,
-  where the token is a keyed hash of the tenant id (the store identity's
-  index key), so two tenants' threads never share inner rows even when
-  their ids collide, and the tenant id itself is not stored. Every
-  checkpoint also carries the token as metadata (``__secure_serde_tenant__``),
-  so that a listing across the tenant's threads asks the inner saver for
-  that tenant's rows only.
-* **Its own binding.** Every value is bound to a store id of its own: the
-  store's 16-byte id followed by the tenant id, length-prefixed
-  (injective), so a row of tenant A put in tenant B's thread does not
-  authenticate there even under the same key.
-* **Its own keys.** Every thread's values and records are sealed under that
-  thread's key (`TenantKeys`), and metadata tokens under the tenant's
-  blind-index key. The store identity stays store-wide.
-
-Calls that carry no config (``delete_thread``, ``copy_thread``, ``prune``,
-``delete_for_runs``, ``list(None)``) are refused with `TenantRequiredError`
-on the routing saver: make them on ``for_tenant(tenant_id)``.
+`SealedSaver` bound to that tenant: its own rows (`TenantInner`), its own
+binding and its own keys (`TenantSealer`), as docs/tenants.md ("What each
+tenant gets") describes. Calls that carry no config (``delete_thread``,
+``copy_thread``, ``prune``, ``delete_for_runs``, ``list(None)``) are refused
+with `TenantRequiredError` on the routing saver: make them on
+``for_tenant(tenant_id)``.
 """
 
 from __future__ import annotations

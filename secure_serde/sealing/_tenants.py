@@ -1,29 +1,18 @@
 """`TenantKeys`: a random data key per tenant and per thread, kept wrapped, and shredded on demand.
 
-Keys, from the top:
+The serializer's primary key wraps one random **tenant key** per tenant,
+which wraps one random **thread key** per thread; the thread key encrypts
+the thread's checkpoints (an `EnvKeyCipher`: format v3, each value sealed
+for its location). The tenant key also keys the tenant's blind index (HKDF), so
+a shred also ends the use of its metadata tokens as a guessing oracle. Each
+wrapped key is sealed for a location naming its tenant, thread and key id,
+and kept in a key store of its own (_tenant_store.py), never in the
+checkpoint store, whose backups then hold no key.
 
-* the serializer's **primary** key (an env key, a keyring, or KMS) wraps
-* one random 32-byte **tenant key** per tenant, which wraps
-* one random 32-byte **thread key** per thread of that tenant, which
-  encrypts the thread's checkpoints (through an `EnvKeyCipher` built from
-  it: AES-256-GCM, format v3, bound to each value's row).
-
-The tenant key also keys the tenant's blind index (HKDF, its own info
-string), so shredding a tenant also ends the use of its metadata tokens as
-a guessing oracle. Each key is created on first use, wrapped with
-``encrypt_at`` at a location naming its tenant, thread and key id (so a
-wrapped key moved to another row fails to unwrap), and stored in a key
-store of its own (secure_serde/sealing/_tenant_store.py), never in the
-checkpoint store: the checkpoint store's backups then hold no key.
-
-**Shredding** nulls the wrapped key and keeps the row as a tombstone: every
-row of that tenant or thread, in the live store and in any copy of it,
-then raises `ShreddedError`, and the key is never created again. Unwrapped
-keys are cached in memory, bounded in count and age (``max_age``): with
-KMS as the primary, a tenant's key is unwrapped once per period, so KMS
-calls grow with tenants, not with operations. A shred evicts this
-process's cache at once; another process may use its cached key until its
-``max_age`` passes (docs/tenants.md).
+**Shredding** nulls the wrapped key and keeps the row as a tombstone, so the
+key is never created again. Unwrapped keys are cached, bounded in count and
+age (``max_age``): KMS calls grow with tenants, not operations, and another
+process may use a shredded key until its ``max_age`` passes (docs/tenants.md).
 """
 
 from __future__ import annotations
