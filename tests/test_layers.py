@@ -2,7 +2,8 @@
 
 Layers, bottom to top; a module imports only from its own layer or lower ones:
 
-0. core: the byte formats and primitives (``_primitives``, ``_format``,
+0. core: the byte formats and primitives (``_primitives``, ``_format``, the pass
+   report ``_report`` and its row records ``_rows``,
    ``_format_v2``, ``_format_v3``, ``_binding``, ``_keys``, ``_errors``, and helpers);
 1. ``ciphers``;
 2. serializers: ``_serializer``, the read rule, ``_compress``, ``_strict``,
@@ -48,6 +49,8 @@ CORE: Final = frozenset(
         "_lazy",
         "_primitives",
         "_ratelog",
+        "_report",
+        "_rows",
         "_scrub",
         "_version",
     }

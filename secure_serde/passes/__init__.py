@@ -4,22 +4,20 @@
 deserializing it (its planners: `Planner` for the stock and 0.3 layouts,
 ``SealedPlanner`` for a store `SealedSaver` sealed, ``ItemsPlanner`` for a
 `SealedStore`'s items). The batch loop (_engine.py) and `PassReport`
-(_report.py) are shared by every pass: rewrap, ``secure_serde.savers.adopt``
+(secure_serde/_report.py) are shared by every pass: rewrap, ``secure_serde.savers.adopt``
 and ``SealedSaver.reindex``.
 """
 
-from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, run_batches
-from secure_serde.passes._plan import Planner
-from secure_serde.passes._report import (
+from secure_serde._report import (
     MAX_LISTED_FAILURES,
-    CheckpointRow,
     PassProgress,
     PassReport,
     RewrapProgress,
     RewrapReport,
-    RowFailure,
-    Unvouched,
 )
+from secure_serde._rows import CheckpointRow, RowFailure, Unvouched
+from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, run_batches
+from secure_serde.passes._plan import Planner
 from secure_serde.passes._rewrap import rewrap
 
 __all__ = [

@@ -23,8 +23,8 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from secure_serde._errors import ConfigurationError, SecureSerdeError
-from secure_serde.passes._engine import Planned, Skip
-from secure_serde.passes._report import (
+from secure_serde._report import Tally
+from secure_serde._rows import (
     LEGACY,
     MISPLACED,
     PARENT_REFUSED,
@@ -33,8 +33,8 @@ from secure_serde.passes._report import (
     WHY,
     CheckpointRow,
     RowFailure,
-    Tally,
 )
+from secure_serde.passes._engine import Planned, Skip
 from secure_serde.sealing import SealedSaver
 from secure_serde.sealing._codec import new_versions_of
 from secure_serde.stores import (

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from typing import Final, Generic, Protocol, TypeVar
 
 from secure_serde._errors import SecureSerdeError
-from secure_serde.passes._report import RowFailure, Tally
+from secure_serde._report import Tally
+from secure_serde._rows import RowFailure
 from secure_serde.stores import Cell, RowRef, Store, Swap, ThreadRange
 
 __all__ = [

@@ -10,6 +10,7 @@ from typing import Any
 from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import ConfigurationError
 from secure_serde._migration import Migration
+from secure_serde._report import PassProgress, PassReport, Tally
 from secure_serde._scrub import scrubbed
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers._kms import KmsEnvelopeCipher
@@ -17,7 +18,6 @@ from secure_serde.ciphers._protocol import BoundCipher
 from secure_serde.passes._engine import CellPlanner, rewrap_range
 from secure_serde.passes._items import merged, open_items_at, rewrap_items
 from secure_serde.passes._plan import Planner
-from secure_serde.passes._report import PassProgress, PassReport, Tally
 from secure_serde.passes._sealed import SealedPlanner
 from secure_serde.passes._workers import rewrap_in_workers
 from secure_serde.sealing._tenants import TenantKeys

@@ -41,6 +41,7 @@ from secure_serde.sealing._reindex import (
     MAX_ROUNDS,
     ReindexReport,
     ReindexScan,
+    ReindexTally,
     check_max_rows,
     claim_reindex,
     concurrent,
@@ -300,7 +301,9 @@ class AsyncMethods:
         check_max_rows(max_rows)
         claim_reindex(self.inner)
         try:
-            return await self._areindex(dry_run=dry_run, rotate=rotate, max_rows=max_rows)
+            return (
+                await self._areindex(dry_run=dry_run, rotate=rotate, max_rows=max_rows)
+            ).report()
         finally:
             release_reindex(self.inner)
 
@@ -310,9 +313,7 @@ class AsyncMethods:
             raise StoreIdentityError("this store's identity record is gone: restore it first")
         return found
 
-    async def _areindex(
-        self, *, dry_run: bool, rotate: bool, max_rows: int | None
-    ) -> ReindexReport:
+    async def _areindex(self, *, dry_run: bool, rotate: bool, max_rows: int | None) -> ReindexTally:
         await self._aready()
         found = await self._aidentity_row()
         identity = open_identity(found, self._encrypting)
@@ -324,7 +325,7 @@ class AsyncMethods:
             if identity.index_keys.current.key_id != new_id:
                 raise concurrent()
         sealer = self._sealer = self._sealer_for(identity)
-        report = ReindexReport(
+        report = ReindexTally(
             key_id=None if begin and dry_run else sealer.index_keys.current.key_id,
             dry_run=dry_run,
             rotated=begin and not dry_run,
@@ -359,7 +360,7 @@ class AsyncMethods:
                 raise
             raise unenumerable_store(self.inner) from None
 
-    async def _adrop_old(self, sealer: Sealer, report: ReindexReport) -> None:
+    async def _adrop_old(self, sealer: Sealer, report: ReindexTally) -> None:
         """Every row is under the current key: the older keys leave the identity."""
         old = [g.key_id for g in sealer.index_keys.generations[1:]]
         if old:
@@ -374,16 +375,15 @@ class AsyncMethods:
         report.complete = True
 
     async def _amove(
-        self, sealer: Sealer, scan: ReindexScan, key: tuple[str, str, str], report: ReindexReport
+        self, sealer: Sealer, scan: ReindexScan, key: tuple[str, str, str], report: ReindexTally
     ) -> None:
         try:
             found = await self._aread(row_config(key))
             if found is None or scan.is_current(found):
                 return
             opened = sealer.open(found, channels=(), retoken=True)
-        except SecureSerdeError:
-            report.refused += 1
-            report.refused_rows.append(key)
+        except SecureSerdeError as exc:
+            report.refuse(key, type(exc))
             return
         put_args = resealed(sealer, found, opened, detached=opened.detached)
         await self.inner.aput(*put_args, new_versions_of(put_args[1]))

@@ -21,6 +21,7 @@ A re-index rotates the store's blind-index key (secure_serde/sealing/_index.py):
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
@@ -28,7 +29,14 @@ from typing import Final
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
-from secure_serde._errors import BlindIndexError, ConfigurationError, StoreIdentityError
+from secure_serde._errors import (
+    BlindIndexError,
+    ConfigurationError,
+    SecureSerdeError,
+    StoreIdentityError,
+)
+from secure_serde._report import MAX_LISTED_FAILURES, Detail, PassReport, Tally
+from secure_serde._rows import CheckpointRow, RowFailure
 from secure_serde.sealing._codec import Sealer
 from secure_serde.sealing._identity import IDENTITY_THREAD
 from secure_serde.sealing._walks import key_of
@@ -37,6 +45,7 @@ __all__ = [
     "MAX_ROUNDS",
     "ReindexReport",
     "ReindexScan",
+    "ReindexTally",
     "check_max_rows",
     "claim_reindex",
     "concurrent",
@@ -70,17 +79,19 @@ def release_reindex(inner: object) -> None:
 
 
 @dataclass
-class ReindexReport:
-    """What one `SealedSaver.reindex` call did (or, with ``dry_run``, would do).
+class ReindexTally:
+    """What one `SealedSaver.reindex` call did (or, with ``dry_run``, would do), as it runs.
 
-    ``key_id``: the current index key's id after the call (on a dry run that
-    would rotate, ``None``: the key does not exist yet). ``rewritten``: rows
-    re-put (a dry run: rows it would re-put). ``current``: rows already under
-    the current key, skipped. ``refused``: rows that did not open (typed
-    errors); while any is left the old keys are kept. ``remaining``: rows
-    still under an older key when the call stopped (``max_rows``).
-    ``dropped``: ids of the index keys removed from the identity.
-    ``complete``: the store holds one index key and every row is under it.
+    `report` freezes it into the `PassReport` (named ``"reindex"``) the call
+    returns. ``key_id``: the current index key's id after the call (on a dry
+    run that would rotate, ``None``: the key does not exist yet).
+    ``rewritten``: rows re-put (a dry run: rows it would re-put). ``current``:
+    rows already under the current key, skipped. ``refused``: rows that did
+    not open (typed errors; each listed as a failure); while any is left the
+    old keys are kept. ``remaining``: rows still under an older key when the
+    call stopped (``max_rows``). ``dropped``: ids of the index keys removed
+    from the identity. ``complete``: the store holds one index key and every
+    row is under it.
     """
 
     key_id: str | None
@@ -92,7 +103,36 @@ class ReindexReport:
     remaining: int = 0
     dropped: tuple[str, ...] = ()
     complete: bool = False
-    refused_rows: list[tuple[str, str, str]] = field(default_factory=list)
+    failures: list[RowFailure] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def refuse(self, key: tuple[str, str, str], error: type[SecureSerdeError]) -> None:
+        self.refused += 1
+        if len(self.failures) < MAX_LISTED_FAILURES:
+            reason = f"{error.__name__}: the checkpoint's record does not open; left as it is"
+            self.failures.append(RowFailure(CheckpointRow.at(*key), reason, error))
+
+    def report(self) -> PassReport:
+        tally = Tally(
+            scanned=self.current + self.rewritten + self.refused + self.remaining,
+            changed=self.rewritten,
+            failure_count=self.refused,
+            failures=list(self.failures),
+        )
+        tally.skipped["current"] = self.current
+        tally.counts["remaining"] = self.remaining
+        details: dict[str, Detail] = {
+            "key_id": self.key_id,
+            "rotated": self.rotated,
+            "dropped": self.dropped,
+            "complete": self.complete,
+        }
+        elapsed = time.monotonic() - self.started
+        return tally.report("reindex", dry_run=self.dry_run, elapsed=elapsed, details=details)
+
+
+# Deprecated alias (0.4.0): reindex returns the one report type of every pass.
+ReindexReport = PassReport
 
 
 class ReindexScan:

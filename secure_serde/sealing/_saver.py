@@ -52,6 +52,7 @@ from secure_serde.sealing._reindex import (
     MAX_ROUNDS,
     ReindexReport,
     ReindexScan,
+    ReindexTally,
     check_max_rows,
     claim_reindex,
     concurrent,
@@ -439,7 +440,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         check_max_rows(max_rows)
         claim_reindex(self.inner)
         try:
-            return self._reindex(dry_run=dry_run, rotate=rotate, max_rows=max_rows)
+            return self._reindex(dry_run=dry_run, rotate=rotate, max_rows=max_rows).report()
         finally:
             release_reindex(self.inner)
 
@@ -449,7 +450,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             raise StoreIdentityError("this store's identity record is gone: restore it first")
         return found
 
-    def _reindex(self, *, dry_run: bool, rotate: bool, max_rows: int | None) -> ReindexReport:
+    def _reindex(self, *, dry_run: bool, rotate: bool, max_rows: int | None) -> ReindexTally:
         self._ready()
         found = self._identity_row()
         identity = open_identity(found, self._encrypting)
@@ -461,7 +462,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             if identity.index_keys.current.key_id != new_id:
                 raise concurrent()
         sealer = self._sealer = self._sealer_for(identity)
-        report = ReindexReport(
+        report = ReindexTally(
             key_id=None if begin and dry_run else sealer.index_keys.current.key_id,
             dry_run=dry_run,
             rotated=begin and not dry_run,
@@ -496,7 +497,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
                 raise
             raise unenumerable_store(self.inner) from None
 
-    def _drop_old(self, sealer: Sealer, report: ReindexReport) -> None:
+    def _drop_old(self, sealer: Sealer, report: ReindexTally) -> None:
         """Every row is under the current key: the older keys leave the identity."""
         old = [g.key_id for g in sealer.index_keys.generations[1:]]
         if old:
@@ -511,16 +512,15 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         report.complete = True
 
     def _move(
-        self, sealer: Sealer, scan: ReindexScan, key: tuple[str, str, str], report: ReindexReport
+        self, sealer: Sealer, scan: ReindexScan, key: tuple[str, str, str], report: ReindexTally
     ) -> None:
         try:
             found = self._read(row_config(key))
             if found is None or scan.is_current(found):
                 return
             opened = sealer.open(found, channels=(), retoken=True)
-        except SecureSerdeError:
-            report.refused += 1
-            report.refused_rows.append(key)
+        except SecureSerdeError as exc:
+            report.refuse(key, type(exc))
             return
         put_args = resealed(sealer, found, opened, detached=opened.detached)
         self.inner.put(*put_args, new_versions_of(put_args[1]))

@@ -14,6 +14,7 @@ from typing import Final
 
 from secure_serde._binding import Location
 from secure_serde._errors import SecureSerdeError
+from secure_serde._rows import RowRef
 from secure_serde.stores._dsn import redact
 
 __all__ = [
@@ -28,9 +29,6 @@ __all__ = [
 ]
 
 DEFAULT_BATCH_SIZE: Final = 500
-
-KeyValue = str | int
-
 
 # The reserved thread of SealedSaver's store identity (secure_serde/sealing/_identity.py).
 SEALED_STORE_THREAD: Final = "__secure_serde_store__"
@@ -78,48 +76,6 @@ class TableSpec:
     def relation(self) -> str:
         """The SQL table the cells live in."""
         return self.name if self.envelope_key is None else self.name.partition(".")[0]
-
-
-@dataclass(frozen=True)
-class RowRef:
-    """Where one serialized value lives: its table and full primary key. Never data.
-
-    ``key`` pairs every primary-key column with its value, in index order,
-    so a reference is enough to find the row again (`Store.reload`) and
-    safe to print: it holds ids only.
-    """
-
-    table: str
-    key: tuple[tuple[str, KeyValue], ...]
-
-    def get(self, column: str) -> KeyValue | None:
-        for name, value in self.key:
-            if name == column:
-                return value
-        return None
-
-    @property
-    def thread_id(self) -> str:
-        return str(self.get("thread_id"))
-
-    @property
-    def checkpoint_ns(self) -> str:
-        value = self.get("checkpoint_ns")
-        return "" if value is None else str(value)
-
-    @property
-    def checkpoint_id(self) -> str | None:
-        """None for tables keyed by channel version (PostgreSQL ``checkpoint_blobs``)."""
-        value = self.get("checkpoint_id")
-        return None if value is None else str(value)
-
-    @property
-    def key_values(self) -> tuple[KeyValue, ...]:
-        return tuple(value for _, value in self.key)
-
-    def __str__(self) -> str:
-        parts = " ".join(f"{name}={value!r}" for name, value in self.key)
-        return f"{self.table} {parts}"
 
 
 @dataclass(frozen=True, slots=True)

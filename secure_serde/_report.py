@@ -18,19 +18,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final, cast
 
-from secure_serde._errors import SecureSerdeError
-from secure_serde.stores import RowRef
+from secure_serde._rows import CheckpointRow, RowFailure, Unvouched
 
 __all__ = [
     "MAX_LISTED_FAILURES",
-    "CheckpointRow",
     "PassProgress",
     "PassReport",
     "RewrapProgress",
     "RewrapReport",
-    "RowFailure",
     "Tally",
-    "Unvouched",
 ]
 
 # Failures are kept for the report; past this many only the count grows,
@@ -38,102 +34,6 @@ __all__ = [
 MAX_LISTED_FAILURES: Final = 1000
 
 Detail = str | int | bool | tuple[str, ...] | None
-
-
-@dataclass(frozen=True)
-class CheckpointRow(RowRef):
-    """Where a row of a checkpoint pass lives: the checkpoint's ids and the row in it.
-
-    ``row`` is ``"checkpoint"``, ``"value <channel>"`` or ``"write <task id>
-    <channel>"``. ``seq`` orders the rows of one run as the pass listed them.
-    """
-
-    row: str = "checkpoint"
-    seq: int = field(default=0, compare=False, repr=False)
-
-    @classmethod
-    def at(
-        cls,
-        thread_id: str,
-        checkpoint_ns: str,
-        checkpoint_id: str,
-        row: str = "checkpoint",
-        seq: int = 0,
-    ) -> CheckpointRow:
-        key = (
-            ("thread_id", thread_id),
-            ("checkpoint_ns", checkpoint_ns),
-            ("checkpoint_id", checkpoint_id),
-        )
-        return cls("checkpoints", key, row, seq)
-
-    def __str__(self) -> str:
-        where = f"{self.thread_id!r} ns={self.checkpoint_ns!r} checkpoint {self.checkpoint_id}"
-        return f"{where}: {self.row}"
-
-
-# Adopt's reasons for listing a row (`Unvouched.reason`), and what each means.
-PLAINTEXT: Final = "plaintext"
-LEGACY: Final = "legacy"
-UNAUTHENTICATED: Final = "unauthenticated"
-MISPLACED: Final = "misplaced"
-PARENT_REFUSED: Final = "parent refused"
-WHY: Final = {
-    PLAINTEXT: "stored in plaintext: nothing authenticates it",
-    LEGACY: "langgraph's +aes format: its type tag is not authenticated (could be relabelled)",
-    UNAUTHENTICATED: "did not authenticate at its location (read only under a Migration switch)",
-    MISPLACED: "did not authenticate at its location, even under the Migration switches",
-    PARENT_REFUSED: "its parent checkpoint was refused, so its history would not be complete",
-}
-
-
-@dataclass(frozen=True)
-class Unvouched:
-    """One row ``adopt`` cannot vouch for, and whether it was (or would be) copied."""
-
-    thread_id: str
-    checkpoint_ns: str
-    checkpoint_id: str
-    row: str  # "checkpoint", "value <channel>", or "write <task id> <channel>"
-    reason: str  # PLAINTEXT, LEGACY, UNAUTHENTICATED, MISPLACED or PARENT_REFUSED
-    copied: bool
-
-    def __str__(self) -> str:
-        where = f"{self.thread_id!r} ns={self.checkpoint_ns!r} checkpoint {self.checkpoint_id}"
-        action = "copied (accepted)" if self.copied else "refused"
-        return f"{where}: {self.row}: {WHY[self.reason]}; {action}"
-
-
-@dataclass(frozen=True)
-class RowFailure:
-    """A unit a pass could not handle: where it is and why, never what it holds.
-
-    ``error`` is the exception class that kept it (``None`` when no error
-    class applies, such as a row that kept changing under concurrent writes,
-    or a row adopt refuses by policy); ``reason`` says the same in words;
-    ``kind`` is a short label a pass sorts its rows by (adopt's
-    ``plaintext``, ``legacy``...), empty when the error class says it all.
-    """
-
-    ref: RowRef
-    reason: str
-    error: type[SecureSerdeError] | None = None
-    kind: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.ref}: {self.reason}"
-
-    def as_json(self) -> dict[str, Any]:
-        ref = self.ref
-        where: dict[str, Any] = {"table": ref.table, "key": dict(ref.key)}
-        if isinstance(ref, CheckpointRow):
-            where["row"] = ref.row
-        return {
-            **where,
-            "error": None if self.error is None else self.error.__name__,
-            "kind": self.kind or None,
-            "reason": self.reason,
-        }
 
 
 @dataclass(frozen=True)
