@@ -49,6 +49,7 @@ __all__ = [
     "KEYRING_FILE_VAR",
     "KEYRING_STRICT_MODES_VAR",
     "KeyRotationCipher",
+    "check_keyring_fields",
 ]
 
 KEYRING_FILE_VAR: Final = "SECURE_SERDE_KEYRING_FILE"
@@ -263,7 +264,7 @@ def _read_private(path: Path) -> bytes:
 
 
 @scrubbed
-def _read_keyring_file(path: Path) -> dict[str, Any]:  # noqa: C901 - one check per keyring field, in the order the docs list them
+def _read_keyring_file(path: Path) -> dict[str, Any]:
     # Errors are raised after the ``except`` blocks, not inside them: even with
     # ``from None`` the decoder's exception would stay reachable as
     # ``__context__``, and its ``doc``/``object`` is the file's text, keys included.
@@ -287,10 +288,16 @@ def _read_keyring_file(path: Path) -> dict[str, Any]:  # noqa: C901 - one check 
     unknown = sorted(set(config) - _FILE_FIELDS)
     if unknown:
         raise ConfigurationError(f"keyring file {path} has unknown fields {unknown}")
+    check_keyring_fields(config, path)
+    return config
+
+
+def check_keyring_fields(config: dict[str, Any], path: Path) -> None:
+    """The type of each field of a keyring file's object (shared with ``secure-serde keyring``)."""
     keys = config.get("keys", {})
     if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
         raise ConfigurationError(f"'keys' in keyring file {path} must map labels to key strings")
-    if "primary" in config and not isinstance(config["primary"], str):
+    if not isinstance(config.get("primary", ""), str):
         raise ConfigurationError(f"'primary' in keyring file {path} must be a label")
     retired = config.get("retired", [])
     if not isinstance(retired, list) or not all(isinstance(i, str) for i in retired):
@@ -303,4 +310,3 @@ def _read_keyring_file(path: Path) -> dict[str, Any]:  # noqa: C901 - one check 
         raise ConfigurationError(
             f"'legacy_mode' in keyring file {path} must be one of {sorted(_LEGACY_MODES)}"
         )
-    return config

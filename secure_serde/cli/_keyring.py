@@ -40,6 +40,7 @@ from secure_serde._errors import ConfigurationError, KeyringFileError
 from secure_serde._keys import generate_encoded_key, shown_label
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
+from secure_serde.ciphers._rotation import check_keyring_fields
 from secure_serde.cli._args import check_label
 
 __all__ = ["register"]
@@ -49,7 +50,6 @@ _MODE: Final = 0o600
 _ENV_LABEL: Final = "env"
 # The fields a keyring file may hold (as KeyRotationCipher.from_env reads it).
 _FIELDS: Final = frozenset({"primary", "keys", "retired", "legacy_key", "legacy_mode"})
-_LEGACY_MODES: Final = frozenset({"eax", "gcm"})
 # Largest keyring file read: a few hundred keys fit in far less.
 _MAX_FILE_BYTES: Final = 1 << 20
 
@@ -313,22 +313,7 @@ def _check_fields(config: object, path: Path) -> None:
         raise ConfigurationError(
             f"keyring file {path} has {len(unknown)} unknown field(s); known: {sorted(_FIELDS)}"
         )
-    keys = config.get("keys", {})
-    if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
-        raise ConfigurationError(f"'keys' in keyring file {path} must map labels to key strings")
-    if not isinstance(config.get("primary", ""), str):
-        raise ConfigurationError(f"'primary' in keyring file {path} must be a label")
-    retired = config.get("retired", [])
-    if not isinstance(retired, list) or not all(isinstance(i, str) for i in retired):
-        raise ConfigurationError(f"'retired' in keyring file {path} must be a list of labels")
-    legacy_key = config.get("legacy_key")
-    if legacy_key is not None and not isinstance(legacy_key, str):
-        raise ConfigurationError(f"'legacy_key' in keyring file {path} must be a label or null")
-    legacy_mode = config.get("legacy_mode", "eax")
-    if not isinstance(legacy_mode, str) or legacy_mode not in _LEGACY_MODES:
-        raise ConfigurationError(
-            f"'legacy_mode' in keyring file {path} must be one of {sorted(_LEGACY_MODES)}"
-        )
+    check_keyring_fields(config, path)
 
 
 @scrubbed
