@@ -1,0 +1,195 @@
+"""The pass engine (secure_serde/passes/_engine.py) and its report, on real SQLite stores.
+
+A dry run writes nothing and says "would"; a planner's failure is counted and listed by where
+and why; text lists are capped at 20 rows and --json lists every row the report kept (up to
+1,000, the rest counted); progress is called after every batch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from secure_serde import DecryptionError, PassReport
+from secure_serde._report import MAX_LISTED_FAILURES, Tally
+from secure_serde._rows import RowFailure, RowRef
+from secure_serde.cli._pretty import report_lines
+from secure_serde.passes import CURRENT, Planned, Skip, Unreadable, rewrap, run_batches
+from secure_serde.passes._engine import CellApplier
+from secure_serde.stores import Cell, Store, Swap, open_store
+from tests.rewrap.rewrap_support import (
+    KEY_A,
+    KEY_B,
+    cells,
+    rotation_serde,
+    run_turns,
+    sqlite_graph,
+)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Path:
+    """A stock SQLite store of three threads, every value under key A."""
+    path = tmp_path / "store.sqlite"
+    with sqlite_graph(path, rotation_serde({"a": KEY_A}, "a")) as graph:
+        for thread in ("t1", "t2", "t3"):
+            run_turns(graph, thread, 2)
+    return path
+
+
+@pytest.fixture
+def opened(store: Path) -> Iterator[Store]:
+    with open_store(str(store)) as handle:
+        yield handle
+
+
+def snapshot(path: Path) -> dict[tuple[str, object], tuple[str | None, bytes | None]]:
+    return {(c.ref.table, c.ref.key): (c.type_tag, c.data) for c in cells(path)}
+
+
+class FailOne:
+    """A real planner that refuses one chosen cell and leaves every other one current."""
+
+    def __init__(self, refused: RowRef) -> None:
+        self.refused = refused
+
+    def plan(self, cell: Cell) -> Unreadable | Skip:
+        if cell.ref == self.refused:
+            return Unreadable.of(DecryptionError, "refused by this test's planner")
+        return CURRENT
+
+
+class FailAll:
+    def plan(self, cell: Cell) -> Unreadable:
+        return Unreadable.of(DecryptionError, f"refused by this test's planner ({cell.ref.table})")
+
+
+class RewriteAll:
+    """Plans a swap of every cell to the same bytes under a new tag: a change on every row."""
+
+    def plan(self, cell: Cell) -> Planned:
+        return Planned(Swap(cell, "changed-by-test", cell.data or b""), "test")
+
+
+def test_a_dry_run_writes_nothing_and_says_would(store: Path, opened: Store) -> None:
+    before = snapshot(store)
+    tally = run_batches(
+        opened.iter_batches(opened.tables[0], 4),
+        RewriteAll(),
+        CellApplier(opened),
+        dry_run=True,
+    )
+    report = tally.report("rewrap", dry_run=True, elapsed=0.0)
+    assert report.changed == tally.scanned > 0
+    assert snapshot(store) == before
+    text = "\n".join(report.lines())
+    assert "would rewrap" in text
+    assert "rewrapped" not in text.replace("would rewrap", "")
+    assert report.to_json()["dry_run"] is True
+
+
+def test_the_same_pass_without_dry_run_writes(store: Path, opened: Store) -> None:
+    """The counterpart of the dry run: the same planner does change the rows."""
+    table = opened.tables[0]
+    tally = run_batches(
+        opened.iter_batches(table, 4), RewriteAll(), CellApplier(opened), dry_run=False
+    )
+    assert tally.changed == tally.scanned > 0
+    changed = [c for c in cells(store) if c.type_tag == "changed-by-test"]
+    assert len(changed) == tally.changed
+
+
+def test_a_real_rewrap_dry_run_writes_nothing(store: Path) -> None:
+    before = snapshot(store)
+    report = rewrap(
+        str(store),
+        rotation_serde({"a": KEY_A, "b": KEY_B}, "b"),
+        dry_run=True,
+    )
+    assert isinstance(report, PassReport)
+    assert (report.name, report.dry_run, report.changed > 0) == ("rewrap", True, True)
+    assert snapshot(store) == before
+    assert any("would rewrap" in line for line in report_lines(report))
+
+
+def test_a_planners_failure_is_counted_and_listed(opened: Store) -> None:
+    table = opened.tables[0]
+    first = next(iter(opened.iter_batches(table, 100)))[0]
+    tally = run_batches(
+        opened.iter_batches(table, 3), FailOne(first.ref), CellApplier(opened), dry_run=False
+    )
+    report = tally.report("rewrap", dry_run=False, elapsed=0.0)
+    assert report.failure_count == 1
+    (failure,) = report.failures
+    assert (failure.ref, failure.error) == (first.ref, DecryptionError)
+    assert "refused by this test's planner" in failure.reason
+    assert report.skipped["current"] == report.scanned - 1
+    assert not report.ok
+    listed = report.to_json()["failures"]
+    assert listed == [
+        {
+            "table": first.ref.table,
+            "key": dict(first.ref.key),
+            "error": "DecryptionError",
+            "kind": None,
+            "reason": failure.reason,
+        }
+    ]
+
+
+def test_failures_are_capped_in_text_and_full_in_json(opened: Store) -> None:
+    tally = Tally()
+    for table in opened.tables:
+        run_batches(
+            opened.iter_batches(table, 7), FailAll(), CellApplier(opened), dry_run=True, tally=tally
+        )
+    report = tally.report("rewrap", dry_run=True, elapsed=0.0)
+    assert report.failure_count == report.scanned > 20
+    lines = report_lines(report)
+    listed = [line for line in lines if "refused by this test's planner" in line]
+    assert len(listed) == 20
+    assert f"  ... and {report.failure_count - 20:,} more (--json lists them)" in lines
+    document = json.loads(json.dumps(report.to_json()))
+    assert len(document["failures"]) == report.failure_count
+    assert document["failure_count"] == report.failure_count
+
+
+def test_past_the_cap_the_report_counts_what_it_does_not_keep() -> None:
+    tally = Tally()
+    ref = RowRef("checkpoints", (("thread_id", "t"),))
+    for _ in range(MAX_LISTED_FAILURES + 5):
+        tally.fail(RowFailure(ref, "refused"))
+    report = tally.report("rewrap", dry_run=False, elapsed=0.0)
+    assert (report.failure_count, len(report.failures)) == (MAX_LISTED_FAILURES + 5, 1000)
+    assert report_lines(report)[-1] == "  ... and 985 more (--json lists the first 1,000)"
+
+
+def test_progress_is_called_after_every_batch(store: Path, opened: Store) -> None:
+    table = opened.tables[0]
+    rows = sum(len(batch) for batch in opened.iter_batches(table, 1000))
+    seen: list[int] = []
+    run_batches(
+        opened.iter_batches(table, 2),
+        RewriteAll(),
+        CellApplier(opened),
+        dry_run=True,
+        on_batch=lambda tally: seen.append(tally.scanned),
+    )
+    assert len(seen) == -(-rows // 2)
+    assert seen == sorted(seen)
+    assert seen[-1] == rows
+    # Through rewrap's own progress callback too: one snapshot per batch of every table.
+    snapshots: list[int] = []
+    report = rewrap(
+        str(store),
+        rotation_serde({"a": KEY_A, "b": KEY_B}, "b"),
+        batch_size=5,
+        progress=lambda p: snapshots.append(p.scanned),
+    )
+    per_table = [sum(len(b) for b in opened.iter_batches(t, 1000)) for t in opened.tables]
+    batches = sum(-(-rows // 5) for rows in per_table)
+    assert len(snapshots) == batches
+    assert snapshots[-1] == report.scanned
