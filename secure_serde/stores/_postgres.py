@@ -293,20 +293,7 @@ class _Statements:
         self._envelope = spec.envelope_key is not None
         self._record = spec.name == RECORD_TABLE
         self.only: sql.Composable
-        if spec.envelope_key is not None and self._record:
-            entry = sql.Literal(spec.envelope_key)
-            self.only = sql.SQL("{} ? {}").format(data_col, entry)
-            values = sql.SQL("{} -> {}").format(data_col, entry)
-            # The seal's "parent" stays as it is: only type and data change,
-            # and only while both are still what was read.
-            self.swap = sql.SQL(
-                "UPDATE {} SET {} = jsonb_set(jsonb_set({}, ARRAY[{}, 'type'], to_jsonb(%s::text)),"
-                " ARRAY[{}, 'data'], to_jsonb(%s::text)) WHERE {}"
-                " AND {} -> {} ->> 'type' = %s AND {} -> {} ->> 'data' = %s RETURNING 1"
-            ).format(
-                table, data_col, data_col, entry, entry, where_key, data_col, entry, data_col, entry
-            )
-        elif spec.envelope_key is None:
+        if spec.envelope_key is None:
             self.only = sql.SQL("TRUE")
             values = sql.SQL("{}, {}").format(type_col, data_col)
             self.swap = sql.SQL(
@@ -317,6 +304,17 @@ class _Statements:
             entry = sql.Literal(spec.envelope_key)
             self.only = sql.SQL("{} ? {}").format(data_col, entry)
             values = sql.SQL("{} -> {}").format(data_col, entry)
+        if self._envelope and self._record:
+            # The seal's "parent" stays as it is: only type and data change,
+            # and only while both are still what was read.
+            self.swap = sql.SQL(
+                "UPDATE {} SET {} = jsonb_set(jsonb_set({}, ARRAY[{}, 'type'], to_jsonb(%s::text)),"
+                " ARRAY[{}, 'data'], to_jsonb(%s::text)) WHERE {}"
+                " AND {} -> {} ->> 'type' = %s AND {} -> {} ->> 'data' = %s RETURNING 1"
+            ).format(
+                table, data_col, data_col, entry, entry, where_key, data_col, entry, data_col, entry
+            )
+        elif self._envelope:
             # jsonb equality ignores key order and spacing; envelope_cell
             # makes sure the envelope rebuilt from a cell equals what was read.
             self.swap = sql.SQL(

@@ -48,6 +48,7 @@ from secure_serde.stores._base import (
     Swap,
     TableSpec,
 )
+from secure_serde.stores._items import json_or_none
 from secure_serde.stores._sqlite import SqliteStore, _quote
 
 __all__ = [
@@ -152,7 +153,7 @@ class SealedSqliteStore(SealedLayout, SqliteStore):
         ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
         if table.name == RECORDS:
             key = entry_key(ref.thread_id)
-            return SealedRow(ref, key, _entry_data(_json_or_none(row[nkey]), key))
+            return SealedRow(ref, key, _entry_data(json_or_none(row[nkey]), key))
         channel = None
         if table.extra_columns:
             channel = None if row[nkey + 2] is None else str(row[nkey + 2])
@@ -168,7 +169,7 @@ class SealedSqliteStore(SealedLayout, SqliteStore):
         found = self._conn.execute(_RELOAD_TEXT, cell.ref.key_values).fetchone()
         if found is None:
             return False
-        metadata = _json_or_none(found[0])
+        metadata = json_or_none(found[0])
         if not isinstance(metadata, dict) or _entry_data(metadata, cell.type_tag) != cell.data:
             return False
         metadata[cell.type_tag] = swap.new_data.decode("utf-8")
@@ -183,12 +184,3 @@ _RELOAD_TEXT: Final = f"SELECT CAST(metadata AS TEXT) FROM checkpoints WHERE {_K
 _SWAP_TEXT: Final = (
     f"UPDATE checkpoints SET metadata = ? WHERE {_KEY_SQL} AND CAST(metadata AS TEXT) IS ?"  # noqa: S608
 )
-
-
-def _json_or_none(text: object) -> object:
-    if not isinstance(text, str):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
