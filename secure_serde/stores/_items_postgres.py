@@ -24,7 +24,13 @@ from secure_serde.stores._items import (
     ItemsLayout,
     check_swap,
 )
-from secure_serde.stores._postgres import _COLUMNS_SQL, _LOCK_TIMEOUT, _reason, display_url
+from secure_serde.stores._postgres import (
+    _COLUMNS_SQL,
+    _LOCK_TIMEOUT,
+    _reason,
+    connect,
+    display_url,
+)
 
 with contextlib.suppress(ImportError):  # refused in __init__ without the extra
     import psycopg
@@ -56,16 +62,7 @@ class SealedItemsPostgresStore(ItemsLayout):
     def __init__(self, url: str) -> None:
         self._url = url
         self._display = display_url(url)
-        problem = None
-        try:
-            self._conn = psycopg.connect(url, autocommit=True)
-        except NameError:
-            problem = "PostgreSQL stores need psycopg: pip install 'secure-serde[postgres]'"
-        except psycopg.Error as exc:
-            problem = f"cannot connect to {self._display}: {_reason(exc)}"
-        if problem is not None:
-            # Raised outside the handler: libpq's error may quote the DSN.
-            raise StoreError(problem)
+        self._conn = connect(url, self._display)
         try:
             columns = {r[0] for r in self._conn.execute(_COLUMNS_SQL, (ITEMS,)).fetchall()}
             checkpoints = self._conn.execute(_COLUMNS_SQL, ("checkpoints",)).fetchone()

@@ -92,6 +92,19 @@ def display_url(url: str) -> str:
     return f"postgresql://{user}{host}{port}/{dbname}"
 
 
+def connect(url: str, display: str) -> Any:
+    """An autocommit connection to ``url``; ``display`` names it in errors."""
+    if not _HAVE_PSYCOPG:
+        raise StoreError("PostgreSQL stores need psycopg: pip install 'secure-serde[postgres]'")
+    try:
+        return psycopg.connect(url, autocommit=True)
+    except psycopg.Error as exc:
+        problem = f"cannot connect to {display}: {_reason(exc)}"
+    # Raised outside the handler: libpq's error, which may quote the DSN,
+    # must not stay reachable as __context__.
+    raise StoreError(problem)
+
+
 class PostgresStore(Store):
     """A PostgreSQL database holding the stock langgraph tables, via psycopg 3.
 
@@ -103,19 +116,9 @@ class PostgresStore(Store):
     kind = "postgres"
 
     def __init__(self, url: str) -> None:
-        if not _HAVE_PSYCOPG:
-            raise StoreError("PostgreSQL stores need psycopg: pip install 'secure-serde[postgres]'")
         self._url = url
         self._display = display_url(url)
-        problem = None
-        try:
-            self._conn = psycopg.connect(url, autocommit=True)
-        except psycopg.Error as exc:
-            problem = f"cannot connect to {self._display}: {_reason(exc)}"
-        if problem is not None:
-            # Raised outside the handler: libpq's error, which may quote the
-            # DSN, must not stay reachable as __context__.
-            raise StoreError(problem)
+        self._conn = connect(url, self._display)
         try:
             self.tables = self._discover()
         except psycopg.Error as exc:
