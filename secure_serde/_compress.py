@@ -1,12 +1,9 @@
 """`CompressedSerializer`: compress what the inner serializer writes; decompress within a bound.
 
-A compressed value's type tag is the inner tag plus the algorithm,
-``"{inner}+zstd"`` or ``"{inner}+zlib"``, so a store written with either
-stays readable whatever is installed for writing, and a value below the size
-threshold keeps the inner tag unchanged. Under `EncryptedSerializer` the tag
-becomes ``msgpack+zstd+aesgcm``: the cipher authenticates the bytes and the
-inner tag ``msgpack+zstd`` before this layer sees them, so nothing is
-decompressed before authentication.
+A compressed value's type tag is the inner tag plus the algorithm
+(``msgpack+zstd``, docs/compression.md); under `EncryptedSerializer` the
+cipher authenticates the bytes and that inner tag before this layer sees
+them, so nothing is decompressed before authentication.
 
 Decompression never produces more than ``max_size`` bytes: a zstd frame that
 declares a larger size is refused from its header, before any output; a
@@ -14,9 +11,6 @@ frame that declares nothing, and every zlib stream, is decompressed with a
 ``max_length`` of ``max_size + 1`` and refused if that much comes out. The
 zstd window is capped to the bound too, so a crafted header cannot make the
 decoder allocate a large window either. Both raise `DecompressionBombError`.
-
-Compressing before encrypting lets stored lengths depend on content; see
-SECURITY.md ("Compression before encryption") before turning it on.
 
 zstd comes from the standard library's API (``compression.zstd`` on Python
 3.14+, the ``backports.zstd`` package before): it writes every value, and
@@ -350,13 +344,10 @@ def _zlib_writer(level: int) -> Callable[[bytes], bytes]:
 class CompressedSerializer:
     """Compresses the inner serializer's output above a size threshold; reads both kinds.
 
-    Put it under `EncryptedSerializer` (``EncryptedSerializer(cipher,
-    CompressedSerializer())``, or ``EncryptedSerializer.from_pycryptodome_aes(
-    compress=True)``) and over the pickle fallback
-    (``CompressedSerializer(PickleFallbackSerializer(...))``). Values whose
-    inner encoding is shorter than ``min_size``, longer than ``max_size``, or
-    that would shrink by less than an eighth or less than 64 bytes, keep the
-    inner tag and bytes unchanged.
+    Put it under `EncryptedSerializer` and over the pickle fallback
+    (docs/compression.md). Values whose inner encoding is shorter than
+    ``min_size``, longer than ``max_size``, or that would shrink by less than
+    an eighth or less than 64 bytes, keep the inner tag and bytes unchanged.
 
     Args:
         serde: the inner serializer; ``None`` means a fresh ``JsonPlusSerializer()``.
