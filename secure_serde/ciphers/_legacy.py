@@ -5,9 +5,8 @@ version, key id or associated data::
 
     nonce (16) | tag (16) | ciphertext
 
-Because nothing binds their type tag, `EncryptedSerializer` refuses to
-unpickle them (see ``allow_legacy_pickle``). They are only ever read; new
-rows are always format v1.
+Nothing binds their type tag, so they are decoded strictly unless
+``Migration.legacy_pickle`` (secure_serde/_readrule.py); they are only ever read.
 """
 
 from __future__ import annotations
