@@ -139,6 +139,7 @@ _VERBS: Final = {
     "rewrap": ("rewrapped", "would rewrap", "rows"),
     "adopt": ("copied", "would copy", "checkpoints"),
     "reindex": ("re-indexed", "would re-index", "checkpoints"),
+    "copy_thread": ("copied", "would copy", "checkpoints"),
 }
 
 
@@ -147,7 +148,7 @@ class PassReport:
     """The outcome of one pass over a store.
 
     Attributes:
-        name: the pass: ``"rewrap"``, ``"adopt"`` or ``"reindex"``.
+        name: the pass: ``"rewrap"``, ``"adopt"``, ``"reindex"`` or ``"copy_thread"``.
         dry_run: nothing was written; ``changed`` counts what would be.
         store: where the store is (no password), when the pass knows it.
         scanned: units read (cells for rewrap, checkpoints for adopt and reindex).

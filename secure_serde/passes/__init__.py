@@ -5,7 +5,8 @@ deserializing it (its planners: `Planner` for the stock and 0.3 layouts,
 ``SealedPlanner`` for a store `SealedSaver` sealed, ``ItemsPlanner`` for a
 `SealedStore`'s items). The batch loop (_engine.py) and `PassReport`
 (secure_serde/_report.py) are shared by every pass: rewrap, ``secure_serde.savers.adopt``
-and ``SealedSaver.reindex``.
+``SealedSaver.reindex``, and `copy_thread`, which copies one thread from a
+sealed store into another through both savers' public API.
 """
 
 from secure_serde._report import (
@@ -16,6 +17,7 @@ from secure_serde._report import (
     RewrapReport,
 )
 from secure_serde._rows import CheckpointRow, RowFailure, Unvouched
+from secure_serde.passes._copy import copy_thread
 from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, run_batches
 from secure_serde.passes._plan import Planner
 from secure_serde.passes._rewrap import rewrap
@@ -34,6 +36,7 @@ __all__ = [
     "Skip",
     "Unreadable",
     "Unvouched",
+    "copy_thread",
     "rewrap",
     "run_batches",
 ]
