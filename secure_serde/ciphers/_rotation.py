@@ -50,6 +50,7 @@ __all__ = [
     "KEYRING_STRICT_MODES_VAR",
     "KeyRotationCipher",
     "check_keyring_fields",
+    "keyring_json",
 ]
 
 KEYRING_FILE_VAR: Final = "SECURE_SERDE_KEYRING_FILE"
@@ -276,13 +277,7 @@ def _read_keyring_file(path: Path) -> dict[str, Any]:
         problem = f"cannot read keyring file {path}: {exc.strerror}"
     if problem is not None:
         raise ConfigurationError(problem)
-    try:
-        config = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError):
-        # RecursionError: nesting deeper than the interpreter's stack.
-        problem = f"keyring file {path} is not valid JSON (or not UTF-8, or nested too deeply)"
-    if problem is not None:
-        raise ConfigurationError(problem)
+    config = keyring_json(data, path)
     if not isinstance(config, dict):
         raise ConfigurationError(f"keyring file {path} must hold a JSON object")
     unknown = sorted(set(config) - _FILE_FIELDS)
@@ -290,6 +285,16 @@ def _read_keyring_file(path: Path) -> dict[str, Any]:
         raise ConfigurationError(f"keyring file {path} has unknown fields {unknown}")
     check_keyring_fields(config, path)
     return config
+
+
+def keyring_json(data: bytes, path: Path) -> Any:
+    """The JSON value of a keyring file's bytes (shared with ``secure-serde keyring``)."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's stack
+        problem = f"keyring file {path} is not valid JSON (or not UTF-8, or nested too deeply)"
+    # Outside the handler: the decoder's error would keep the file's text, keys included.
+    raise ConfigurationError(problem)
 
 
 def check_keyring_fields(config: dict[str, Any], path: Path) -> None:

@@ -40,7 +40,7 @@ from secure_serde._errors import ConfigurationError, KeyringFileError
 from secure_serde._keys import generate_encoded_key, shown_label
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
-from secure_serde.ciphers._rotation import check_keyring_fields
+from secure_serde.ciphers._rotation import check_keyring_fields, keyring_json
 from secure_serde.cli._args import check_label
 
 __all__ = ["register"]
@@ -293,13 +293,7 @@ def _load(path: Path) -> tuple[dict[str, Any], int]:
         raise ConfigurationError(problem)
     if len(data) > _MAX_FILE_BYTES:
         raise ConfigurationError(f"keyring file {path} is larger than {_MAX_FILE_BYTES} bytes")
-    try:
-        config = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError):
-        # RecursionError: nesting deeper than the interpreter's stack.
-        problem = f"keyring file {path} is not valid JSON (or not UTF-8, or nested too deeply)"
-    if problem is not None:
-        raise ConfigurationError(problem)
+    config = keyring_json(data, path)
     _check_fields(config, path)
     return config, mode
 
