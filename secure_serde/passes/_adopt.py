@@ -35,8 +35,7 @@ from secure_serde._rows import (
     RowFailure,
 )
 from secure_serde.passes._engine import Planned, Skip
-from secure_serde.sealing import SealedSaver
-from secure_serde.sealing._codec import new_versions_of
+from secure_serde.sealing import SealedSaver, new_versions_of
 from secure_serde.stores import (
     CheckpointTags,
     HistoryView,

@@ -5,6 +5,7 @@ Modules, each with one job:
 * ``_cell``: the byte layout of what the inner saver stores (documented there);
 * ``_identity``: the store identity, created once per store and sealed in it;
 * ``_index``: blind-index tokens for metadata filters;
+* ``_record``: the record, one sealed cell per checkpoint, and its inline values;
 * ``_codec``: sealing a checkpoint for the inner saver, and opening one;
 * ``_walks``: history checks and the bookkeeping of copy, prune and delete;
 * ``_saver`` and ``_async``: the saver, sync and async;
@@ -18,6 +19,7 @@ Modules, each with one job:
 # Registers the per-tenant routing saver with SealedSaver (it subclasses SealedSaver).
 import secure_serde.sealing._tenant_saver  # noqa: F401
 from secure_serde.sealing._audit import AuditFinding, SealedAuditReport, ShreddedRow, audit_sealed
+from secure_serde.sealing._record import new_versions_of
 from secure_serde.sealing._reindex import ReindexReport
 from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, SealedSaver
 from secure_serde.sealing._store import SealedStore
@@ -35,4 +37,5 @@ __all__ = [
     "StoreItemFinding",
     "audit_sealed",
     "audit_store_items",
+    "new_versions_of",
 ]

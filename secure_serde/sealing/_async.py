@@ -23,7 +23,7 @@ from langgraph.checkpoint.serde.types import TASKS
 
 from secure_serde._errors import ConfigurationError, SecureSerdeError, StoreIdentityError
 from secure_serde._serializer import EncryptedSerializer
-from secure_serde.sealing._codec import Opened, Sealer, ids, new_versions_of, reduced
+from secure_serde.sealing._codec import Opened, Sealer, ids, reduced
 from secure_serde.sealing._identity import (
     IDENTITY_THREAD,
     StoreIdentity,
@@ -37,6 +37,7 @@ from secure_serde.sealing._identity import (
 )
 from secure_serde.sealing._index import plan_filters
 from secure_serde.sealing._inner import guarded_async, read_errors, unreadable
+from secure_serde.sealing._record import new_versions_of
 from secure_serde.sealing._reindex import (
     MAX_ROUNDS,
     ReindexReport,

@@ -2,8 +2,9 @@
 
 A checkpoint reaches the inner saver as:
 
-* each channel value: a value cell bound to (store, thread, namespace,
-  channel, version);
+* each channel value that is not inline in the record: a value cell bound
+  to (store, thread, namespace, channel, version); a checkpoint with no such
+  value gets one marker cell instead (`MARKER_CHANNEL`, version ``"0"``);
 * each pending write: a write cell bound to (store, thread, namespace,
   checkpoint id, task id, task path, index, channel);
 * the metadata: ``{RECORD_KEY: <record cell>}``, plus a blind-index token for
@@ -17,24 +18,8 @@ A checkpoint reaches the inner saver as:
   serializer (SQLite stores the whole checkpoint as one value) then still
   refuses it naming SealedSaver, not as a plaintext row (never read back).
 
-The record cell seals, at (store, thread, namespace, checkpoint id), the
-msgpack (langgraph's JsonPlus encoding) of::
-
-    {"c": the checkpoint without its values, "m": the full metadata,
-     "p": the parent id or None, "vals": the channels holding a value,
-     "det": True when the parent may be gone (prune, delete_for_runs),
-     "iv": {channel: value} for the channels whose value is inline}
-
-``"iv"`` is written only when some value is inline, and a record without it
-(every record before 0.4's inline layout) has every value of ``"vals"`` as
-a cell. A value is inline, in the record, when it is None, a bool, a float,
-an int of at most 64 bits or a str of at most 1024 characters that is valid
-UTF-8, each of exactly that type (what the stock PostgresSaver keeps inline
-in its JSONB): it then has no cell and no blob row of its own, is bound to
-its checkpoint by the record's seal, and the inner saver's ``new_versions``
-omit its channel. Every other value is a cell. ``"vals"`` names both kinds,
-so a reader that does not know ``"iv"`` refuses the record (a value it
-cannot find), and never returns a checkpoint without its inline values.
+The record cell's content, and which values are inline in it, are laid out
+in ``_record``.
 
 A read returns the record's checkpoint and metadata, never the inner
 saver's copy, and checks everything the inner saver returns against it: the
@@ -74,21 +59,29 @@ from secure_serde.ciphers._protocol import LocatingCipher, is_locating
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity
 from secure_serde.sealing._index import IndexGeneration, IndexKeys, canonical, matches
+from secure_serde.sealing._record import inline_of, inlined, parse_record
 
 __all__ = [
+    "MARKER_CHANNEL",
     "PARENTS",
     "RECORD_KEY",
     "Opened",
     "Sealer",
     "ids",
-    "inlined",
-    "new_versions_of",
     "reduced",
 ]
 
 RECORD_KEY: Final = "__secure_serde__"
 PARENTS: Final = "parents"
 _RECORD_TAG: Final = "msgpack"
+# A checkpoint whose values are all inline would hand the inner saver no cell, and a
+# stock PostgresSaver keeps no blob row for it: given secure_serde's serializer by
+# mistake, it would return the checkpoint with no values instead of refusing it. So such
+# a checkpoint carries one value cell of None under this channel, at one constant version
+# (stored once per thread and namespace), which that serializer refuses naming
+# SealedSaver. Reads never look at it: the record names the channels holding a value.
+MARKER_CHANNEL: Final = RECORD_KEY
+_MARKER: Final = "0"
 _MAX_CACHED: Final = 4096
 # Keys a routing layer under the sealer adds for its own filters (per-tenant sealing's tag,
 # secure_serde/sealing/_tenant_inner.py); checked there, allowed here.
@@ -209,6 +202,8 @@ class Sealer:
         values = checkpoint.get("channel_values") or {}
         cells = inner_checkpoint["channel_values"]
         versions = {k: v for k, v in new_versions.items() if k in cells or k not in values}
+        if MARKER_CHANNEL in cells and MARKER_CHANNEL not in values:
+            versions[MARKER_CHANNEL] = _MARKER
         return inner_config, inner_checkpoint, inner_metadata, versions
 
     def seal_checkpoint(
@@ -258,6 +253,9 @@ class Sealer:
             # opened values, never by the inner saver on cells.
             inner_structure["v"] = 4
         inner_structure[RECORD_KEY] = _cell.MAGIC.decode("ascii")
+        if not cells:
+            cells = {MARKER_CHANNEL: self._value_cell(thread, ns, MARKER_CHANNEL, _MARKER, None)}
+            inner_structure["channel_versions"] = {**versions, MARKER_CHANNEL: _MARKER}
         inner_checkpoint = cast(Checkpoint, {**inner_structure, "channel_values": cells})
         location = Location.checkpoint(thread, ns, checkpoint_id, None, b"", self._store)
         inner_metadata = self._inner_metadata(full)
@@ -394,8 +392,8 @@ class Sealer:
         record = self._open_raw(
             _cell.from_text(found.metadata.get(RECORD_KEY), _cell.RECORD), location
         )
-        structure, metadata, parent, detached, with_values = _parse_record(record)
-        inline = _inline_of(record)
+        structure, metadata, parent, detached, with_values = parse_record(record)
+        inline = inline_of(record)
         if inline:
             with_values = [c for c in with_values if c not in inline]
         inner_parent = _parent_id(found)
@@ -555,63 +553,6 @@ class Sealer:
         return _cell.pack(kind, tag, ciphertext)
 
 
-_INLINE_CHARS: Final = 1024
-_INT_LOW: Final = -(2**63)
-_INT_HIGH: Final = 2**64  # msgpack's integers: int64 and uint64
-
-
-def inlined(value: Any) -> bool:
-    """Whether ``value`` is kept inline in its record (see the module docstring)."""
-    kind = type(value)
-    if kind is str:
-        if len(value) > _INLINE_CHARS:
-            return False
-        if value.isascii():
-            return True
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate: msgpack has no such str
-            return False
-        return True
-    if kind is int:
-        return bool(_INT_LOW <= value < _INT_HIGH)
-    return kind is float or kind is bool or value is None
-
-
-def _parse_record(
-    record: Any,
-) -> tuple[dict[str, Any], dict[str, Any], str | None, bool, list[str]]:
-    """(structure, metadata, parent, detached, the channels holding a value); see `_inline_of`."""
-    if not isinstance(record, dict):
-        raise BindingError("a sealed record is not one secure_serde wrote")
-    structure, metadata = record.get("c"), record.get("m")
-    parent, detached, with_values = record.get("p"), record.get("det"), record.get("vals")
-    if (
-        not isinstance(structure, dict)
-        or not isinstance(metadata, dict)
-        or not (parent is None or isinstance(parent, str))
-        or not isinstance(detached, bool)
-        or not isinstance(with_values, list)
-        or not all(isinstance(c, str) for c in with_values)
-    ):
-        raise BindingError("a sealed record is not one secure_serde wrote")
-    return structure, metadata, parent, detached, with_values
-
-
-def _inline_of(record: dict[str, Any]) -> dict[str, Any]:
-    """The inline values of a record `_parse_record` accepted: channels it names, inline types."""
-    if "iv" not in record:
-        return {}
-    inline, named = record["iv"], record["vals"]
-    if (
-        not isinstance(inline, dict)
-        or not inline
-        or not all(c in named and inlined(v) for c, v in inline.items())
-    ):
-        raise BindingError("a sealed record is not one secure_serde wrote")
-    return inline
-
-
 def _check_shape(found: CheckpointTuple) -> None:
     """What the inner saver returned has the shape langgraph's savers give, or a refusal."""
     if not isinstance(found.metadata, Mapping):
@@ -639,9 +580,3 @@ def _ids_only(value: Any) -> bool:
     return isinstance(value, dict) and all(
         isinstance(k, str) and isinstance(v, str) for k, v in value.items()
     )
-
-
-def new_versions_of(checkpoint: Checkpoint) -> ChannelVersions:
-    """Versions of the channels holding a value: what a re-put must write blobs for."""
-    versions = checkpoint.get("channel_versions") or {}
-    return {ch: versions[ch] for ch in checkpoint.get("channel_values") or {} if ch in versions}

@@ -31,7 +31,6 @@ from secure_serde.sealing._codec import (
     Opened,
     Sealer,
     ids,
-    new_versions_of,
     reduced,
 )
 from secure_serde.sealing._identity import (
@@ -48,6 +47,7 @@ from secure_serde.sealing._identity import (
 )
 from secure_serde.sealing._index import plan_filters
 from secure_serde.sealing._inner import guarded, read_errors, unreadable
+from secure_serde.sealing._record import new_versions_of
 from secure_serde.sealing._reindex import (
     MAX_ROUNDS,
     ReindexReport,

@@ -34,6 +34,7 @@ from secure_serde import (
 )
 from secure_serde._binding import Location
 from secure_serde.sealing import _cell, _codec, _identity, _index, _walks
+from secure_serde.sealing import _record as record_layout
 from tests.serdes_support import dropin_serde
 
 KEY = b"mutants-sealing-key-0123456789ab"
@@ -403,11 +404,11 @@ def test_ids_and_the_reduced_config() -> None:
 def test_new_versions_are_those_of_the_channels_holding_a_value() -> None:
     found = checkpoint("c", {"a": 1, "b": 2})
     found["channel_versions"] = {"a": 3, "b": 4, "c": 5}
-    assert _codec.new_versions_of(found) == {"a": 3, "b": 4}
+    assert record_layout.new_versions_of(found) == {"a": 3, "b": 4}
     found["channel_values"] = {"a": 1, "z": 0}
-    assert _codec.new_versions_of(found) == {"a": 3}
+    assert record_layout.new_versions_of(found) == {"a": 3}
     found["channel_values"] = {}
-    assert _codec.new_versions_of(found) == {}
+    assert record_layout.new_versions_of(found) == {}
 
 
 @pytest.mark.parametrize(
@@ -425,14 +426,17 @@ def test_new_versions_are_those_of_the_channels_holding_a_value() -> None:
 )
 def test_a_record_of_the_wrong_shape_is_refused(record: Any) -> None:
     with pytest.raises(BindingError, match="not one secure_serde wrote"):
-        _codec._parse_record(record)
+        record_layout.parse_record(record)
 
 
 def test_a_record_of_the_right_shape_is_read_field_by_field() -> None:
-    assert _codec._parse_record(
+    assert record_layout.parse_record(
         {"c": {"v": 4}, "m": {"s": 1}, "p": "x", "det": True, "vals": ["a"]}
     ) == ({"v": 4}, {"s": 1}, "x", True, ["a"])
-    assert _codec._parse_record({"c": {}, "m": {}, "p": None, "det": False, "vals": []})[2] is None
+    assert (
+        record_layout.parse_record({"c": {}, "m": {}, "p": None, "det": False, "vals": []})[2]
+        is None
+    )
 
 
 def test_the_parent_id_and_ids_only_parents() -> None:

@@ -17,7 +17,14 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 
 from secure_serde import PlaintextRefusedError
-from tests.serdes_support import env_serde, sealed_sqlite, stock_sqlite
+from secure_serde.sealing._codec import MARKER_CHANNEL
+from tests.serdes_support import (
+    env_serde,
+    sealed_sqlite,
+    stock_postgres,
+    stock_sqlite,
+    thin_postgres,
+)
 
 KEY = b"wrong-saver-test-key-0123456789a"
 CONFIG: RunnableConfig = {"configurable": {"thread_id": "t", "checkpoint_ns": ""}}
@@ -53,9 +60,11 @@ def test_a_stock_saver_with_the_default_serializer_sees_only_sealed_cells(store:
     with stock_sqlite(store) as bare:
         found = bare.get_tuple(CONFIG)
     assert found is not None
-    # A short str is inline, in the sealed record (secure_serde/sealing/_codec.py): the stock
-    # saver sees no value for its channel, and the record only as sealed text.
-    assert found.checkpoint["channel_values"] == {}
+    # A short str is inline, in the sealed record (secure_serde/sealing/_record.py): the stock
+    # saver sees no value for its channel, only the marker cell, and the record as sealed text.
+    values = found.checkpoint["channel_values"]
+    assert list(values) == [MARKER_CHANNEL]
+    assert values[MARKER_CHANNEL].startswith(b"SSC1")
     assert "'value'" not in repr((found.checkpoint, found.metadata))
 
 
@@ -73,3 +82,25 @@ def test_a_cell_is_what_a_stock_saver_sees_of_a_value_that_is_not_inline(tmp_pat
     assert isinstance(cell, bytes)
     assert cell.startswith(b"SSC1")
     assert b"value" not in cell
+
+
+def test_a_stock_postgres_saver_with_our_serializer_refuses_an_all_inline_checkpoint(
+    postgres_url: str,
+) -> None:
+    # Every value here is inline in the sealed record, so without the marker cell the stock
+    # saver would find no blob to refuse and return the checkpoint with no values at all.
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {"count": 3, "flag": True, "name": "short"}
+    checkpoint["channel_versions"] = {"count": 1, "flag": 1, "name": 1}
+    with thin_postgres(postgres_url, env_serde(KEY)) as sealed:
+        sealed.put(
+            CONFIG, checkpoint, {"source": "input", "step": -1}, {"count": 1, "flag": 1, "name": 1}
+        )
+        opened = sealed.get_tuple(CONFIG)
+    assert opened is not None
+    assert opened.checkpoint["channel_values"] == {"count": 3, "flag": True, "name": "short"}
+    with (
+        stock_postgres(postgres_url, env_serde(KEY)) as stock,
+        pytest.raises(PlaintextRefusedError, match=r"SealedSaver\(inner_saver"),
+    ):
+        stock.get_tuple(CONFIG)
