@@ -40,11 +40,7 @@ from typing import Any, Final, Literal
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde._errors import (
-    ConfigurationError,
-    DecompressionBombError,
-    DecompressionError,
-)
+from secure_serde._errors import ConfigurationError, DecompressionBombError, DecompressionError
 from secure_serde._langgraph import register_allowlist_wrapper
 
 if sys.version_info >= (3, 14):

@@ -29,12 +29,7 @@ from secure_serde._errors import ConfigurationError
 from secure_serde._keys import ENV_VAR
 from secure_serde._migration import Migration
 from secure_serde._serializer import EncryptedSerializer
-from secure_serde.ciphers import (
-    KEYRING_FILE_VAR,
-    BoundCipher,
-    KeyRotationCipher,
-    KmsEnvelopeCipher,
-)
+from secure_serde.ciphers import KEYRING_FILE_VAR, BoundCipher, KeyRotationCipher, KmsEnvelopeCipher
 from secure_serde.ciphers._kms_format import cmk_id
 
 __all__ = [

@@ -33,10 +33,7 @@ from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing._codec import Sealer
 from secure_serde.sealing._identity import StoreIdentity
 from secure_serde.sealing._saver import _VARIANTS, SealedSaver, register_tenant_variant
-from secure_serde.sealing._tenant_inner import (
-    INNER_VARIANTS,
-    TenantSealer,
-)
+from secure_serde.sealing._tenant_inner import INNER_VARIANTS, TenantSealer
 from secure_serde.sealing._tenants import TenantKeys, check_tenant_id
 from secure_serde.sealing._walks import overrides
 

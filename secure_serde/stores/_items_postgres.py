@@ -12,25 +12,9 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, Final
 
-from secure_serde.stores._base import (
-    StoreError,
-    Swap,
-    TableSpec,
-)
-from secure_serde.stores._items import (
-    ITEM_KEY,
-    ITEMS,
-    SEALED_FIELD,
-    ItemsLayout,
-    check_swap,
-)
-from secure_serde.stores._postgres import (
-    _COLUMNS_SQL,
-    _LOCK_TIMEOUT,
-    _reason,
-    connect,
-    display_url,
-)
+from secure_serde.stores._base import StoreError, Swap, TableSpec
+from secure_serde.stores._items import ITEM_KEY, ITEMS, SEALED_FIELD, ItemsLayout, check_swap
+from secure_serde.stores._postgres import _COLUMNS_SQL, _LOCK_TIMEOUT, _reason, connect, display_url
 
 with contextlib.suppress(ImportError):  # refused in __init__ without the extra
     import psycopg

@@ -12,20 +12,8 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, Final
 
-from secure_serde.stores._base import (
-    SEALED_STORE_THREAD,
-    Cell,
-    RowRef,
-    StoreError,
-    Swap,
-    TableSpec,
-)
-from secure_serde.stores._postgres import (
-    _COLUMNS_SQL,
-    _PK_SQL,
-    PostgresStore,
-    _Statements,
-)
+from secure_serde.stores._base import SEALED_STORE_THREAD, Cell, RowRef, StoreError, Swap, TableSpec
+from secure_serde.stores._postgres import _COLUMNS_SQL, _PK_SQL, PostgresStore, _Statements
 from secure_serde.stores._sealed import (
     IDENTITY_KEY,
     RECORD_KEY,
