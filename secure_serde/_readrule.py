@@ -181,8 +181,7 @@ class ReadRule:
         entry = self._ciphers.get(cipher_name)
         if entry is None:
             raise UnknownCipherError(
-                f"no configured cipher reads cipher name {cipher_name!r}",
-                cipher_name=cipher_name,
+                f"no configured cipher reads cipher name {cipher_name!r}", cipher_name=cipher_name
             )
         cipher, binds_tag = entry
         if binds_tag:
@@ -197,8 +196,7 @@ class ReadRule:
         elif compression_of(inner):
             # langgraph's built-in format never held compressed values: relabelled.
             raise StrictDecodeError(
-                f"refusing a compressed {cipher_name!r} row: {UNBOUND_COMPRESSED}",
-                type_name=inner,
+                f"refusing a compressed {cipher_name!r} row: {UNBOUND_COMPRESSED}", type_name=inner
             )
         elif names_pickle(inner):
             decode = Decode.UNAUTHENTICATED_PICKLE

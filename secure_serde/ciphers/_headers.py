@@ -64,9 +64,7 @@ def read_header(cipher_name: str, data: bytes) -> StoredHeader:
     return StoredHeader(cipher_name, None, None)
 
 
-def current_test(
-    cipher: BoundCipher,
-) -> tuple[Callable[[str, Buffer], bool], str, bytes | None]:
+def current_test(cipher: BoundCipher) -> tuple[Callable[[str, Buffer], bool], str, bytes | None]:
     """Whether a stored value is under ``cipher``'s primary key, told from its header.
 
     Returns the test ``(cipher name, ciphertext) -> bool``, the cipher name

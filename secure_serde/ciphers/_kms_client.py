@@ -72,9 +72,7 @@ def default_config() -> Any:
     except ImportError:
         raise ConfigurationError(_INSTALL_HINT) from None
     return Config(
-        retries={"mode": "standard", "total_max_attempts": 3},
-        connect_timeout=2,
-        read_timeout=5,
+        retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5
     )
 
 

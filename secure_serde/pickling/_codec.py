@@ -78,12 +78,7 @@ _NESTABLE: Final = frozenset(
     }
 )
 # Types JsonPlus encodes whole, whose contents cannot hold a pickle.
-_LEAVES: Final = (
-    pathlib.Path,
-    re.Pattern,
-    uuid.UUID,
-    decimal.Decimal,
-)
+_LEAVES: Final = (pathlib.Path, re.Pattern, uuid.UUID, decimal.Decimal)
 _LATE_LEAVES: Final = (
     ipaddress.IPv4Address,
     ipaddress.IPv4Interface,
@@ -336,10 +331,7 @@ class _Decoder:
 
 
 def decode(
-    data: bytes,
-    policy: Policy,
-    inner_hook: Callable[[int, bytes], Any],
-    allowlist: Allowlist,
+    data: bytes, policy: Policy, inner_hook: Callable[[int, bytes], Any], allowlist: Allowlist
 ) -> Any:
     """Decode a `TAG` payload written by `encode`, reading pickles as ``policy`` admits."""
     decoder = _Decoder(policy, inner_hook, allowlist)

@@ -299,10 +299,7 @@ def _call(
 
 
 def _check_state(
-    state: tuple[Any, ...],
-    sealed: dict[int, list[Any]],
-    admission: Admission,
-    nested: bool = True,
+    state: tuple[Any, ...], sealed: dict[int, list[Any]], admission: Admission, nested: bool = True
 ) -> None:
     """Refuse a BUILD state that plants a dunder name or a callable; seal the dicts it applies.
 

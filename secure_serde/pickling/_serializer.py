@@ -64,10 +64,7 @@ def _policy(rules: Iterable[Rule]) -> _codec.Policy:
         frozenset(direct),
         frozenset(fallback - direct),
         Admission(
-            frozenset(globals_),
-            frozenset(methods),
-            frozenset(uncallable),
-            *_kinds(globals_),
+            frozenset(globals_), frozenset(methods), frozenset(uncallable), *_kinds(globals_)
         ),
         prepare,
     )

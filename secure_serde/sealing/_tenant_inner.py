@@ -127,8 +127,7 @@ class TenantSealer(Sealer):
     def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, LocatingCipher]:
         primary = self._serde
         cipher = cast(
-            LocatingCipher,
-            self._keys.thread_cipher(self._tenant, thread, primary, create=writing),
+            LocatingCipher, self._keys.thread_cipher(self._tenant, thread, primary, create=writing)
         )
         hit = self._serdes.get(thread)
         if hit is not None and hit[0] is cipher:

@@ -231,9 +231,7 @@ class PostgresStore(Store):
             for table_name, group in _group_by_table(swaps):
                 statements = self._sql[table_name]
                 cur.executemany(
-                    statements.swap,
-                    [statements.swap_params(s) for _, s in group],
-                    returning=True,
+                    statements.swap, [statements.swap_params(s) for _, s in group], returning=True
                 )
                 results = iter(group)
                 applied[next(results)[0]] = cur.fetchone() is not None
