@@ -3,24 +3,13 @@
 Tink's order, one command per stage: ``add`` a key (it only decrypts),
 deploy the file everywhere, ``promote`` it (it encrypts), rewrap, ``retire``
 the old key (its rows are named, not read), then ``drop`` it. Every edit is
-validated by building the `KeyRotationCipher` the file describes before it
-is written, and written atomically (a temporary file in the same folder,
-fsynced, then renamed over the old one, and the folder fsynced) at mode
-0600, under an exclusive lock, so a crash or a concurrent edit never leaves
-a half-written keyring. Keys are generated here and never printed unless
-``show --reveal`` asks, and it refuses a file that group or others may
-read, as ssh refuses such a private key.
-
-A keyring is often a symbolic link into a secrets mount. An edit follows
-the link (and every link after it) to the regular file it names, and
-replaces *that* file, beside itself, so the link stays a link and the
-application reads the edit through it. Whatever cannot be edited that way
-is refused with `KeyringFileError` before anything changes: a dangling or
-looping link, a target that is not a regular file, a file with a second
-hard link (the rename would leave the old keys under the other name), a
-folder the edit cannot write in. After the rename the path is read back,
-and an edit whose result the path does not read (a link re-pointed during
-the edit) is reported as an error, never as success.
+validated by building the `KeyRotationCipher` the file describes, and
+written atomically at mode 0600 under an exclusive lock, so a crash or a
+concurrent edit never leaves a half-written keyring. Keys are never printed
+unless ``show --reveal`` asks. An edit follows symbolic links to the regular
+file and replaces that file beside itself; what cannot be edited that way is
+refused with `KeyringFileError` before anything changes (docs/cli.md,
+"secure-serde keyring").
 """
 
 from __future__ import annotations
