@@ -1,20 +1,10 @@
 """Argument types shared by the subcommands, and the rule that no key-shaped argument is echoed.
 
-The rule, for every argument of every command: a value shaped like a key
-is never printed back, in any output or error. *Key-shaped* (see
-`is_key_shaped`) is anything `secure_serde._keys.parse_key` would accept
-(16, 24 or 32 bytes of text, or ``base64:...``), whitespace around it
-ignored, and the hex or base64 (standard or URL-safe, padded or not) of
-16, 24 or 32 bytes. The command's own option names are never key-shaped.
-
-It is applied once, in `secure_serde.cli.main` (which holds the rule, so
-that ``--help`` loads no subcommand module): `hidden_arguments` picks the
-key-shaped arguments out of the command line before it is parsed, and
-`RedactingStream` stands in for stdout and stderr while the command runs,
-so argparse's usage errors, every subcommand's output and errors, logged
-warnings and a traceback all print `NOT_SHOWN` in place of each such
-argument, in every form a message quotes it (as typed, ``repr``, JSON or
-terminal escapes, as a path).
+The rule (docs/cli.md, "Arguments shaped like a key are never printed") is
+applied once, in `secure_serde.cli.main`, which holds it so that ``--help``
+loads no subcommand module: `hidden_arguments` picks the key-shaped
+arguments out of the command line before it is parsed, and `RedactingStream`
+stands in for stdout and stderr while the command runs.
 """
 
 from __future__ import annotations
