@@ -52,6 +52,7 @@ from secure_serde._errors import (
     UnknownTenantError,
     UnreadableRowError,
     UnsafePickleError,
+    UnserializableValueError,
 )
 
 if TYPE_CHECKING:
@@ -138,6 +139,7 @@ __all__ = [
     "UnknownTenantError",
     "UnreadableRowError",
     "UnsafePickleError",
+    "UnserializableValueError",
     "generate_encoded_key",
     "rewrap",
 ]

@@ -42,6 +42,7 @@ __all__ = [
     "UnknownTenantError",
     "UnreadableRowError",
     "UnsafePickleError",
+    "UnserializableValueError",
 ]
 
 
@@ -72,6 +73,13 @@ class ConfigurationError(SecureSerdeError, ValueError):
 
 class EncryptionError(SecureSerdeError):
     """A value could not be encrypted; nothing was written."""
+
+
+class UnserializableValueError(EncryptionError, TypeError):
+    """A value holds a type the serializer cannot encode (a numpy scalar, say); nothing was written.
+
+    Also a ``TypeError``, which langgraph's own serializer raises for the same value.
+    """
 
 
 class DecryptionError(SecureSerdeError):

@@ -26,7 +26,9 @@ from secure_serde._errors import (
     ConfigurationError,
     DecryptionError,
     PlaintextRefusedError,
+    SecureSerdeError,
     UnboundValueError,
+    UnserializableValueError,
 )
 from secure_serde._keys import ENV_VAR
 from secure_serde._langgraph import register_allowlist_wrapper
@@ -170,7 +172,7 @@ class EncryptedSerializer:
         return cls(cipher, CompressedSerializer(serde) if compress else serde, migration=resolved)
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:
-        type_tag, data = self._serde.dumps_typed(obj)
+        type_tag, data = _encoded(self._serde, obj)
         cipher_name, ciphertext = self._encrypt(data, type_tag)
         return f"{type_tag}+{cipher_name}", ciphertext
 
@@ -246,7 +248,7 @@ class EncryptedSerializer:
                 f"{type(cipher).__name__} cannot bind values to their row; use a cipher"
                 " from secure_serde.ciphers"
             )
-        type_tag, data = self._serde.dumps_typed(obj)
+        type_tag, data = _encoded(self._serde, obj)
         cipher_name, ciphertext = cast(LocatingCipher, cipher).encrypt_at(
             data, type_tag, location.encode()
         )
@@ -392,3 +394,13 @@ def _is_sealed_cell(payload: object) -> bool:
 
 
 register_allowlist_wrapper(EncryptedSerializer)
+
+
+def _encoded(serde: SerializerProtocol, obj: Any) -> tuple[str, bytes]:
+    try:
+        return serde.dumps_typed(obj)
+    except SecureSerdeError:
+        raise  # already typed: the pickle fallback's refusal names what to allow
+    except TypeError as exc:
+        # msgpack's and json's messages name the type, never the value.
+        raise UnserializableValueError(f"the value cannot be serialized: {exc}") from exc

@@ -53,6 +53,7 @@ from secure_serde._errors import (
     ConfigurationError,
     HistoryError,
     MetadataDowngradeError,
+    UnserializableValueError,
 )
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers._protocol import LocatingCipher, is_locating
@@ -349,7 +350,11 @@ class Sealer:
         return cell
 
     def _seal_raw(self, kind: int, obj: Any, location: Location) -> bytes:
-        _, data = self._records.dumps_typed(obj)
+        try:
+            _, data = self._records.dumps_typed(obj)
+        except TypeError as exc:
+            # Metadata or an inline value of a type msgpack lacks; the message names the type.
+            raise UnserializableValueError(f"the checkpoint cannot be serialized: {exc}") from exc
         _, sealing = self._crypto(location.thread_id, writing=True)
         cipher_name, ciphertext = sealing.encrypt_at(data, _RECORD_TAG, location.encode())
         return _cell.pack(kind, f"{_RECORD_TAG}+{cipher_name}", ciphertext)

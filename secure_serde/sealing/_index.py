@@ -32,7 +32,7 @@ from typing import Any, Final, Protocol
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
 
-from secure_serde._errors import BlindIndexError, ConfigurationError
+from secure_serde._errors import BlindIndexError, ConfigurationError, UnserializableValueError
 from secure_serde._primitives import SecretHolder
 
 __all__ = [
@@ -72,7 +72,10 @@ def canonical(value: Any) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
-    return json.dumps(_normal(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return json.dumps(_normal(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except TypeError as exc:  # json's message names the type, never the value
+        raise UnserializableValueError(f"an indexed metadata value is not JSON: {exc}") from exc
 
 
 _json_str: Final = json.encoder.encode_basestring  # what json.dumps(str, ensure_ascii=False) uses
