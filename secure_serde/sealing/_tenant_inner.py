@@ -197,6 +197,10 @@ class TenantInner(BaseCheckpointSaver[Any]):
         configurable["thread_id"] = self._prefix(token) + str(configurable["thread_id"])
         return {**config, "configurable": configurable}
 
+    def _scoped(self, config: RunnableConfig, token: str) -> RunnableConfig:
+        """``config`` with its thread id in this tenant's inner form."""
+        return cast(RunnableConfig, self._in(config, token))
+
     def _out_config(self, config: RunnableConfig, token: str) -> RunnableConfig:
         configurable = dict(config.get("configurable") or {})
         thread = str(configurable.get("thread_id", ""))
@@ -233,7 +237,7 @@ class TenantInner(BaseCheckpointSaver[Any]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         token = self._tag()
-        return self._out(self.inner.get_tuple(cast(RunnableConfig, self._in(config, token))), token)
+        return self._out(self.inner.get_tuple(self._scoped(config, token)), token)
 
     def list(
         self,
@@ -262,9 +266,7 @@ class TenantInner(BaseCheckpointSaver[Any]):
     ) -> RunnableConfig:
         token = self._tag()
         tagged = cast(CheckpointMetadata, {**metadata, TENANT_TAG: token})
-        written = self.inner.put(
-            cast(RunnableConfig, self._in(config, token)), checkpoint, tagged, new_versions
-        )
+        written = self.inner.put(self._scoped(config, token), checkpoint, tagged, new_versions)
         return self._out_config(written, token)
 
     def put_writes(
@@ -275,9 +277,7 @@ class TenantInner(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         token = self._tag()
-        self.inner.put_writes(
-            cast(RunnableConfig, self._in(config, token)), writes, task_id, task_path
-        )
+        self.inner.put_writes(self._scoped(config, token), writes, task_id, task_path)
 
     def delete_thread(self, thread_id: str) -> None:
         self.inner.delete_thread(self._prefix(self._tag()) + str(thread_id))
@@ -289,7 +289,7 @@ class TenantInner(BaseCheckpointSaver[Any]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         token = await self._atag()
-        found = await self.inner.aget_tuple(cast(RunnableConfig, self._in(config, token)))
+        found = await self.inner.aget_tuple(self._scoped(config, token))
         return self._out(found, token)
 
     async def alist(
@@ -320,7 +320,7 @@ class TenantInner(BaseCheckpointSaver[Any]):
         token = await self._atag()
         tagged = cast(CheckpointMetadata, {**metadata, TENANT_TAG: token})
         written = await self.inner.aput(
-            cast(RunnableConfig, self._in(config, token)), checkpoint, tagged, new_versions
+            self._scoped(config, token), checkpoint, tagged, new_versions
         )
         return self._out_config(written, token)
 
@@ -332,9 +332,7 @@ class TenantInner(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         token = await self._atag()
-        await self.inner.aput_writes(
-            cast(RunnableConfig, self._in(config, token)), writes, task_id, task_path
-        )
+        await self.inner.aput_writes(self._scoped(config, token), writes, task_id, task_path)
 
     async def adelete_thread(self, thread_id: str) -> None:
         await self.inner.adelete_thread(self._prefix(await self._atag()) + str(thread_id))
