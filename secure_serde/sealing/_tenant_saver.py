@@ -13,20 +13,15 @@ with `TenantRequiredError` on the routing saver: make them on
 
 from __future__ import annotations
 
+import functools
+import inspect
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
-    CheckpointTuple,
-    DeltaChannelHistory,
-)
+from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from secure_serde._errors import ConfigurationError, TenantRequiredError
 from secure_serde._serializer import EncryptedSerializer
@@ -114,87 +109,7 @@ class _Scoped(SealedSaver):
     async def asetup(self) -> None:
         await self._root.asetup()
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        self._check(config)
-        return super().get_tuple(config)
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        self._check(config)
-        return super().list(config, filter=filter, before=before, limit=limit)
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        self._check(config)
-        return super().put(config, checkpoint, metadata, new_versions)
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self._check(config)
-        super().put_writes(config, writes, task_id, task_path)
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        self._check(config)
-        return super().get_delta_channel_history(config=config, channels=channels)
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        self._check(config)
-        return await super().aget_tuple(config)
-
-    def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        self._check(config)
-        return super().alist(config, filter=filter, before=before, limit=limit)
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        self._check(config)
-        return await super().aput(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self._check(config)
-        await super().aput_writes(config, writes, task_id, task_path)
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        self._check(config)
-        return await super().aget_delta_channel_history(config=config, channels=channels)
+    # Every call that carries a config checks it first: see _CONFIG_CALLS below.
 
 
 # -- the routing saver -------------------------------------------------------------------------
@@ -301,85 +216,7 @@ class _Routing(SealedSaver):
             clone._scopes_lock = threading.Lock()
         return clone
 
-    # -- calls with a config: routed -------------------------------------------------------
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return self._tenant_for(config, "get_tuple").get_tuple(config)
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        scoped = self._tenant_for(config, "list(None)")
-        return scoped.list(config, filter=filter, before=before, limit=limit)
-
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        return self._tenant_for(config, "put").put(config, checkpoint, metadata, new_versions)
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        self._tenant_for(config, "put_writes").put_writes(config, writes, task_id, task_path)
-
-    def get_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        scoped = self._tenant_for(config, "get_delta_channel_history")
-        return scoped.get_delta_channel_history(config=config, channels=channels)
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return await self._tenant_for(config, "aget_tuple").aget_tuple(config)
-
-    def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        scoped = self._tenant_for(config, "alist(None)")
-        return scoped.alist(config, filter=filter, before=before, limit=limit)
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        scoped = self._tenant_for(config, "aput")
-        return await scoped.aput(config, checkpoint, metadata, new_versions)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        scoped = self._tenant_for(config, "aput_writes")
-        await scoped.aput_writes(config, writes, task_id, task_path)
-
-    async def aget_delta_channel_history(
-        self, *, config: RunnableConfig, channels: Sequence[str]
-    ) -> Mapping[str, DeltaChannelHistory]:
-        scoped = self._tenant_for(config, "aget_delta_channel_history")
-        return await scoped.aget_delta_channel_history(config=config, channels=channels)
+    # Every call that carries a config runs on its tenant's saver: see _CONFIG_CALLS below.
 
     # -- calls without a config: refused here ----------------------------------------------
 
@@ -406,6 +243,59 @@ class _Routing(SealedSaver):
 
     async def _adelete_for_runs(self, run_ids: Sequence[str]) -> None:
         raise TenantRequiredError(_NO_CONFIG.format(method="adelete_for_runs"))
+
+
+# SealedSaver's calls that carry a config, wrapped below for both savers of this module.
+_CONFIG_CALLS: Final = (
+    "get_tuple", "list", "put", "put_writes", "get_delta_channel_history",
+    "aget_tuple", "alist", "aput", "aput_writes", "aget_delta_channel_history",
+)  # fmt: skip
+
+
+def _config_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return kwargs["config"] if "config" in kwargs else args[0]
+
+
+def _checked(name: str) -> Any:
+    """SealedSaver's ``name`` for one tenant's saver: a config naming another is refused first."""
+    method = getattr(SealedSaver, name)
+    if inspect.iscoroutinefunction(method):
+
+        async def checked_async(self: _Scoped, *args: Any, **kwargs: Any) -> Any:
+            self._check(_config_of(args, kwargs))
+            return await method(self, *args, **kwargs)
+
+        return functools.wraps(method)(checked_async)
+
+    def checked(self: _Scoped, *args: Any, **kwargs: Any) -> Any:
+        self._check(_config_of(args, kwargs))
+        return method(self, *args, **kwargs)
+
+    return functools.wraps(method)(checked)
+
+
+def _routed(name: str) -> Any:
+    """SealedSaver's ``name`` for the routing saver: run on the saver of the config's tenant."""
+    method = getattr(SealedSaver, name)
+    # What a refusal names: a list with no config is list(None).
+    label = f"{name}(None)" if name.endswith("list") else name
+    if inspect.iscoroutinefunction(method):
+
+        async def routed_async(self: _Routing, *args: Any, **kwargs: Any) -> Any:
+            scoped = self._tenant_for(_config_of(args, kwargs), label)
+            return await getattr(scoped, name)(*args, **kwargs)
+
+        return functools.wraps(method)(routed_async)
+
+    def routed(self: _Routing, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._tenant_for(_config_of(args, kwargs), label), name)(*args, **kwargs)
+
+    return functools.wraps(method)(routed)
+
+
+for _call in _CONFIG_CALLS:
+    setattr(_Scoped, _call, _checked(_call))
+    setattr(_Routing, _call, _routed(_call))
 
 
 def _named(cls: type[SealedSaver]) -> type[SealedSaver]:
