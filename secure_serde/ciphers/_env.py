@@ -13,7 +13,7 @@ __all__ = ["EnvKeyCipher"]
 
 
 class EnvKeyCipher(V1Cipher):
-    """AES-256-GCM under a single key, in ciphertext format v1.
+    """AES-256-GCM under a single key, in ciphertext format v3.
 
     The key comes from ``key=`` (bytes, or text in a form `parse_key`
     accepts) or else from the ``LANGGRAPH_AES_KEY`` environment variable,

@@ -23,7 +23,7 @@ _V1: Final = _format.CIPHER_NAME
 
 
 class V1Cipher(SecretHolder):
-    """Writes v1 under the keyring's primary; reads v1 by key id, and legacy rows if given."""
+    """Writes v3 under the keyring's primary; reads v1-v3 by key id, and legacy rows if given."""
 
     __slots__ = ("_keyring", "_legacy", "_names")
 
