@@ -30,6 +30,7 @@ there too, so both paths read the same rows.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import sys
 import threading
@@ -330,13 +331,6 @@ class _ZstdWriter:
         return out
 
 
-def _zlib_writer(level: int) -> Callable[[bytes], bytes]:
-    def write(data: bytes) -> bytes:
-        return zlib.compress(data, level)
-
-    return write
-
-
 class CompressedSerializer:
     """Compresses the inner serializer's output above a size threshold; reads both kinds.
 
@@ -405,7 +399,7 @@ class CompressedSerializer:
             zlib_level = _ZLIB_DEFAULT_LEVEL if level is None else level
             if not -1 <= zlib_level <= 9:
                 raise ConfigurationError(f"zlib level must be in -1..9, not {zlib_level}")
-            self._compress = _zlib_writer(zlib_level)
+            self._compress = functools.partial(zlib.compress, level=zlib_level)
             self._level = zlib_level
         self._algorithm: str = algorithm
         self._min_size = min_size
