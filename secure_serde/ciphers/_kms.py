@@ -225,7 +225,8 @@ class KmsEnvelopeCipher(SecretHolder):
         configured = (kms_key, *self._decrypt_kms_keys)
         if all(is_key_arn(k) for k in configured):
             self._resolved = resolve_arns(kms_key, {k: k for k in configured})
-        _forget_keys_on_fork(self)
+        # Empty caches in every child forked after this point (_after_fork).
+        _LIVE_CIPHERS.add(self)
 
     def _after_fork(self) -> None:
         # A forked child (gunicorn --preload, rewrap workers) would otherwise
@@ -548,11 +549,6 @@ class KmsEnvelopeCipher(SecretHolder):
 # Every live cipher, so that one at-fork hook (registered once, below) can
 # reset them all; a hook per cipher would pile up for the life of the process.
 _LIVE_CIPHERS: Final[weakref.WeakSet[KmsEnvelopeCipher]] = weakref.WeakSet()
-
-
-def _forget_keys_on_fork(cipher: KmsEnvelopeCipher) -> None:
-    """Give ``cipher`` empty caches in every child forked after this point."""
-    _LIVE_CIPHERS.add(cipher)
 
 
 def _after_fork_in_child() -> None:
