@@ -1,5 +1,8 @@
 """audit reports which metadata keys are plaintext, how many checkpoints are sealed, and which
-sealed keys carry a blind index (issue 11). Real PostgreSQL, a real graph, the real CLI."""
+sealed keys carry a blind index (issue 11). Real PostgreSQL, the real CLI, and the threads 0.3's
+sealed PostgreSQL saver wrote (tests/vectors/v03/): ``canary`` under its default policy (every
+non-structural key sealed, ``api_key``, ``tenant`` and ``run_id`` copied from the config) and
+``indexed-1`` with ``tenant`` blind-indexed."""
 
 from __future__ import annotations
 
@@ -10,7 +13,8 @@ import pytest
 
 from secure_serde.stores import SEALED_METADATA_KEY
 from tests import canary_support as canary
-from tests.cli.test_audit import audit, audit_json, keys, run_canary_postgres
+from tests import v03_fixtures as v03
+from tests.cli.test_audit import audit, audit_json, keys
 
 __all__ = ["keys"]  # the fixture, re-exported for pytest
 
@@ -18,44 +22,38 @@ __all__ = ["keys"]  # the fixture, re-exported for pytest
 def test_audit_reports_sealed_and_indexed_metadata(
     keys: Any, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_canary_postgres(
-        postgres_url,
-        "sealed",
-        sealed=True,
-        plaintext_metadata=["tenant"],
-        indexed_metadata=["api_key"],
-    )
+    v03.load_postgres(postgres_url, ["canary", "indexed-1"])
+    with psycopg.connect(postgres_url) as conn:
+        rows = conn.execute("SELECT thread_id FROM checkpoints").fetchall()
+    checkpoints = len(rows)
+    indexed = sum(1 for (thread,) in rows if thread == "indexed-1")
     code, document = audit_json(capsys, postgres_url)
     meta = document["metadata"]
-    checkpoints = meta["checkpoints"]
+    assert meta["checkpoints"] == checkpoints
     assert checkpoints > 5
+    assert 0 < indexed < checkpoints
     assert meta["sealed"] == checkpoints
-    assert meta["indexed"] == {"api_key": checkpoints}
-    # The key left plaintext on purpose is listed and flagged (it was copied from config).
-    assert meta["keys"]["tenant"] == checkpoints
-    assert set(meta["flagged"]) == {"tenant"}
-    assert "api_key" not in meta["keys"]
-    assert code == 1
+    assert meta["indexed"] == {"tenant": indexed}
+    # Nothing copied from the config is left in plaintext, so nothing is flagged.
+    assert not {"api_key", "tenant", "run_id"} & set(meta["keys"])
+    assert meta["flagged"] == {}
+    assert code == 0
     _, out, _ = audit(capsys, postgres_url)
     assert f"sealed metadata: {checkpoints:,} of {checkpoints:,} checkpoints" in out
     # With keys, audit opens the sealed entries and names the keys inside (never a value).
     sealed_keys = meta["sealed_keys"]
     assert sealed_keys["api_key"] == checkpoints
-    # Everything not structural and not left plaintext (langgraph adds run_id, for one).
-    assert "tenant" not in sealed_keys
+    assert sealed_keys["tenant"] == checkpoints
     assert not set(sealed_keys) & {"source", "step", "parents", "__secure_serde_row__"}
-    assert (
-        f"api_key: sealed in {checkpoints:,}, blind-indexed in {checkpoints:,} checkpoint(s)"
-        in (out)
-    )
+    assert f"tenant: sealed in {checkpoints:,}, blind-indexed in {indexed:,} checkpoint(s)" in out
     assert canary.API_KEY not in out
     # Without them, only the blind-indexed names are known: the rest stay encrypted.
     _, blind = audit_json(capsys, postgres_url, "--no-decrypt")
     assert blind["metadata"]["sealed_keys"] is None
-    assert blind["metadata"]["indexed"] == {"api_key": checkpoints}
+    assert blind["metadata"]["indexed"] == {"tenant": indexed}
     _, out, _ = audit(capsys, postgres_url, "--no-decrypt")
     assert "(its key names are encrypted)" in out
-    assert f"api_key: blind-indexed in {checkpoints:,} checkpoint(s)" in out
+    assert f"tenant: blind-indexed in {indexed:,} checkpoint(s)" in out
 
 
 def test_audit_names_no_key_from_a_moved_sealed_entry(
@@ -66,7 +64,7 @@ def test_audit_names_no_key_from_a_moved_sealed_entry(
     The entry is bound to its checkpoint: audit refuses it there (exit 1) and counts no key
     name from it, so its names are counted once, for the checkpoint that really holds it.
     """
-    run_canary_postgres(postgres_url, "sealed", sealed=True, plaintext_metadata=["tenant"])
+    v03.load_postgres(postgres_url, ["canary"])
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         ids = [
             r[0]
