@@ -29,7 +29,7 @@ from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde._report import PassReport, Tally
 from secure_serde._rows import CheckpointRow, RowFailure, RowRef
 from secure_serde.passes._engine import Planned, run_batches
-from secure_serde.sealing import SealedSaver
+from secure_serde.sealing import SealedSaver, new_versions_of
 
 __all__ = ["copy_thread"]
 
@@ -82,10 +82,7 @@ class _Applier:
         if parent.get("checkpoint_id") is not None:
             config["configurable"]["checkpoint_id"] = parent["checkpoint_id"]
         checkpoint = found.checkpoint
-        # A put writes the channels holding a value, under the versions the checkpoint names.
-        versions = checkpoint.get("channel_versions") or {}
-        new = {ch: versions[ch] for ch in checkpoint.get("channel_values") or {} if ch in versions}
-        written = self._target.put(config, checkpoint, found.metadata, new)
+        written = self._target.put(config, checkpoint, found.metadata, new_versions_of(checkpoint))
         by_task: dict[str, list[tuple[str, Any]]] = {}
         for task_id, channel, value in found.pending_writes or ():
             by_task.setdefault(task_id, []).append((channel, value))
