@@ -49,7 +49,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from secure_serde import _langgraph as lg
 from secure_serde._errors import PickleRefusedError, StrictDecodeError
 
-__all__ = ["MAX_DEPTH", "StrictDecoder", "allowlist_of"]
+__all__ = ["CONSTRUCTORS", "MAX_DEPTH", "StrictDecoder", "allowlist_of"]
 
 # Nested msgpack extensions (each decoded by a recursive unpack); far above
 # what any real state nests, far below Python's recursion limit.
@@ -58,7 +58,8 @@ _UNPACK_OPTION: Final = ormsgpack.OPT_NON_STR_KEYS
 _PICKLE: Final = "pickle"
 # secure_serde.pickling's ext codes (an embedded pickle, a container holding one).
 _PICKLE_EXT_CODES: Final = frozenset({80, 81})
-_CONSTRUCTORS: Final = frozenset(
+# JsonPlus's container ext codes: each payload is (module, name, arguments...).
+CONSTRUCTORS: Final = frozenset(
     {
         lg.EXT_CONSTRUCTOR_SINGLE_ARG,
         lg.EXT_CONSTRUCTOR_POS_ARGS,
@@ -221,7 +222,7 @@ class _Run:
     def _ext(self, code: int, data: bytes) -> Any:
         if code == lg.EXT_DELTA_SNAPSHOT:
             return lg.DeltaSnapshot(self._nested(data))
-        if code in _CONSTRUCTORS:
+        if code in CONSTRUCTORS:
             return self._construct(code, self._nested(data))
         if code == lg.EXT_METHOD_SINGLE_ARG:
             return self._method(self._nested(data))

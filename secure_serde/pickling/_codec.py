@@ -58,6 +58,7 @@ from secure_serde._errors import (
     SecureSerdeError,
     UnsafePickleError,
 )
+from secure_serde._strict import CONSTRUCTORS
 from secure_serde.pickling import _unpickler
 from secure_serde.pickling._scan import Admission
 from secure_serde.pickling._verdicts import ScanVerdicts
@@ -68,15 +69,6 @@ EXT_PICKLE: Final = 80
 EXT_NESTED: Final = 81
 TAG: Final = "msgpack+pickle"
 _UNPACK_OPTION: Final = ormsgpack.OPT_NON_STR_KEYS
-_NESTABLE: Final = frozenset(
-    {
-        lg.EXT_CONSTRUCTOR_SINGLE_ARG,
-        lg.EXT_CONSTRUCTOR_POS_ARGS,
-        lg.EXT_CONSTRUCTOR_KW_ARGS,
-        lg.EXT_PYDANTIC_V1,
-        lg.EXT_PYDANTIC_V2,
-    }
-)
 # Types JsonPlus encodes whole, whose contents cannot hold a pickle.
 _LEAVES: Final = (pathlib.Path, re.Pattern, uuid.UUID, decimal.Decimal)
 _LATE_LEAVES: Final = (
@@ -290,7 +282,7 @@ class _Decoder:
         if code == lg.EXT_DELTA_SNAPSHOT:
             return lg.DeltaSnapshot(self.unpack(data))
         if code == EXT_NESTED:
-            if len(data) < 2 or data[0] not in _NESTABLE:
+            if len(data) < 2 or data[0] not in CONSTRUCTORS:
                 raise DecryptionError("refusing a malformed nested value")
             return self._construct(data[0], self.unpack(data[1:]))
         return self._inner_hook(code, data)
