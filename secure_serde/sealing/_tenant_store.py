@@ -28,7 +28,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError
 
@@ -71,32 +71,6 @@ class KeyRow:
         return self.scope[len(THREAD_PREFIX) :] if self.scope.startswith(THREAD_PREFIX) else None
 
 
-class KeyTable(Protocol):
-    def get(self, tenant: str, scope: str) -> KeyRow | None: ...
-
-    def insert(self, row: KeyRow) -> None:
-        """Insert ``row`` unless a row of that tenant and scope exists (which is kept)."""
-        ...
-
-    def shred(self, tenant: str, scope: str, when: str) -> None:
-        """Null the wrapped key of that row (and, for a tenant, of all its thread keys)."""
-        ...
-
-    def swap(self, tenant: str, scope: str, old: bytes, new: bytes, cipher_name: str) -> bool:
-        """Replace a wrapped key if it is still ``old``; whether it was."""
-        ...
-
-    def rows(self, scope: str) -> Iterator[KeyRow]:
-        """Every row of ``scope`` ('' for tenant keys), in key order."""
-        ...
-
-    def shredded(self) -> Iterator[KeyRow]:
-        """Every tombstone (tenant and thread keys alike), in key order."""
-        ...
-
-    def close(self) -> None: ...
-
-
 def _row(values: Any) -> KeyRow:
     tenant, scope, key_id, cipher_name, wrapped, created, shredded = values
     return KeyRow(
@@ -110,8 +84,8 @@ def _row(values: Any) -> KeyRow:
     )
 
 
-class _SqlKeyTable:
-    """The statements both databases share, written with ``?`` for SQLite's marker."""
+class KeyTable:
+    """The key table, in SQLite or PostgreSQL: statements written once, with SQLite's ``?``."""
 
     _MARK = "?"
     _INSERT = f"INSERT OR IGNORE INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
@@ -134,11 +108,17 @@ class _SqlKeyTable:
         return None if found is None else _row(found)
 
     def insert(self, row: KeyRow) -> None:
+        """Insert ``row`` unless a row of that tenant and scope exists (which is kept)."""
         values = (row.tenant, row.scope, row.key_id, row.cipher_name, row.wrapped, row.created)
         with self._lock:
             self._run(self._INSERT, (*values, row.shredded))
 
+    def shred(self, tenant: str, scope: str, when: str) -> None:
+        """Null the wrapped key of that row (and, for a tenant, of all its thread keys)."""
+        raise NotImplementedError
+
     def swap(self, tenant: str, scope: str, old: bytes, new: bytes, cipher_name: str) -> bool:
+        """Replace a wrapped key if it is still ``old``; whether it was."""
         with self._lock:
             cursor = self._run(
                 f"UPDATE {TABLE} SET wrapped = ?, cipher_name = ?"  # noqa: S608
@@ -148,6 +128,7 @@ class _SqlKeyTable:
             return bool(cursor.rowcount == 1)
 
     def rows(self, scope: str) -> Iterator[KeyRow]:
+        """Every row of ``scope`` ('' for tenant keys), in key order."""
         with self._lock:
             found = self._run(
                 f"SELECT {_COLUMNS} FROM {TABLE} WHERE scope = ? ORDER BY tenant",  # noqa: S608
@@ -156,6 +137,7 @@ class _SqlKeyTable:
         return iter([_row(r) for r in found])
 
     def shredded(self) -> Iterator[KeyRow]:
+        """Every tombstone (tenant and thread keys alike), in key order."""
         with self._lock:
             found = self._run(
                 f"SELECT {_COLUMNS} FROM {TABLE} WHERE wrapped IS NULL"  # noqa: S608
@@ -171,7 +153,7 @@ class _SqlKeyTable:
         return f"{type(self).__name__}()"
 
 
-class SqliteKeyTable(_SqlKeyTable):
+class SqliteKeyTable(KeyTable):
     """The key table in a SQLite file (autocommit, ``secure_delete`` on, one lock)."""
 
     def __init__(self, path: str) -> None:
@@ -198,7 +180,7 @@ class SqliteKeyTable(_SqlKeyTable):
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
-class PostgresKeyTable(_SqlKeyTable):
+class PostgresKeyTable(KeyTable):
     """The key table in PostgreSQL (one autocommit connection, one lock)."""
 
     _MARK = "%s"
