@@ -150,9 +150,9 @@ def namespace_of(ref: RowRef) -> tuple[str, ...]:
     return tuple(str(ref.get("prefix")).split("."))
 
 
-def entry_data(value: object) -> bytes | None:
-    """The sealed entry's text of a decoded item value, as UTF-8; ``None`` when it has none."""
-    entry = value.get(SEALED_FIELD) if isinstance(value, dict) else None
+def entry_data(value: object, field: str = SEALED_FIELD) -> bytes | None:
+    """The sealed entry's text of a decoded JSON object, as UTF-8; ``None`` when it has none."""
+    entry = value.get(field) if isinstance(value, dict) else None
     return entry.encode("utf-8") if isinstance(entry, str) else None
 
 

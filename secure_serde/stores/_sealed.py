@@ -48,7 +48,7 @@ from secure_serde.stores._base import (
     Swap,
     TableSpec,
 )
-from secure_serde.stores._items import json_or_none
+from secure_serde.stores._items import entry_data, json_or_none
 from secure_serde.stores._sqlite import SqliteStore, _quote
 
 __all__ = [
@@ -102,11 +102,6 @@ def entry_key(thread_id: object) -> str:
     return IDENTITY_KEY if str(thread_id) == SEALED_STORE_THREAD else RECORD_KEY
 
 
-def _entry_data(metadata: object, key: str) -> bytes | None:
-    entry = metadata.get(key) if isinstance(metadata, dict) else None
-    return entry.encode("utf-8") if isinstance(entry, str) else None
-
-
 # ---------------------------------------------------------------------------------------------
 # SQLite
 
@@ -153,7 +148,7 @@ class SealedSqliteStore(SealedLayout, SqliteStore):
         ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
         if table.name == RECORDS:
             key = entry_key(ref.thread_id)
-            return SealedRow(ref, key, _entry_data(json_or_none(row[nkey]), key))
+            return SealedRow(ref, key, entry_data(json_or_none(row[nkey]), key))
         channel = None
         if table.extra_columns:
             channel = None if row[nkey + 2] is None else str(row[nkey + 2])
@@ -170,7 +165,7 @@ class SealedSqliteStore(SealedLayout, SqliteStore):
         if found is None:
             return False
         metadata = json_or_none(found[0])
-        if not isinstance(metadata, dict) or _entry_data(metadata, cell.type_tag) != cell.data:
+        if not isinstance(metadata, dict) or entry_data(metadata, cell.type_tag) != cell.data:
             return False
         metadata[cell.type_tag] = swap.new_data.decode("utf-8")
         # As the stock SqliteSaver encodes the column.
