@@ -9,7 +9,12 @@ if TYPE_CHECKING:
     from secure_serde.ciphers._kms import KmsCacheInfo, KmsEnvelopeCipher
     from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
     from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
-    from secure_serde.ciphers._rotation import KEYRING_FILE_VAR, KeyRotationCipher
+    from secure_serde.ciphers._rotation import (
+        KEYRING_FILE_VAR,
+        KeyRotationCipher,
+        check_keyring_fields,
+        keyring_json,
+    )
 else:
     from secure_serde._lazy import lazy_attributes
 
@@ -20,6 +25,8 @@ else:
             "EnvKeyCipher": "secure_serde.ciphers._env",
             "KEYRING_FILE_VAR": "secure_serde.ciphers._rotation",
             "KeyRotationCipher": "secure_serde.ciphers._rotation",
+            "check_keyring_fields": "secure_serde.ciphers._rotation",
+            "keyring_json": "secure_serde.ciphers._rotation",
             "Keyring": "secure_serde.ciphers._keyring",
             "KmsCacheInfo": "secure_serde.ciphers._kms",
             "KmsEnvelopeCipher": "secure_serde.ciphers._kms",
@@ -44,6 +51,8 @@ __all__ = [
     "LegacyAesReader",
     "LocatingCipher",
     "StoredHeader",
+    "check_keyring_fields",
     "is_locating",
+    "keyring_json",
     "read_header",
 ]

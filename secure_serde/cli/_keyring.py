@@ -28,8 +28,12 @@ from typing import Any, Final
 from secure_serde._errors import ConfigurationError, KeyringFileError
 from secure_serde._keys import generate_encoded_key, shown_label
 from secure_serde._scrub import scrubbed
-from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
-from secure_serde.ciphers._rotation import check_keyring_fields, keyring_json
+from secure_serde.ciphers import (
+    EnvKeyCipher,
+    KeyRotationCipher,
+    check_keyring_fields,
+    keyring_json,
+)
 from secure_serde.cli._args import check_label
 
 __all__ = ["register"]
