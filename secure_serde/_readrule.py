@@ -49,7 +49,7 @@ from secure_serde._errors import (
     UnknownCipherError,
 )
 from secure_serde._migration import Migration
-from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.ciphers import BoundCipher
 
 __all__ = [
     "ENCRYPTING_CIPHER_NAMES",

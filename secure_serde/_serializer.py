@@ -39,8 +39,7 @@ from secure_serde._readrule import Decode, ReadRule, Route
 from secure_serde._scrub import scrubbed
 from secure_serde._strict import StrictDecoder
 from secure_serde._trust import load_authenticated
-from secure_serde.ciphers._env import EnvKeyCipher
-from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
+from secure_serde.ciphers import BoundCipher, EnvKeyCipher, LocatingCipher, is_locating
 
 __all__ = ["EncryptedSerializer"]
 

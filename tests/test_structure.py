@@ -172,3 +172,46 @@ def test_type_checking_imports_make_no_circle() -> None:
         "pkg.b": ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import pkg.a\n", False),
     }
     assert circles(import_graph(sources)) == []
+
+
+# Imports of another folder's private module (``secure_serde.<folder>._<module>``) from
+# outside that folder. Issue 24 wants none: each folder's ``__init__`` exports what others
+# use. Until then the count may only go down; lower it when you remove one.
+MAX_PRIVATE_CROSS_FOLDER: Final = 24
+
+
+def private_cross_folder(sources: Mapping[str, tuple[str, bool]]) -> list[str]:
+    """``importer -> imported`` for each import of a private module in another subpackage."""
+    packages = {name for name, (_, is_package) in sources.items() if is_package}
+    found = []
+    for name, (text, is_package) in sorted(sources.items()):
+        parts = name.split(".")
+        folder = parts[1] if len(parts) > 2 or (is_package and len(parts) == 2) else ""
+        for imported in sorted(_imported(name, text, sources, is_package)):
+            target = imported.split(".")
+            if (
+                len(target) == 3
+                and ".".join(target[:2]) in packages
+                and target[2].startswith("_")
+                and target[1] != folder
+            ):
+                found.append(f"{name} -> {imported}")
+    return found
+
+
+def test_private_imports_across_folders_only_go_down() -> None:
+    found = private_cross_folder(_package_sources())
+    assert len(found) <= MAX_PRIVATE_CROSS_FOLDER, "\n".join(found)
+
+
+def test_a_private_import_across_folders_is_found() -> None:
+    sources = {
+        "pkg": ("", True),
+        "pkg.a": ("", True),
+        "pkg.a._x": ("", False),
+        "pkg.a._y": ("from pkg.a._x import thing\n", False),  # inside its own folder: fine
+        "pkg.b": ("", True),
+        "pkg.b._z": ("from pkg.a._x import thing\nfrom pkg.a import public\n", False),
+        "pkg._top": ("from pkg.a._x import thing\n", False),
+    }
+    assert private_cross_folder(sources) == ["pkg._top -> pkg.a._x", "pkg.b._z -> pkg.a._x"]

@@ -36,7 +36,7 @@ from typing import Final
 from secure_serde._binding import Location
 from secure_serde._errors import BindingError, SecureSerdeError, StoreIdentityError
 from secure_serde._report import PassReport, Tally
-from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.ciphers import BoundCipher
 from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, rewrap_range
 from secure_serde.passes._sealed import SealedPlanner, _Refused
 from secure_serde.sealing import _cell

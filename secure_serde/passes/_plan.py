@@ -37,8 +37,8 @@ from secure_serde._migration import Migration
 from secure_serde._primitives import Buffer
 from secure_serde._readrule import Decode, ReadRule, Route
 from secure_serde._strict import StrictDecoder
+from secure_serde.ciphers import BoundCipher, LocatingCipher, is_locating
 from secure_serde.ciphers._headers import current_test
-from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
 from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde.stores import Cell, Swap
 

@@ -13,8 +13,7 @@ from secure_serde._migration import Migration
 from secure_serde._report import PassProgress, PassReport, Tally
 from secure_serde._scrub import scrubbed
 from secure_serde._serializer import EncryptedSerializer
-from secure_serde.ciphers._kms import KmsEnvelopeCipher
-from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.ciphers import BoundCipher, KmsEnvelopeCipher
 from secure_serde.passes._engine import CellPlanner, rewrap_range
 from secure_serde.passes._items import merged, open_items_at, rewrap_items
 from secure_serde.passes._plan import Planner

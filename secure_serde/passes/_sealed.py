@@ -77,8 +77,8 @@ from secure_serde._migration import Migration
 from secure_serde._readrule import ReadRule
 from secure_serde._serializer import EncryptedSerializer
 from secure_serde._strict import StrictDecoder
+from secure_serde.ciphers import BoundCipher, LocatingCipher, is_locating
 from secure_serde.ciphers._headers import current_test
-from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
 from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde.passes._plan import _source
 from secure_serde.sealing import _cell

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde._report import PassProgress, Tally
-from secure_serde.ciphers._kms import KmsEnvelopeCipher
+from secure_serde.ciphers import KmsEnvelopeCipher
 from secure_serde.passes._engine import CellPlanner, rewrap_range
 from secure_serde.stores import StoreError, ThreadRange, open_sealed, open_store
 

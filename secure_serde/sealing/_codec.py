@@ -56,7 +56,7 @@ from secure_serde._errors import (
     UnserializableValueError,
 )
 from secure_serde._serializer import EncryptedSerializer
-from secure_serde.ciphers._protocol import LocatingCipher, is_locating
+from secure_serde.ciphers import LocatingCipher, is_locating
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity
 from secure_serde.sealing._index import IndexGeneration, IndexKeys, canonical, matches

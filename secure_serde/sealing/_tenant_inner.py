@@ -26,7 +26,7 @@ from langgraph.checkpoint.base import (
 
 from secure_serde._errors import BindingError
 from secure_serde._serializer import EncryptedSerializer
-from secure_serde.ciphers._protocol import LocatingCipher
+from secure_serde.ciphers import LocatingCipher
 from secure_serde.sealing._codec import Sealer
 from secure_serde.sealing._identity import StoreIdentity
 from secure_serde.sealing._index import TOKEN_PREFIX, BlindIndex

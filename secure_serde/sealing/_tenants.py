@@ -37,9 +37,8 @@ from secure_serde._errors import (
 from secure_serde._primitives import SecretHolder, hkdf_sha256
 from secure_serde._scrub import scrubbed
 from secure_serde._serializer import EncryptedSerializer
-from secure_serde.ciphers._env import EnvKeyCipher
+from secure_serde.ciphers import EnvKeyCipher, LocatingCipher, is_locating
 from secure_serde.ciphers._headers import current_test
-from secure_serde.ciphers._protocol import LocatingCipher, is_locating
 from secure_serde.sealing._index import INDEX_KEY_SIZE, BlindIndex
 from secure_serde.sealing._tenant_store import (
     TENANT_SCOPE,
