@@ -16,12 +16,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, cast
+from typing import Any, Final, Generic, TypeVar, cast
 
 from secure_serde._rows import CheckpointRow, RowFailure, Unvouched
 
 __all__ = [
     "MAX_LISTED_FAILURES",
+    "Kept",
     "PassProgress",
     "PassReport",
     "RewrapProgress",
@@ -32,6 +33,27 @@ __all__ = [
 # Failures are kept for the report; past this many only the count grows,
 # so a store of unreadable rows cannot exhaust memory.
 MAX_LISTED_FAILURES: Final = 1000
+
+_T = TypeVar("_T")
+
+
+class Kept(Generic[_T]):
+    """Rows a report lists: the first `MAX_LISTED_FAILURES` kept, every one counted.
+
+    A store full of bad rows must not fill memory with their descriptions.
+    """
+
+    __slots__ = ("items", "total")
+
+    def __init__(self) -> None:
+        self.items: list[_T] = []
+        self.total = 0
+
+    def append(self, item: _T) -> None:
+        self.total += 1
+        if len(self.items) < MAX_LISTED_FAILURES:
+            self.items.append(item)
+
 
 Detail = str | int | bool | tuple[str, ...] | None
 

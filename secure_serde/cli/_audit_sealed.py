@@ -113,6 +113,7 @@ def report_json(report: SealedAuditReport, display: str, code: int) -> dict[str,
         "tenant_checkpoints": report.tenant_checkpoints,
         "tenant_cells": report.tenant_cells,
         "shredded": report.shredded,
+        "finding_count": report.finding_count,
         "shredded_rows": [
             {
                 "thread_id": row.thread_id,
@@ -163,7 +164,7 @@ def _print(report: SealedAuditReport, display: str, out: TextIO, max_listed: int
             f" {row.checkpoint_id}"
             for row in report.shredded_rows
         ]
-        for line in capped(rows, limit=max_listed, indent="    "):
+        for line in capped(rows, report.shredded, limit=max_listed, indent="    "):
             out.write(line + "\n")
     if report.not_under_primary:
         out.write(
@@ -174,13 +175,13 @@ def _print(report: SealedAuditReport, display: str, out: TextIO, max_listed: int
     if not report.findings:
         out.write("  every checkpoint opens, and every history reaches its root\n")
         return
-    out.write(f"  {len(report.findings):,} checkpoints do not open:\n")
+    out.write(f"  {report.finding_count:,} checkpoints do not open:\n")
     rows = [
         f"{finding.error}: thread {finding.thread_id} ns {finding.checkpoint_ns} checkpoint"
         f" {finding.checkpoint_id}"
         for finding in report.findings
     ]
-    for line in capped(rows, limit=max_listed, indent="    "):
+    for line in capped(rows, report.finding_count, limit=max_listed, indent="    "):
         out.write(line + "\n")
     for fix in _checkpoint_row_fixes(report, display):
         out.write(f"    {fix}\n")
@@ -231,6 +232,7 @@ def store_items_json(report: StoreAuditReport, display: str, code: int) -> dict[
         "items": report.items,
         "under_primary": report.under_primary,
         "not_under_primary": report.not_under_primary,
+        "finding_count": report.finding_count,
         "findings": [
             {"namespace": list(f.namespace), "key": f.key, "error": f.error}
             for f in report.findings
@@ -255,12 +257,12 @@ def _print_items(report: StoreAuditReport, display: str, out: TextIO, max_listed
     if not report.findings:
         out.write("  every item opens at its place\n")
         return
-    out.write(f"  {len(report.findings):,} items do not open:\n")
+    out.write(f"  {report.finding_count:,} items do not open:\n")
     rows = [
         f"{finding.error}: namespace {'.'.join(finding.namespace)} key {finding.key}"
         for finding in report.findings
     ]
-    for line in capped(rows, limit=max_listed, indent="    "):
+    for line in capped(rows, report.finding_count, limit=max_listed, indent="    "):
         out.write(line + "\n")
     for fix in _item_row_fixes(report, display):
         out.write(f"    {fix}\n")

@@ -38,6 +38,7 @@ from secure_serde._errors import (
     UnknownTenantError,
     UnreadableRowError,
 )
+from secure_serde._report import Kept
 from secure_serde.ciphers._headers import current_test
 from secure_serde.sealing import _cell
 from secure_serde.sealing._codec import RECORD_KEY, Sealer
@@ -81,10 +82,12 @@ class ShreddedRow:
 class SealedAuditReport:
     """What a pass over a SealedSaver store found.
 
-    ``shredded`` counts the checkpoints of shredded tenants and threads (listed in
-    ``shredded_rows``); they are not findings. ``tenant_checkpoints`` counts the
-    checkpoints opened with a tenant's keys, ``tenant_cells`` their cells (under
-    thread keys, not under the primary: ``TenantKeys.rewrap`` rotates those).
+    ``findings`` lists the first 1,000 rows that do not open, ``finding_count``
+    counts them all. ``shredded`` counts the checkpoints of shredded tenants and
+    threads (the first 1,000 listed in ``shredded_rows``); they are not findings.
+    ``tenant_checkpoints`` counts the checkpoints opened with a tenant's keys,
+    ``tenant_cells`` their cells (under thread keys, not under the primary:
+    ``TenantKeys.rewrap`` rotates those).
     """
 
     threads: int
@@ -95,6 +98,7 @@ class SealedAuditReport:
     under_primary: int
     not_under_primary: int
     findings: tuple[AuditFinding, ...] = field(default=())
+    finding_count: int = 0
     shredded: int = 0
     shredded_rows: tuple[ShreddedRow, ...] = field(default=())
     tenant_checkpoints: int = 0
@@ -103,7 +107,7 @@ class SealedAuditReport:
     @property
     def clean(self) -> bool:
         """Every row opens (or was shredded), every history is complete, store cells current."""
-        return not self.findings and self.not_under_primary == 0
+        return not self.findings and self.finding_count == 0 and self.not_under_primary == 0
 
 
 class _Tenants:
@@ -195,8 +199,8 @@ def audit_sealed(  # noqa: C901 - one pass: each outcome of a row is one branch
         "tenant": 0,
         "tenant_cells": 0,
     }
-    findings: list[AuditFinding] = []
-    shredded: list[ShreddedRow] = []
+    findings: Kept[AuditFinding] = Kept()
+    shredded: Kept[ShreddedRow] = Kept()
     seen: set[tuple[str, str, str]] = set()
     parents: dict[tuple[str, str, str], tuple[str, str, str]] = {}
     threads: set[str] = set()
@@ -268,9 +272,10 @@ def audit_sealed(  # noqa: C901 - one pass: each outcome of a row is one branch
         records=counts["records"],
         under_primary=counts["current"],
         not_under_primary=counts["other"],
-        findings=tuple(findings),
-        shredded=len(shredded),
-        shredded_rows=tuple(shredded),
+        findings=tuple(findings.items),
+        finding_count=findings.total,
+        shredded=shredded.total,
+        shredded_rows=tuple(shredded.items),
         tenant_checkpoints=counts["tenant"],
         tenant_cells=counts["tenant_cells"],
     )
@@ -285,7 +290,7 @@ def _opens(sealer: Sealer, found: CheckpointTuple) -> bool:
 
 
 def _every_row(
-    saver: SealedSaver, thread_ids: Iterable[str] | None, findings: list[AuditFinding]
+    saver: SealedSaver, thread_ids: Iterable[str] | None, findings: Kept[AuditFinding]
 ) -> Iterator[CheckpointTuple]:
     """Every checkpoint of every thread but the identity's.
 

@@ -18,6 +18,7 @@ from typing import Final
 from langgraph.store.base import Item
 
 from secure_serde._errors import SecureSerdeError
+from secure_serde._report import Kept
 from secure_serde.ciphers._headers import current_test
 from secure_serde.sealing import _cell
 from secure_serde.sealing._store import SealedStore
@@ -51,12 +52,13 @@ class StoreAuditReport:
     items: int
     under_primary: int
     not_under_primary: int
-    findings: tuple[StoreItemFinding, ...] = field(default=())
+    findings: tuple[StoreItemFinding, ...] = field(default=())  # the first 1,000
+    finding_count: int = 0
 
     @property
     def clean(self) -> bool:
         """Every item opens at its location, and every cell is under the primary key."""
-        return not self.findings and self.not_under_primary == 0
+        return not self.findings and self.finding_count == 0 and self.not_under_primary == 0
 
 
 def audit_store_items(store: SealedStore, *, page: int = PAGE) -> StoreAuditReport:
@@ -69,7 +71,7 @@ def audit_store_items(store: SealedStore, *, page: int = PAGE) -> StoreAuditRepo
     store._ready()  # the identity first: a store sealed under other keys stops here
     is_current, _, _ = current_test(store._serde.cipher)
     items = current = other = 0
-    findings: list[StoreItemFinding] = []
+    findings: Kept[StoreItemFinding] = Kept()
     for found in _every_item(store, page):
         namespace = tuple(found.namespace)
         if namespace != RESERVED_NAMESPACE:
@@ -92,7 +94,7 @@ def audit_store_items(store: SealedStore, *, page: int = PAGE) -> StoreAuditRepo
             current += 1
         else:
             other += 1
-    return StoreAuditReport(items, current, other, tuple(findings))
+    return StoreAuditReport(items, current, other, tuple(findings.items), findings.total)
 
 
 def _every_item(store: SealedStore, page: int) -> Iterator[Item]:
