@@ -26,11 +26,11 @@ from typing import Any, Final, TextIO
 
 from secure_serde import ConfigurationError, EncryptedSerializer, TenantKeys
 from secure_serde.cli._fixes import row_error_fixes
+from secure_serde.cli._inspect_sealed import open_sealed
 from secure_serde.cli._pretty import capped, command, for_terminal
 from secure_serde.config import serializer_from_env
 from secure_serde.sealing import (
     SealedAuditReport,
-    SealedSaver,
     SealedStore,
     StoreAuditReport,
     audit_sealed,
@@ -43,20 +43,6 @@ __all__ = ["run_sealed"]
 _CLEAN: Final = 0
 _FINDINGS: Final = 1
 _POSTGRES: Final = ("postgresql://", "postgres://")
-
-
-@contextmanager
-def _saver(location: str, serde: EncryptedSerializer) -> Iterator[SealedSaver]:
-    if location.startswith(_POSTGRES):
-        from secure_serde.savers.postgres import PostgresSaver
-
-        with PostgresSaver.from_conn_string(location, serde=serde) as saver:
-            yield saver
-    else:
-        from secure_serde.savers.sqlite import SqliteSaver
-
-        with SqliteSaver.from_conn_string(location, serde=serde) as saver:
-            yield saver
 
 
 def run_sealed(args: argparse.Namespace, display: str) -> int:
@@ -74,7 +60,7 @@ def run_sealed(args: argparse.Namespace, display: str) -> int:
     keys = None if args.tenant_keys is None else TenantKeys.open(args.tenant_keys)
     try:
         threads = store_thread_ids(args.store)
-        with _saver(args.store, serde) as saver:
+        with open_sealed(args.store, serde) as saver:
             report = audit_sealed(saver, thread_ids=threads, tenant_keys=keys)
     finally:
         if keys is not None:

@@ -39,7 +39,7 @@ from secure_serde import _langgraph as lg
 from secure_serde.cli._next import derive_next
 from secure_serde.stores import HistoryView, Store, StoreError, V03Reader
 
-__all__ = ["CheckpointEntry", "CheckpointReader", "DeltaValue"]
+__all__ = ["CheckpointEntry", "CheckpointReader", "DeltaValue", "config_for", "read_deltas"]
 
 _DELTA_COUNTERS: Final = "counters_since_delta_snapshot"
 # Errors a stored value can raise while being decrypted or decoded; each is
@@ -160,7 +160,7 @@ class CheckpointReader:
         if newest is None:
             return False
         try:
-            return self._bound.get_tuple(_config(*newest)) is not None
+            return self._bound.get_tuple(config_for(*newest)) is not None
         except StoreError:
             raise
         except _READ_ERRORS:
@@ -172,7 +172,7 @@ class CheckpointReader:
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
     ) -> CheckpointEntry | None:
         """The checkpoint, decrypted; ``None`` if there is no such checkpoint."""
-        config = _config(thread_id, checkpoint_ns, checkpoint_id)
+        config = config_for(thread_id, checkpoint_ns, checkpoint_id)
         unbound = False
         try:
             try:
@@ -192,38 +192,19 @@ class CheckpointReader:
             self._binding_store = self._binding_store or self.binds
         next_tasks = derive_next(saved.checkpoint)
         try:
-            deltas = self._deltas(saved)
+            deltas = read_deltas(self.saver, saved)
         except _READ_ERRORS as exc:
             return CheckpointEntry(
                 checkpoint_id, saved, _describe(exc), next_tasks, unbound=unbound
             )
         return CheckpointEntry(checkpoint_id, saved, None, next_tasks, deltas, unbound)
 
-    def _deltas(self, saved: CheckpointTuple) -> dict[str, DeltaValue]:
-        values = saved.checkpoint.get("channel_values") or {}
-        counters = (saved.metadata or {}).get(_DELTA_COUNTERS) or {}
-        missing = sorted(ch for ch in counters if ch not in values)
-        if not missing:
-            return {}
-        history = self.saver.get_delta_channel_history(config=saved.config, channels=missing)
-        found = {}
-        for channel in missing:
-            entry = history.get(channel)
-            if entry is None:
-                continue
-            seed = entry.get("seed")
-            found[channel] = DeltaValue(
-                has_seed="seed" in entry,
-                seed=seed.value if isinstance(seed, lg.DeltaSnapshot) else seed,
-                writes=tuple(write[2] for write in entry["writes"]),
-            )
-        return found
-
     def close(self) -> None:
         self._view.close()
 
 
-def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Any:
+def config_for(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Any:
+    """The ``configurable`` that names one checkpoint."""
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -231,6 +212,28 @@ def _config(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Any:
             "checkpoint_id": checkpoint_id,
         }
     }
+
+
+def read_deltas(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> dict[str, DeltaValue]:
+    """The ``DeltaChannel`` values missing from ``channel_values``, as stored."""
+    values = saved.checkpoint.get("channel_values") or {}
+    counters = (saved.metadata or {}).get(_DELTA_COUNTERS) or {}
+    missing = sorted(ch for ch in counters if ch not in values)
+    if not missing:
+        return {}
+    history = saver.get_delta_channel_history(config=saved.config, channels=missing)
+    found = {}
+    for channel in missing:
+        entry = history.get(channel)
+        if entry is None:
+            continue
+        seed = entry.get("seed")
+        found[channel] = DeltaValue(
+            has_seed="seed" in entry,
+            seed=seed.value if isinstance(seed, lg.DeltaSnapshot) else seed,
+            writes=tuple(write[2] for write in entry["writes"]),
+        )
+    return found
 
 
 def _describe(exc: BaseException) -> str:

@@ -12,24 +12,23 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any, Final
+from typing import Final
 
 from langgraph.checkpoint.base import CheckpointTuple
 
 from secure_serde import EncryptedSerializer, SecureSerdeError
-from secure_serde import _langgraph as lg
-from secure_serde.cli._inspect_read import CheckpointEntry, DeltaValue
+from secure_serde.cli._inspect_read import CheckpointEntry, config_for, read_deltas
 from secure_serde.cli._next import derive_next
 from secure_serde.sealing import SealedSaver
 
-__all__ = ["SealedReader"]
+__all__ = ["SealedReader", "open_sealed"]
 
 _POSTGRES: Final = ("postgresql://", "postgres://")
-_DELTA_COUNTERS: Final = "counters_since_delta_snapshot"
 
 
 @contextmanager
-def _open(location: str, serde: EncryptedSerializer) -> Iterator[SealedSaver]:
+def open_sealed(location: str, serde: EncryptedSerializer) -> Iterator[SealedSaver]:
+    """The app's own sealed saver on a SQLite path or a PostgreSQL URL."""
     if location.startswith(_POSTGRES):
         from secure_serde.savers.postgres import PostgresSaver
 
@@ -47,7 +46,7 @@ class SealedReader:
 
     def __init__(self, location: str, serde: EncryptedSerializer) -> None:
         self._stack = ExitStack()
-        self.saver = self._stack.enter_context(_open(location, serde))
+        self.saver = self._stack.enter_context(open_sealed(location, serde))
 
     def _rows(self, thread_id: str) -> list[CheckpointTuple]:
         return list(self.saver.inner.list({"configurable": {"thread_id": thread_id}}))
@@ -75,46 +74,19 @@ class SealedReader:
     def read(
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
     ) -> CheckpointEntry | None:
-        config: Any = {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": checkpoint_id,
-            }
-        }
         try:
-            saved = self.saver.get_tuple(config)
+            saved = self.saver.get_tuple(config_for(thread_id, checkpoint_ns, checkpoint_id))
         except SecureSerdeError as exc:
             return CheckpointEntry(checkpoint_id, error=f"{type(exc).__name__}: {exc}")
         if saved is None:
             return None
         next_tasks = derive_next(saved.checkpoint)
         try:
-            deltas = self._deltas(saved)
+            deltas = read_deltas(self.saver, saved)
         except SecureSerdeError as exc:
             error = f"{type(exc).__name__}: {exc}"
             return CheckpointEntry(checkpoint_id, saved, error, next_tasks)
         return CheckpointEntry(checkpoint_id, saved, None, next_tasks, deltas)
-
-    def _deltas(self, saved: CheckpointTuple) -> dict[str, DeltaValue]:
-        values = saved.checkpoint.get("channel_values") or {}
-        counters = (saved.metadata or {}).get(_DELTA_COUNTERS) or {}
-        missing = sorted(ch for ch in counters if ch not in values)
-        if not missing:
-            return {}
-        history = self.saver.get_delta_channel_history(config=saved.config, channels=missing)
-        found = {}
-        for channel in missing:
-            entry = history.get(channel)
-            if entry is None:
-                continue
-            seed = entry.get("seed")
-            found[channel] = DeltaValue(
-                has_seed="seed" in entry,
-                seed=seed.value if isinstance(seed, lg.DeltaSnapshot) else seed,
-                writes=tuple(write[2] for write in entry["writes"]),
-            )
-        return found
 
     def close(self) -> None:
         self._stack.close()
