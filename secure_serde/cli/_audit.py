@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from typing import Any, Final, TextIO
 
 from secure_serde._compress import compression_line
@@ -50,6 +49,7 @@ from secure_serde.cli._audit_sealed import run_sealed
 from secure_serde.cli._fixes import finding_fixes
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import MAX_LISTED, capped, command, for_terminal
+from secure_serde.cli._rewrap import Redraw, add_progress_options
 from secure_serde.config import require_ciphers
 from secure_serde.stores import (
     DEFAULT_BATCH_SIZE,
@@ -122,39 +122,16 @@ def register(subparsers: Any) -> None:
             " findings"
         ),
     )
-    progress = parser.add_mutually_exclusive_group()
-    progress.add_argument(
-        "--progress",
-        dest="progress",
-        action="store_true",
-        default=None,
-        help="show a progress line on stderr (default: when stderr is a terminal)",
-    )
-    progress.add_argument("--no-progress", dest="progress", action="store_false")
+    add_progress_options(parser)
     parser.set_defaults(func=run)
 
 
-class _AuditProgress:
-    """``scanned/total`` rows on one stderr line, redrawn at most ten times a second."""
-
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
-        self._last = float("-inf")
-        self._drawn = False
+class _AuditProgress(Redraw):
+    """``scanned/total`` rows on one stderr line."""
 
     def __call__(self, scanned: int, total: int) -> None:
-        now = time.monotonic()
-        if now - self._last < 0.1 and scanned < total:
-            return
-        self._last = now
-        self._stream.write(f"\raudit: {scanned:,}/{total:,} rows {scanned / max(total, 1):6.1%}")
-        self._stream.flush()
-        self._drawn = True
-
-    def finish(self) -> None:
-        if self._drawn:
-            self._stream.write("\n")
-            self._stream.flush()
+        if self._due(scanned >= total):
+            self._draw(f"\raudit: {scanned:,}/{total:,} rows {scanned / max(total, 1):6.1%}")
 
 
 def run(args: argparse.Namespace) -> int:

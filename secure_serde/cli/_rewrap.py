@@ -37,7 +37,7 @@ from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.passes import PassProgress, PassReport, rewrap
 from secure_serde.stores import DEFAULT_BATCH_SIZE
 
-__all__ = ["ProgressLine", "register"]
+__all__ = ["ProgressLine", "Redraw", "add_progress_options", "register"]
 
 EXIT_OK: Final = 0
 EXIT_FAILED_ROWS: Final = 1
@@ -126,6 +126,11 @@ def register(subparsers: Any) -> None:
         ),
     )
     add_arguments(parser)
+    add_progress_options(parser)
+    parser.set_defaults(func=run)
+
+
+def add_progress_options(parser: argparse.ArgumentParser) -> None:
     progress = parser.add_mutually_exclusive_group()
     progress.add_argument(
         "--progress",
@@ -135,34 +140,25 @@ def register(subparsers: Any) -> None:
         help="show a progress line on stderr (default: when stderr is a terminal)",
     )
     progress.add_argument("--no-progress", dest="progress", action="store_false")
-    parser.set_defaults(func=run)
 
 
-class ProgressLine:
-    """A one-line progress bar, redrawn in place with ``\\r``, at most ten times a second."""
+class Redraw:
+    """One progress line on a stream, redrawn in place with ``\\r``, at most ten times a second."""
 
-    def __init__(self, stream: TextIO, *, width: int = 24, dry_run: bool = False) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self._stream = stream
-        self._verb = "would rewrap" if dry_run else "rewrapped"
-        self._width = width
         self._last = float("-inf")
         self._drawn = False
 
-    def __call__(self, snapshot: PassProgress) -> None:
+    def _due(self, done: bool) -> bool:
         now = time.monotonic()
-        done = snapshot.total > 0 and snapshot.scanned >= snapshot.total
         if now - self._last < _REDRAW_SECONDS and not done:
-            return
+            return False
         self._last = now
-        total = max(snapshot.total, snapshot.scanned, 1)
-        fraction = snapshot.scanned / total
-        filled = int(self._width * fraction)
-        bar = "#" * filled + "-" * (self._width - filled)
-        self._stream.write(
-            f"\rrewrap [{bar}] {snapshot.scanned:,}/{snapshot.total:,} rows"
-            f" {fraction:6.1%}  {snapshot.rate:,.0f} rows/s"
-            f"  {self._verb} {snapshot.rewrapped:,}  failed {snapshot.failures:,} "
-        )
+        return True
+
+    def _draw(self, text: str) -> None:
+        self._stream.write(text)
         self._stream.flush()
         self._drawn = True
 
@@ -170,6 +166,28 @@ class ProgressLine:
         if self._drawn:
             self._stream.write("\n")
             self._stream.flush()
+
+
+class ProgressLine(Redraw):
+    """A one-line progress bar with the rate and the rows rewrapped and failed."""
+
+    def __init__(self, stream: TextIO, *, width: int = 24, dry_run: bool = False) -> None:
+        super().__init__(stream)
+        self._verb = "would rewrap" if dry_run else "rewrapped"
+        self._width = width
+
+    def __call__(self, snapshot: PassProgress) -> None:
+        if not self._due(snapshot.total > 0 and snapshot.scanned >= snapshot.total):
+            return
+        total = max(snapshot.total, snapshot.scanned, 1)
+        fraction = snapshot.scanned / total
+        filled = int(self._width * fraction)
+        bar = "#" * filled + "-" * (self._width - filled)
+        self._draw(
+            f"\rrewrap [{bar}] {snapshot.scanned:,}/{snapshot.total:,} rows"
+            f" {fraction:6.1%}  {snapshot.rate:,.0f} rows/s"
+            f"  {self._verb} {snapshot.rewrapped:,}  failed {snapshot.failures:,} "
+        )
 
 
 def run(args: argparse.Namespace) -> int:
