@@ -43,6 +43,8 @@ __all__ = ["run_sealed"]
 _CLEAN: Final = 0
 _FINDINGS: Final = 1
 _POSTGRES: Final = ("postgresql://", "postgres://")
+# A checkpoint's place: the first keys of each row that --json lists.
+_WHERE: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
 
 
 def run_sealed(args: argparse.Namespace, display: str) -> int:
@@ -101,29 +103,18 @@ def report_json(report: SealedAuditReport, display: str, code: int) -> dict[str,
         "shredded": report.shredded,
         "finding_count": report.finding_count,
         "shredded_rows": [
-            {
-                "thread_id": row.thread_id,
-                "checkpoint_ns": row.checkpoint_ns,
-                "checkpoint_id": row.checkpoint_id,
-                "tenant_id": row.tenant_id,
-                "status": row.status,
-            }
-            for row in report.shredded_rows
+            _fields(row, *_WHERE, "tenant_id", "status") for row in report.shredded_rows
         ],
-        "findings": [
-            {
-                "thread_id": f.thread_id,
-                "checkpoint_ns": f.checkpoint_ns,
-                "checkpoint_id": f.checkpoint_id,
-                "error": f.error,
-            }
-            for f in report.findings
-        ],
+        "findings": [_fields(f, *_WHERE, "error") for f in report.findings],
         "fixes": (
             _older_keys_fix(report.not_under_primary, display)
             + _checkpoint_row_fixes(report, display)
         ),
     }
+
+
+def _fields(row: object, *names: str) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in names}
 
 
 def _print(report: SealedAuditReport, display: str, out: TextIO, max_listed: int) -> None:
