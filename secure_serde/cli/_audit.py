@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
 from secure_serde._compress import compression_line
@@ -51,6 +52,7 @@ from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import MAX_LISTED, capped, command, for_terminal
 from secure_serde.cli._rewrap import Redraw, add_progress_options
 from secure_serde.config import require_ciphers
+from secure_serde.passes import RowFailure
 from secure_serde.stores import (
     DEFAULT_BATCH_SIZE,
     INDEX_METADATA_KEY,
@@ -194,6 +196,16 @@ def _group_json(group: CipherGroup, decrypted: bool) -> dict[str, Any]:
     return entry
 
 
+def _failures_json(
+    count: int, kinds: Mapping[str, int], failures: list[RowFailure]
+) -> dict[str, Any]:
+    return {
+        "count": count,
+        "by_error": dict(sorted(kinds.items())),
+        "rows": [{**_ref(f.ref), "reason": f.reason} for f in failures],
+    }
+
+
 def _binding_json(kind: str, counts: BindingCounts) -> dict[str, int]:
     if kind == "checkpoints":
         return {"sealed": counts.bound, "unsealed": counts.unbound, "unchecked": counts.unchecked}
@@ -223,20 +235,12 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             "rows": [_ref(ref) for ref in report.plaintext_rows],
         },
         "undecryptable": (
-            {
-                "count": report.failure_count,
-                "by_error": dict(sorted(report.failure_kinds.items())),
-                "rows": [{**_ref(f.ref), "reason": f.reason} for f in report.failures],
-            }
+            _failures_json(report.failure_count, report.failure_kinds, report.failures)
             if report.decrypted
             else None
         ),
         "refused": (
-            {
-                "count": report.refused_count,
-                "by_error": dict(sorted(report.refused_kinds.items())),
-                "rows": [{**_ref(f.ref), "reason": f.reason} for f in report.refused],
-            }
+            _failures_json(report.refused_count, report.refused_kinds, report.refused)
             if report.decrypted
             else None
         ),
@@ -327,6 +331,11 @@ def _refs(out: TextIO, refs: list[str], total: int, limit: int) -> None:
         print(line, file=out)
 
 
+def _counted(title: str, count: int, kinds: Mapping[str, int]) -> str:
+    listed = ", ".join(f"{for_terminal(k)} {n:,}" for k, n in sorted(kinds.items()))
+    return f"{title}: {count:,}" + (f" ({listed})" if listed else "")
+
+
 def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
     print(f"store: {for_terminal(report.store)} ({report.kind})", file=out)
     for line in report.keys or ["keys: none (--no-decrypt: values were not authenticated)"]:
@@ -344,26 +353,13 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
             f" ({command('rewrap', report.store)} moves them)",
             file=out,
         )
-    by_type = ", ".join(f"{for_terminal(t)} {n:,}" for t, n in sorted(report.plaintext.items()))
-    print(
-        f"unencrypted: {report.plaintext_count:,}" + (f" ({by_type})" if by_type else ""), file=out
-    )
+    print(_counted("unencrypted", report.plaintext_count, report.plaintext), file=out)
     _refs(out, [str(ref) for ref in report.plaintext_rows], report.plaintext_count, limit)
     if report.decrypted:
-        kinds = ", ".join(
-            f"{for_terminal(k)} {n:,}" for k, n in sorted(report.failure_kinds.items())
-        )
-        print(
-            f"cannot decrypt: {report.failure_count:,}" + (f" ({kinds})" if kinds else ""),
-            file=out,
-        )
+        print(_counted("cannot decrypt", report.failure_count, report.failure_kinds), file=out)
         _refs(out, [str(f) for f in report.failures], report.failure_count, limit)
-        kinds = ", ".join(f"{k} {n:,}" for k, n in sorted(report.refused_kinds.items()))
-        print(
-            f"refused by the strict decoder (type tag not authenticated): {report.refused_count:,}"
-            + (f" ({kinds})" if kinds else ""),
-            file=out,
-        )
+        refused = "refused by the strict decoder (type tag not authenticated)"
+        print(_counted(refused, report.refused_count, report.refused_kinds), file=out)
         _refs(out, [str(f) for f in report.refused], report.refused_count, limit)
     if report.inline is not None:
         print(
