@@ -2,7 +2,8 @@
 
 Only langgraph's public ``BaseCheckpointSaver`` API of the inner saver is
 used. What the inner saver stores is laid out in secure_serde/sealing/_codec.py
-and _cell.py; the async twins of every method are in _async.py.
+and _cell.py; the async twins of every method are in _async.py, and the steps
+both run (what to read, check and put) are the plans of _saver_plans.py.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import copy
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -21,62 +22,25 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
     DeltaChannelHistory,
 )
-from langgraph.checkpoint.serde.types import TASKS
 
-from secure_serde._errors import ConfigurationError, SecureSerdeError, StoreIdentityError
+from secure_serde._errors import ConfigurationError, StoreIdentityError
 from secure_serde._serializer import EncryptedSerializer
+from secure_serde.sealing import _saver_plans as plans
 from secure_serde.sealing._async import AsyncMethods
-from secure_serde.sealing._codec import (
-    RECORD_KEY,
-    Opened,
-    Sealer,
-    ids,
-    reduced,
-)
+from secure_serde.sealing._codec import RECORD_KEY, Sealer, ids
 from secure_serde.sealing._identity import (
     IDENTITY_KEY,
     IDENTITY_THREAD,
     StoreIdentity,
-    drop_put,
     identity_config,
     new_identity_put,
     open_identity,
     refuse_unempty,
-    rotate_put,
     unenumerable,
 )
-from secure_serde.sealing._index import plan_filters
 from secure_serde.sealing._inner import guarded, read_errors, unreadable
-from secure_serde.sealing._record import new_versions_of
-from secure_serde.sealing._reindex import (
-    MAX_ROUNDS,
-    ReindexReport,
-    ReindexScan,
-    ReindexTally,
-    check_max_rows,
-    claim_reindex,
-    concurrent,
-    merged,
-    release_reindex,
-    row_config,
-    unenumerable_store,
-)
-from secure_serde.sealing._walks import (
-    History,
-    ListWalk,
-    add_sends,
-    check_complete,
-    copy_of,
-    key_of,
-    latest_per_namespace,
-    missing,
-    needs_sends,
-    oldest_first,
-    orphans_after,
-    overrides,
-    parent_config,
-    resealed,
-)
+from secure_serde.sealing._reindex import ReindexReport, release_reindex
+from secure_serde.sealing._walks import overrides
 
 __all__ = ["DEFAULT_INDEXED_METADATA", "ReindexReport", "SealedSaver"]
 
@@ -85,6 +49,7 @@ __all__ = ["DEFAULT_INDEXED_METADATA", "ReindexReport", "SealedSaver"]
 DEFAULT_INDEXED_METADATA: Final = frozenset(
     {"source", "step", "run_id", "counters_since_delta_snapshot"}
 )
+T = TypeVar("T")
 _RESERVED_KEYS: Final = frozenset({RECORD_KEY, IDENTITY_KEY, "parents"})
 
 
@@ -252,12 +217,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
     # -- reads ---------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        sealer = self._ready()
-        ids(config)
-        found = self._read(reduced(config))
-        if found is None:
-            return None
-        return self._with_sends(sealer.open(found))
+        return self._run(plans.get_plan(self, config))
 
     def list(
         self,
@@ -267,69 +227,15 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         before: RunnableConfig | None = None,
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
-        sealer = self._ready()
-        plans = plan_filters(filter, sealer.index_keys, self._indexed, self._plaintext)
-        walk = ListWalk(sealer, plans[0], config, limit)
-        # Read to the end before calling the inner saver again: stock savers hold their
-        # connection's lock for as long as their list generator lives. Once per index key
-        # (during a re-index): each row's tokens are under one key.
-        listed: list[CheckpointTuple] = []
-        for plan in plans:
-            listed.extend(
-                self._rows(
-                    walk.inner_config,
-                    filter=plan.inner,
-                    before=None if before is None else reduced(before),
-                    limit=walk.inner_limit,
-                )
-            )
-        if len(plans) > 1:
-            listed = merged(listed)
-        for found in listed:
-            if walk.full:
-                walk.peek(found)
-                continue
-            opened = walk.take(found)
-            if opened is not None:
-                yield self._with_sends(opened)
-        for parent in walk.unseen_parents(complete=not walk.full):
-            if self._read(parent) is None:
-                raise missing(parent)
-
-    def _with_sends(self, opened: Opened) -> CheckpointTuple:
-        found = opened.tuple
-        if opened.parent_id is None or not needs_sends(found, opened.parent_id):
-            return found
-        parent = self._read(parent_config(found, opened.parent_id))
-        sends = self._ready().open(parent, channels=(TASKS,)) if parent is not None else None
-        return add_sends(self, found, sends)
+        walk, listed = self._run(plans.list_plan(self, config, filter, before, limit))
+        for opened in walk.opened(listed):
+            yield self._run(plans.with_sends(self, opened))
+        self._run(plans.parents_plan(walk))
 
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
-        if not channels:
-            return {}
-        sealer = self._ready()
-        history = History(channels)
-        found = self._read(reduced(config))
-        if found is None:
-            return history.result()
-        cursor = history.start(sealer.open(found, channels=()))
-        while cursor is not None:
-            found = history.prefetched(cursor)
-            page = None if found is not None else history.page()
-            if page is not None:
-                config_, before, limit = page
-                history.keep(self._rows(config_, before=before, limit=limit), cursor)
-                found = history.prefetched(cursor)
-            if found is None:
-                found = self._read(cursor)
-            if found is None:
-                if history.optional:
-                    break
-                raise missing(cursor)
-            cursor = history.step(sealer.open(found, channels=history.remaining))
-        return history.result()
+        return self._run(plans.history_plan(config, channels))
 
     # -- writes --------------------------------------------------------------------------
 
@@ -362,55 +268,15 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         Every source row is authenticated at its own place first; values
         move as ciphertext, re-encrypted for the target, never deserialized.
         """
-        sealer = self._ready()
-        ids({"configurable": {"thread_id": target_thread_id}})
-        source: RunnableConfig = {"configurable": {"thread_id": str(source_thread_id)}}
-        rows = [(f, sealer.open(f, channels=())) for f in self._rows(source)]
-        check_complete(rows)
-        for found, opened in sorted(rows, key=oldest_first):
-            put_args, writes = copy_of(sealer, found, opened, str(target_thread_id))
-            written = self.inner.put(*put_args, new_versions_of(put_args[1]))
-            for task_id, task_path, batch in writes:
-                self.inner.put_writes(written, batch, task_id, task_path)
+        self._run(plans.copy_plan(source_thread_id, target_thread_id))
 
     # -- deletes that leave a history that still verifies --------------------------------
 
-    def _detach(self, rows: Iterable[tuple[CheckpointTuple, Opened]]) -> None:
-        """Re-seal each row as one whose parent may be deleted, before it is."""
-        sealer = self._ready()
-        for found, opened in rows:
-            if not opened.detached:
-                put_args = resealed(sealer, found, opened, detached=True)
-                self.inner.put(*put_args, new_versions_of(put_args[1]))
-
     def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
-        if isinstance(thread_ids, str):
-            raise TypeError("thread_ids must be a sequence of thread IDs, not a str")
-        for thread_id in thread_ids:
-            ids({"configurable": {"thread_id": thread_id}})
-        if strategy == "keep_latest":
-            sealer = self._ready()
-            for thread_id in thread_ids:
-                config: RunnableConfig = {"configurable": {"thread_id": str(thread_id)}}
-                rows = [(f, sealer.open(f, channels=())) for f in self._rows(config)]
-                self._detach(latest_per_namespace(rows))
-        self.inner.prune(thread_ids, strategy=strategy)
+        self._run(plans.prune_plan(thread_ids, strategy))
 
     def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        if isinstance(run_ids, str):
-            raise TypeError("run_ids must be a sequence of run IDs, not a str")
-        sealer = self._ready()
-        tokens = [t for r in run_ids for t in sealer.tokens("run_id", str(r))]
-        doomed = {
-            key_of(found)
-            for token in tokens
-            for found in self._rows(None, filter={"run_id": token})
-        }
-        for thread in sorted({key[0] for key in doomed}):
-            config: RunnableConfig = {"configurable": {"thread_id": thread}}
-            rows = [(f, sealer.open(f, channels=())) for f in self._rows(config)]
-            self._detach(orphans_after(rows, doomed))
-        self.inner.delete_for_runs(tokens)
+        self._run(plans.delete_for_runs_plan(run_ids))
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         return self.inner.get_next_version(current, channel)
@@ -432,99 +298,43 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         resume). ``dry_run`` writes nothing and counts what a call would do.
         Filters find every row throughout. See docs/keys.md.
         """
-        if self._tenant_keys is not None:
-            raise ConfigurationError(
-                "reindex() rotates the store's own index key; per-tenant index keys are"
-                " rotated with the tenant's keys (docs/tenants.md)"
-            )
-        check_max_rows(max_rows)
-        claim_reindex(self.inner)
+        plans.begin_reindex(self, max_rows)
         try:
-            return self._reindex(dry_run=dry_run, rotate=rotate, max_rows=max_rows).report()
+            plan = plans.reindex_plan(self, dry_run=dry_run, rotate=rotate, max_rows=max_rows)
+            return self._run(plan).report()
         finally:
             release_reindex(self.inner)
 
-    def _identity_row(self) -> CheckpointTuple:
-        found = self.inner.get_tuple(identity_config())
-        if found is None:
-            raise StoreIdentityError("this store's identity record is gone: restore it first")
-        return found
+    # -- running a plan (_saver_plans.py) ------------------------------------------------
 
-    def _reindex(self, *, dry_run: bool, rotate: bool, max_rows: int | None) -> ReindexTally:
-        self._ready()
-        found = self._identity_row()
-        identity = open_identity(found, self._encrypting)
-        begin = rotate and len(identity.index_keys.generations) == 1
-        if begin and not dry_run:
-            put_args, new_id = rotate_put(found, self._encrypting)
-            self.inner.put(*put_args, {})
-            identity = open_identity(self._identity_row(), self._encrypting)
-            if identity.index_keys.current.key_id != new_id:
-                raise concurrent()
-        sealer = self._sealer = self._sealer_for(identity)
-        report = ReindexTally(
-            key_id=None if begin and dry_run else sealer.index_keys.current.key_id,
-            dry_run=dry_run,
-            rotated=begin and not dry_run,
-        )
-        for _ in range(MAX_ROUNDS):
-            scan = ReindexScan(sealer, rotating=begin and dry_run)
-            self._scan(scan)
-            report.current = scan.current
-            if dry_run or not scan.todo:
-                report.rewritten = len(scan.todo) if dry_run else report.rewritten
-                break
-            for index, key in enumerate(scan.todo):
-                if max_rows is not None and report.rewritten >= max_rows:
-                    report.remaining = len(scan.todo) - index
-                    return report
-                self._move(sealer, scan, key, report)
-            if report.refused:
-                return report
-        else:
-            report.remaining = len(scan.todo)
-            return report
-        if not dry_run:
-            self._drop_old(sealer, report)
-        return report
+    def _run(self, plan: plans.Plan[T]) -> T:
+        """Answer each ask of ``plan`` by calling the inner saver; the plan's own result."""
+        answer: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                ask = plan.send(answer) if error is None else plan.throw(error)
+            except StopIteration as done:
+                return cast("T", done.value)
+            answer, error = None, None
+            try:
+                answer = self._answer(ask)
+            except Exception as exc:  # noqa: BLE001 - the plan decides; re-raised unless caught
+                error = exc
 
-    def _scan(self, scan: ReindexScan) -> None:
-        try:
-            for row in self._rows(None):
-                scan.see(row)
-        except ValueError as exc:
-            if isinstance(exc, SecureSerdeError):
-                raise
-            raise unenumerable_store(self.inner) from None
-
-    def _drop_old(self, sealer: Sealer, report: ReindexTally) -> None:
-        """Every row is under the current key: the older keys leave the identity."""
-        old = [g.key_id for g in sealer.index_keys.generations[1:]]
-        if old:
-            found = self._identity_row()
-            held = open_identity(found, self._encrypting).index_keys.generations
-            if [g.key_id for g in held] != [g.key_id for g in sealer.index_keys.generations]:
-                raise concurrent()
-            self.inner.put(*drop_put(found, self._encrypting), {})
-            fresh = self._identity_row()
-            self._sealer = self._sealer_for(open_identity(fresh, self._encrypting))
-            report.dropped = tuple(old)
-        report.complete = True
-
-    def _move(
-        self, sealer: Sealer, scan: ReindexScan, key: tuple[str, str, str], report: ReindexTally
-    ) -> None:
-        try:
-            found = self._read(row_config(key))
-            if found is None or scan.is_current(found):
-                return
-            opened = sealer.open(found, channels=(), retoken=True)
-        except SecureSerdeError as exc:
-            report.refuse(key, type(exc))
-            return
-        put_args = resealed(sealer, found, opened, detached=opened.detached)
-        self.inner.put(*put_args, new_versions_of(put_args[1]))
-        report.rewritten += 1
+    def _answer(self, ask: tuple[Any, ...]) -> Any:
+        if ask == plans.READY:
+            return self._ready()
+        if ask == plans.IDENTITY:
+            found = self.inner.get_tuple(identity_config())
+            if found is None:
+                raise StoreIdentityError("this store's identity record is gone: restore it first")
+            return found
+        if ask[0] == "read":
+            return self._read(ask[1])
+        if ask[0] == "rows":
+            return list(self._rows(ask[1], **ask[2]))
+        return getattr(self.inner, ask[1])(*ask[2], **ask[3])
 
 
 # ---- the variants __new__ picks: module-level, so each is one fixed class ---------------

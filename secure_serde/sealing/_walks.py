@@ -128,6 +128,16 @@ class ListWalk:
     def full(self) -> bool:
         return self.limit is not None and self.count >= self.limit
 
+    def opened(self, listed: Iterable[CheckpointTuple]) -> Iterator[Opened]:
+        """The rows of the page, opened; past it, the rest only peeked at, lazily."""
+        for found in listed:
+            if self.full:
+                self.peek(found)
+                continue
+            opened = self.take(found)
+            if opened is not None:
+                yield opened
+
     def take(self, found: CheckpointTuple) -> Opened | None:
         configurable = found.config.get("configurable") or {}
         if str(configurable.get("thread_id")) == IDENTITY_THREAD:
