@@ -1,30 +1,9 @@
 """``secure-serde audit STORE``: what a checkpoint store encrypts, under which keys, and what not.
 
-Reports, for a SQLite file or a ``postgresql://`` URL:
-
-* serialized values (cells) by cipher name, key id and format version, and
-  how many are under the primary key;
-* unencrypted values, by type tag;
-* values the configured keys cannot decrypt (unknown cipher or key,
-  retired key, tampering, truncation), each authenticated the way rewrap
-  does it: decrypted without being deserialized;
-* values whose type tag nothing authenticates (plaintext, langgraph's
-  built-in ``+aes``) that the strict decoder refuses, as rewrap would
-  before sealing them: rows that name a callable or embed a pickle, which a
-  relabelled legacy row or a planted one would;
-* PostgreSQL: channel values the stock saver left inline in the
-  ``checkpoints.checkpoint`` JSONB, by channel name;
-* checkpoint records with and without a seal, and values bound to their row
-  (as the sealed savers write them) or not (see ``_audit_scan``): counted,
-  never a finding;
-* metadata key names (plaintext JSON in both stores), flagging every key
-  LangGraph does not write itself: those were copied from
-  ``config["configurable"]`` or ``config["metadata"]``.
-
-Only names, ids, counts and error class names are printed: never a value, a
-key or a ciphertext. Keys come from the environment as for rewrap (see
-``secure_serde/config.py``; KMS too). Exit codes: 0 nothing found, 1
-findings, 2 usage, configuration or store error.
+What it reports, and why each finding is one, is in docs/cli.md (``secure-serde audit``); the
+scan is `_audit_scan`, and a store SealedSaver sealed goes to `_audit_sealed`. Only names, ids,
+counts and error class names are printed: never a value, a key or a ciphertext. Exit codes: 0
+nothing found, 1 findings, 2 usage, configuration or store error.
 """
 
 from __future__ import annotations

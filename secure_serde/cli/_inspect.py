@@ -1,19 +1,10 @@
 """``secure-serde inspect STORE --thread T``: decrypt and show a checkpoint or a thread's history.
 
-For each checkpoint, newest first (the order of ``get_state_history``): its
-id, parent, step and source, the ``next`` tasks, the metadata, the channel
-values and the pending writes, grouped by task. Values are decrypted with
-the keys of the environment (as for audit and rewrap) and read through
-LangGraph's own savers, read only; messages get one line each. ``next`` is
-derived from the checkpoint's trigger channels, without the graph (see
-``secure_serde/cli/_next.py`` for what that covers); ``DeltaChannel`` values
-between snapshots are shown as the snapshot and the writes since, since
-combining them takes the graph's reducer.
-
-This is a debugging tool: unlike audit, it prints state values. Exit codes:
-0 shown; 1 no such thread, namespace or checkpoint, or some checkpoint could
-not be read (its error is shown in its place); 2 usage, configuration or
-store error.
+What it shows is in docs/cli.md (``secure-serde inspect``); the reading is `_inspect_read`
+(`_inspect_sealed` on a store SealedSaver sealed), and ``next`` comes from `_next`, without the
+graph. This is a debugging tool: unlike audit, it prints state values. Exit codes: 0 shown; 1
+no such thread, namespace or checkpoint, or some checkpoint could not be read (its error is
+shown in its place); 2 usage, configuration or store error.
 """
 
 from __future__ import annotations

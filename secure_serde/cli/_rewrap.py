@@ -1,23 +1,17 @@
 """``secure-serde rewrap STORE``: re-encrypt a checkpoint store under the current primary key.
 
-Keys come from the environment, as `secure_serde.config` reads it for
-every subcommand: ``LANGGRAPH_AES_KEY`` (label ``env``) and the JSON
-keyring file named by ``SECURE_SERDE_KEYRING_FILE``, as an application using
-``KeyRotationCipher.from_env()`` gets them, and, when
-``SECURE_SERDE_KMS_KEY_ID`` is set, a KMS key that becomes the primary (the
-AES keys then only read: that is how a store moves from an env key to KMS).
-Run it with the configuration of step 4 of the README's rotation runbook:
-the new key primary, the old keys still present and not retired.
+Keys come from the environment, as for every subcommand (docs/cli.md, "Keys for rewrap, audit
+and inspect"; a KMS key set there becomes the primary: the move from an env key to KMS). Run it
+with the configuration of step 4 of the README's rotation runbook: the new key primary, the old
+keys still present and not retired.
 
-``--bind`` and ``--seal-metadata`` (0.3) are refused, naming ``secure-serde
-adopt`` (``_rewrap_bind``).
+``--bind`` and ``--seal-metadata`` (0.3) are refused, naming ``secure-serde adopt``
+(``_rewrap_bind``).
 
-Exit codes: 0 when every row is under the primary (or, with ``--dry-run``,
-can be put there); 1 when some rows could not be rewrapped (the
-first 20 are listed by table and primary key, never by content, and
-``--json`` lists the first 1,000); 2 for usage,
-configuration or store errors; 130 when interrupted (committed batches stay
-committed: rerun to finish).
+Exit codes: 0 when every row is under the primary (or, with ``--dry-run``, can be put there); 1
+when some rows could not be rewrapped (the first 20 are listed by table and primary key, never by
+content, and ``--json`` lists the first 1,000); 2 for usage, configuration or store errors; 130
+when interrupted (committed batches stay committed: rerun to finish).
 """
 
 from __future__ import annotations
