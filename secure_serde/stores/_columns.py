@@ -85,39 +85,26 @@ GROUP BY j.key ORDER BY j.key LIMIT ?
 # Three literal forms of one query: no blobs table, the shallow saver's blobs
 # (one per channel, no version column), and versioned blobs. A non-empty
 # blob of the same channel (and version, where blobs have one) backs a value.
-_PG_INLINE: Final = """
+_PG_INLINE_FROM: Final = """
 SELECT v.key, array_agg(DISTINCT jsonb_typeof(v.value)), count(*), count(DISTINCT c.thread_id)
 FROM checkpoints AS c
 CROSS JOIN LATERAL jsonb_each(
     CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_values') = 'object'
          THEN c.checkpoint -> 'channel_values' ELSE '{}'::jsonb END) AS v
-GROUP BY 1 ORDER BY 1 LIMIT %s
 """
-_PG_INLINE_BACKED: Final = """
-SELECT v.key, array_agg(DISTINCT jsonb_typeof(v.value)), count(*), count(DISTINCT c.thread_id)
-FROM checkpoints AS c
-CROSS JOIN LATERAL jsonb_each(
-    CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_values') = 'object'
-         THEN c.checkpoint -> 'channel_values' ELSE '{}'::jsonb END) AS v
-WHERE NOT EXISTS (
+_PG_NOT_BACKED: Final = """WHERE NOT EXISTS (
     SELECT 1 FROM checkpoint_blobs AS b
     WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
-      AND b.channel = v.key AND b.type <> 'empty')
-GROUP BY 1 ORDER BY 1 LIMIT %s
-"""
-_PG_INLINE_BACKED_VERSION: Final = """
-SELECT v.key, array_agg(DISTINCT jsonb_typeof(v.value)), count(*), count(DISTINCT c.thread_id)
-FROM checkpoints AS c
-CROSS JOIN LATERAL jsonb_each(
-    CASE WHEN jsonb_typeof(c.checkpoint -> 'channel_values') = 'object'
-         THEN c.checkpoint -> 'channel_values' ELSE '{}'::jsonb END) AS v
-WHERE NOT EXISTS (
-    SELECT 1 FROM checkpoint_blobs AS b
-    WHERE b.thread_id = c.thread_id AND b.checkpoint_ns = c.checkpoint_ns
-      AND b.channel = v.key AND b.type <> 'empty'
-      AND b.version = c.checkpoint -> 'channel_versions' ->> v.key)
-GROUP BY 1 ORDER BY 1 LIMIT %s
-"""
+      AND b.channel = v.key AND b.type <> 'empty'"""
+_PG_INLINE_GROUP: Final = "GROUP BY 1 ORDER BY 1 LIMIT %s\n"
+_PG_INLINE: Final = _PG_INLINE_FROM + _PG_INLINE_GROUP
+_PG_INLINE_BACKED: Final = _PG_INLINE_FROM + _PG_NOT_BACKED + ")\n" + _PG_INLINE_GROUP
+_PG_INLINE_BACKED_VERSION: Final = (
+    _PG_INLINE_FROM
+    + _PG_NOT_BACKED
+    + "\n      AND b.version = c.checkpoint -> 'channel_versions' ->> v.key)\n"
+    + _PG_INLINE_GROUP
+)
 _PG_RECORD_SEALS: Final = (
     "SELECT count(*), count(*) FILTER (WHERE checkpoint ? %s) FROM checkpoints"
 )
