@@ -37,23 +37,11 @@ at all, so a SQLite checkpoint with one bad value keeps all its values.
 Counts are per row: a SQLite checkpoint row counts once, whatever number
 of value cells it holds.
 
-**Tenant rows** (a store of ``SealedSaver(..., tenant_keys=...)``) are not
-under the store's keys: each tenant's cells are under its thread keys, kept
-in the tenant key store and wrapped under the primary, and those wrapped
-keys rotate with ``TenantKeys.rewrap``. The planner tells a tenant row by
-its thread id: ``sst1:<token>:<thread>``, where the token is the tenant id's
-blind-index token under the store identity's index key
-(secure_serde/sealing/_tenant_saver.py). With the tenant key store
-(``rewrap(..., tenant_keys=...)``), the prefixes of its tenants are computed
-from the identity, so a row under a tenant's prefix is skipped, counted as
-``tenant-keyed`` (or ``shredded`` when its tenant or thread was shredded),
-and a row under a prefix no tenant has is rewrapped if it opens under the
-store keys (an application thread named that way) and a failure if not.
-Without the key store, a row under a tenant-shaped prefix is rewrapped if
-it opens under the store keys and skipped as ``tenant-keyed`` if it does
-not: rewrap is not an integrity check of tenant rows (``secure-serde audit
---tenant-keys`` is). The store identity and every other row are rewrapped
-as above.
+**Tenant rows** (``sst1:<token>:<thread>``, secure_serde/sealing/_tenant_saver.py)
+are under their tenant's thread keys, which rotate with ``TenantKeys.rewrap``:
+how they are skipped (``tenant-keyed``, ``shredded``) or rewrapped, with and
+without the tenant key store, is docs/tenants.md, "How audit and rewrap tell
+a tenant row". The store identity and every other row are rewrapped as above.
 """
 
 from __future__ import annotations
