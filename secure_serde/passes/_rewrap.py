@@ -183,9 +183,7 @@ def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each wi
     progress: Progress | None = None,
     tenant_keys: TenantKeys | None = None,
 ) -> PassReport:
-    """`rewrap` over the checkpoint tables (both layouts)."""
-    _check_positive("batch_size", batch_size)
-    _check_positive("workers", workers)
+    """`rewrap` over the checkpoint tables (both layouts); `rewrap` checked the numbers."""
     strict = None
     if isinstance(cipher, EncryptedSerializer):
         decrypt_only = (*cipher.decrypt_ciphers, *decrypt_only)
