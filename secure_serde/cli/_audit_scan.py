@@ -238,49 +238,29 @@ class AuditReport:
     def problems(self) -> list[tuple[str, str]]:
         """`findings`, each with its kind (the CLI names the command that fixes each kind):
         ``plaintext``, ``undecryptable``, ``refused``, ``legacy``, ``inline``, ``metadata``."""
-        found: list[tuple[str, str]] = []
-        if self.plaintext_count:
-            found.append(("plaintext", f"{self.plaintext_count:,} unencrypted serialized value(s)"))
-        if self.failure_count:
-            found.append(
-                (
-                    "undecryptable",
-                    f"{self.failure_count:,} value(s) the configured keys cannot decrypt",
-                )
-            )
-        if self.refused_count:
-            found.append(
-                (
-                    "refused",
-                    f"{self.refused_count:,} value(s) whose type tag nothing authenticates hold"
-                    " what the strict decoder refuses (a type outside the allowlist, a pickle):"
-                    " planted or relabelled rows would run code when loaded permissively;"
-                    " rewrap will not seal them",
-                )
-            )
-        if self.legacy_count:
-            found.append(
-                (
-                    "legacy",
-                    f"{self.legacy_count:,} value(s) in langgraph's built-in format"
-                    " (type tag not authenticated): run secure-serde rewrap",
-                )
-            )
-        if self.inline_count:
-            found.append(
-                (
-                    "inline",
-                    f"{self.inline_count:,} plaintext channel value(s) inline in the"
-                    " checkpoint JSON",
-                )
-            )
+        counted = {
+            "plaintext": (self.plaintext_count, "unencrypted serialized value(s)"),
+            "undecryptable": (self.failure_count, "value(s) the configured keys cannot decrypt"),
+            "refused": (
+                self.refused_count,
+                "value(s) whose type tag nothing authenticates hold what the strict decoder"
+                " refuses (a type outside the allowlist, a pickle): planted or relabelled rows"
+                " would run code when loaded permissively; rewrap will not seal them",
+            ),
+            "legacy": (
+                self.legacy_count,
+                "value(s) in langgraph's built-in format (type tag not authenticated):"
+                " run secure-serde rewrap",
+            ),
+            "inline": (
+                self.inline_count,
+                "plaintext channel value(s) inline in the checkpoint JSON",
+            ),
+        }
+        found = [(kind, f"{n:,} {text}") for kind, (n, text) in counted.items() if n]
         if flagged := self.flagged_metadata_keys():
-            found.append(
-                (
-                    "metadata",
-                    f"plaintext metadata key(s) not written by LangGraph: {sorted(flagged)}",
-                )
-            )
+            text = f"plaintext metadata key(s) not written by LangGraph: {sorted(flagged)}"
+            found.append(("metadata", text))
         return found
 
     def add_failure(self, failure: RowFailure, kind: str) -> None:
