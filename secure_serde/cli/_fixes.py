@@ -36,43 +36,39 @@ def finding_fixes(
     fix; any other is an alternative.
     """
     adopt = command("adopt", store, NEW_STORE)
-    if kind == "plaintext":
-        return [(command("rewrap", store, "--allow-plaintext"), "encrypts them in place")]
-    if kind == "legacy":
-        return [
+    allow = [arg for key in sorted(flagged_metadata_keys) for arg in ("--allow-metadata-key", key)]
+    fixes = {
+        "plaintext": [(command("rewrap", store, "--allow-plaintext"), "encrypts them in place")],
+        "legacy": [
             (
                 command("rewrap", store),
                 "moves them to the current format; pickle rows also need --allow-legacy-pickle,"
                 " only for a store nobody untrusted could write",
             )
-        ]
-    if kind == "undecryptable":
-        return [
+        ],
+        "undecryptable": [
             (
                 adopt,
                 "copies every row that opens into a new sealed store and lists the rest; first"
                 " configure any key the rows name (`secure-serde keyring show FILE` lists the key"
                 " ids a keyring holds)",
             )
-        ]
-    if kind == "refused":
-        return [(adopt, "copies the store into a new sealed store, listing and leaving these")]
-    if kind == "inline":
-        return [
+        ],
+        "refused": [(adopt, "copies the store into a new sealed store, listing and leaving these")],
+        "inline": [
             (
                 command("adopt", store, NEW_STORE, "--accept-unvouched"),
                 "seals them in a new store (each is listed as plaintext)",
             )
-        ]
-    if kind == "metadata":
-        allow = [
-            arg for key in sorted(flagged_metadata_keys) for arg in ("--allow-metadata-key", key)
-        ]
-        return [
+        ],
+        "metadata": [
             (adopt, "seals every metadata key in a new store"),
             (command("audit", store, *allow), "if they are harmless in plaintext"),
-        ]
-    raise ValueError(f"no fix known for {kind!r}")
+        ],
+    }
+    if kind not in fixes:
+        raise ValueError(f"no fix known for {kind!r}")
+    return fixes[kind]
 
 
 def row_error_fixes(
