@@ -106,13 +106,7 @@ def _checkpoint(ref: RowRef, extras: Sequence[Any]) -> Location:
         if stored is None
         else json.loads(bytes(stored) if not isinstance(stored, str) else stored)
     )
-    return Location.checkpoint(
-        ref.thread_id,
-        ref.checkpoint_ns,
-        str(_required(ref, "checkpoint_id")),
-        None if parent is None else str(parent),
-        canonical(metadata_record(metadata)),
-    )
+    return _sealed_checkpoint(ref, parent, metadata_record(metadata))
 
 
 def _record(ref: RowRef, extras: Sequence[Any]) -> Location:
@@ -122,12 +116,16 @@ def _record(ref: RowRef, extras: Sequence[Any]) -> Location:
         sealed_parent = checkpoint[RECORD_KEY].get("parent")
         parent = sealed_parent if isinstance(sealed_parent, str) else None
     record = {k: v for k, v in checkpoint.items() if k != RECORD_KEY}
+    return _sealed_checkpoint(ref, parent, [record, metadata_record(metadata)])
+
+
+def _sealed_checkpoint(ref: RowRef, parent: Any, record: Any) -> Location:
     return Location.checkpoint(
         ref.thread_id,
         ref.checkpoint_ns,
         str(_required(ref, "checkpoint_id")),
         None if parent is None else str(parent),
-        canonical([record, metadata_record(metadata)]),
+        canonical(record),
     )
 
 
