@@ -49,7 +49,7 @@ from secure_serde.stores._base import (
     TableSpec,
 )
 from secure_serde.stores._items import entry_data, json_or_none
-from secure_serde.stores._sqlite import SqliteStore, _quote
+from secure_serde.stores._sqlite import _ENVELOPE_KEY, _ENVELOPE_SWAP, SqliteStore, _quote
 
 __all__ = [
     "IDENTITY_CHECKPOINT_ID",
@@ -139,7 +139,7 @@ class SealedSqliteStore(SealedLayout, SqliteStore):
         select = f"SELECT {cols}, CAST(metadata AS TEXT) FROM checkpoints"  # noqa: S608
         first = f"{select} WHERE {{range}} ORDER BY {cols} LIMIT ?"
         page = f"{select} WHERE ({cols}) > (?, ?, ?) AND {{range}} ORDER BY {cols} LIMIT ?"
-        reload = f"{select} WHERE {_KEY_SQL}"
+        reload = f"{select} WHERE {_ENVELOPE_KEY}"
         count = "SELECT count(*) FROM checkpoints WHERE {range}"
         return first, page, reload, "", count
 
@@ -170,12 +170,9 @@ class SealedSqliteStore(SealedLayout, SqliteStore):
         metadata[cell.type_tag] = swap.new_data.decode("utf-8")
         # As the stock SqliteSaver encodes the column.
         new = json.dumps(metadata, ensure_ascii=False).encode("utf-8", "ignore")
-        cursor = self._conn.execute(_SWAP_TEXT, (new, *cell.ref.key_values, found[0]))
+        cursor = self._conn.execute(_ENVELOPE_SWAP, (new, *cell.ref.key_values, found[0]))
         return cursor.rowcount == 1
 
 
-_KEY_SQL: Final = "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-_RELOAD_TEXT: Final = f"SELECT CAST(metadata AS TEXT) FROM checkpoints WHERE {_KEY_SQL}"  # noqa: S608
-_SWAP_TEXT: Final = (
-    f"UPDATE checkpoints SET metadata = ? WHERE {_KEY_SQL} AND CAST(metadata AS TEXT) IS ?"  # noqa: S608
-)
+# Every row's whole metadata (the identity row too), unlike _sqlite's envelope reload.
+_RELOAD_TEXT: Final = f"SELECT CAST(metadata AS TEXT) FROM checkpoints WHERE {_ENVELOPE_KEY}"  # noqa: S608
