@@ -94,13 +94,6 @@ class AsyncMethods:
             return True
         return False
 
-    async def _aread(self, config: RunnableConfig) -> CheckpointTuple | None:
-        try:
-            return await self.inner.aget_tuple(config)
-        except read_errors() as exc:
-            error = exc
-        raise unreadable(self.inner, error) from None
-
     def _arows(
         self, config: RunnableConfig | None, **kwargs: Any
     ) -> AsyncIterator[CheckpointTuple]:
@@ -196,7 +189,11 @@ class AsyncMethods:
                 raise StoreIdentityError("this store's identity record is gone: restore it first")
             return found
         if ask[0] == "read":
-            return await self._aread(ask[1])
+            try:
+                return await self.inner.aget_tuple(ask[1])
+            except read_errors() as exc:
+                error = exc
+            raise unreadable(self.inner, error) from None
         if ask[0] == "rows":
             return [row async for row in self._arows(ask[1], **ask[2])]
         return await getattr(self.inner, "a" + ask[1])(*ask[2], **ask[3])

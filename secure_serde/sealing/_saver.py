@@ -199,14 +199,6 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             raise StoreIdentityError("the inner saver did not keep the store identity record")
         return found
 
-    def _read(self, config: RunnableConfig) -> CheckpointTuple | None:
-        """The inner saver's ``get_tuple``; its failure to decode the row is typed."""
-        try:
-            return self.inner.get_tuple(config)
-        except read_errors() as exc:
-            error = exc
-        raise unreadable(self.inner, error) from None
-
     def _rows(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
         """The inner saver's ``list``; its failure to decode a row is typed."""
         return guarded(self.inner, self.inner.list(config, **kwargs))
@@ -330,8 +322,12 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             if found is None:
                 raise StoreIdentityError("this store's identity record is gone: restore it first")
             return found
-        if ask[0] == "read":
-            return self._read(ask[1])
+        if ask[0] == "read":  # the inner saver's failure to decode the row is typed
+            try:
+                return self.inner.get_tuple(ask[1])
+            except read_errors() as exc:
+                error = exc
+            raise unreadable(self.inner, error) from None
         if ask[0] == "rows":
             return list(self._rows(ask[1], **ask[2]))
         return getattr(self.inner, ask[1])(*ask[2], **ask[3])
