@@ -53,37 +53,40 @@ def run_sealed(args: argparse.Namespace, display: str) -> int:
             f"{display} is sealed by SealedSaver: its rows are checked by opening them, which"
             " needs the keys (drop --no-decrypt)"
         )
-    # SealedStore items (issue 26): a database with only a store table, or with both kinds of
-    # tables (one application, one database); see the block below.
+    # SealedStore items (issue 26): a database with only a store table (False), or with both
+    # kinds of tables (True: one application, one database); see the block below.
     items_too = sealed_items_at(args.store)
-    if items_too is False:
-        return run_store_items(args, display)
     serde = serializer_from_env()
+    report = None if items_too is False else _audit_checkpoints(args, serde)
+    items: StoreAuditReport | None = None
+    if items_too is not None:
+        with _sealed_store(args.store, serde) as store:
+            items = audit_store_items(store)
+    code = _CLEAN if all(r.clean for r in (report, items) if r is not None) else _FINDINGS
+    if args.json:
+        document = {} if report is None else report_json(report, display, code)
+        if items is not None:
+            listed = store_items_json(items, display, code)
+            document = listed if report is None else {**document, "items": listed}
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        if report is not None:
+            _print(report, display, sys.stdout, args.max_listed)
+        if items is not None:
+            _print_items(items, display, sys.stdout, args.max_listed)
+    return code
+
+
+def _audit_checkpoints(args: argparse.Namespace, serde: EncryptedSerializer) -> SealedAuditReport:
     keys = None if args.tenant_keys is None else TenantKeys.open(args.tenant_keys)
     try:
         threads = store_thread_ids(args.store)
         with open_sealed(args.store, serde) as saver:
-            report = audit_sealed(saver, thread_ids=threads, tenant_keys=keys)
+            return audit_sealed(saver, thread_ids=threads, tenant_keys=keys)
     finally:
         if keys is not None:
             keys.close()
-    code = _CLEAN if report.clean else _FINDINGS
-    items: StoreAuditReport | None = None
-    if items_too:
-        with _sealed_store(args.store, serde) as store:
-            items = audit_store_items(store)
-        code = max(code, _CLEAN if items.clean else _FINDINGS)
-    if args.json:
-        document = report_json(report, display, code)
-        if items is not None:
-            document["items"] = store_items_json(items, display, code)
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        _print(report, display, sys.stdout, args.max_listed)
-        if items is not None:
-            _print_items(items, display, sys.stdout, args.max_listed)
-    return code
 
 
 def report_json(report: SealedAuditReport, display: str, code: int) -> dict[str, Any]:
@@ -186,19 +189,6 @@ def _sealed_store(location: str, serde: EncryptedSerializer) -> Iterator[SealedS
             yield SealedStore(SqliteStore(conn), serde=serde)
         finally:
             conn.close()
-
-
-def run_store_items(args: argparse.Namespace, display: str) -> int:
-    """Audit a SealedStore's items: 0 clean, 1 findings or cells under older keys."""
-    with _sealed_store(args.store, serializer_from_env()) as store:
-        report = audit_store_items(store)
-    code = _CLEAN if report.clean else _FINDINGS
-    if args.json:
-        json.dump(store_items_json(report, display, code), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        _print_items(report, display, sys.stdout, args.max_listed)
-    return code
 
 
 def store_items_json(report: StoreAuditReport, display: str, code: int) -> dict[str, Any]:
