@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Final, TextIO
 
@@ -144,14 +144,8 @@ def _print(report: SealedAuditReport, display: str, out: TextIO, max_listed: int
             f" {row.checkpoint_id}"
             for row in report.shredded_rows
         ]
-        for line in capped(rows, report.shredded, limit=max_listed, indent="    "):
-            out.write(line + "\n")
-    if report.not_under_primary:
-        out.write(
-            f"  {report.not_under_primary:,} cells are under older keys, to move before"
-            " retiring them (docs/rotation.md)\n"
-            f"    fix: {command('rewrap', display)}\n"
-        )
+        _write_rows(out, rows, report.shredded, max_listed)
+    _write_older_keys(out, report.not_under_primary, display, "docs/rotation.md")
     if not report.findings:
         out.write("  every checkpoint opens, and every history reaches its root\n")
         return
@@ -161,10 +155,7 @@ def _print(report: SealedAuditReport, display: str, out: TextIO, max_listed: int
         f" {finding.checkpoint_id}"
         for finding in report.findings
     ]
-    for line in capped(rows, report.finding_count, limit=max_listed, indent="    "):
-        out.write(line + "\n")
-    for fix in _checkpoint_row_fixes(report, display):
-        out.write(f"    {fix}\n")
+    _write_rows(out, rows, report.finding_count, max_listed, _checkpoint_row_fixes(report, display))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,12 +206,7 @@ def _print_items(report: StoreAuditReport, display: str, out: TextIO, max_listed
     out.write(f"store: {for_terminal(display)} (items sealed by SealedStore)\n")
     out.write(f"  {report.items:,} items; under the primary key: {report.under_primary:,}")
     out.write(f" of {cells:,} cells (the store identity's included)\n")
-    if report.not_under_primary:
-        out.write(
-            f"  {report.not_under_primary:,} cells are under older keys, to move before"
-            " retiring them (docs/store.md)\n"
-            f"    fix: {command('rewrap', display)}\n"
-        )
+    _write_older_keys(out, report.not_under_primary, display, "docs/store.md")
     if not report.findings:
         out.write("  every item opens at its place\n")
         return
@@ -229,10 +215,22 @@ def _print_items(report: StoreAuditReport, display: str, out: TextIO, max_listed
         f"{finding.error}: namespace {'.'.join(finding.namespace)} key {finding.key}"
         for finding in report.findings
     ]
-    for line in capped(rows, report.finding_count, limit=max_listed, indent="    "):
+    _write_rows(out, rows, report.finding_count, max_listed, _item_row_fixes(report, display))
+
+
+def _write_rows(
+    out: TextIO, rows: list[str], total: int, max_listed: int, fixes: Sequence[str] = ()
+) -> None:
+    for line in capped(rows, total, limit=max_listed, indent="    ") + [f"    {f}" for f in fixes]:
         out.write(line + "\n")
-    for fix in _item_row_fixes(report, display):
-        out.write(f"    {fix}\n")
+
+
+def _write_older_keys(out: TextIO, not_under_primary: int, display: str, doc: str) -> None:
+    if not_under_primary:
+        out.write(
+            f"  {not_under_primary:,} cells are under older keys, to move before retiring them"
+            f" ({doc})\n    fix: {command('rewrap', display)}\n"
+        )
 
 
 def _older_keys_fix(not_under_primary: int, display: str) -> list[str]:
