@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from secure_serde import ConfigurationError, EncryptedSerializer, Migration
 from secure_serde.cli._fixes import adopt_fixes
+from secure_serde.cli._inspect_sealed import open_sealed
 from secure_serde.cli._pretty import report_lines
 from secure_serde.config import serializer_from_env
 from secure_serde.savers import adopt
@@ -29,7 +30,6 @@ from secure_serde.stores import V03Reader
 
 __all__ = ["register"]
 
-_POSTGRES: Final = ("postgresql://", "postgres://")
 # What the lenient reader of the source accepts; each such row is still listed.
 # inline_values: a stock PostgreSQL saver keeps int, str, float, bool and None values in
 # its checkpoint JSON, where nothing authenticates them; without it such a checkpoint does
@@ -67,29 +67,10 @@ def register(subparsers: Any) -> None:
 
 
 @contextmanager
-def _source(
-    location: str, serde: EncryptedSerializer, migration: Migration | None
-) -> Iterator[V03Reader]:
-    # 0.3's layout is read by the 0.3 reader; a stock store's rows are unbound
-    # to it, so they read only leniently (and are listed as unauthenticated).
-    with V03Reader(location, serde=serde, migration=migration) as reader:
-        yield reader
-
-
-@contextmanager
 def _target(location: str, serde: EncryptedSerializer) -> Iterator[SealedSaver]:
-    if location.startswith(_POSTGRES):
-        from secure_serde.savers.postgres import PostgresSaver
-
-        with PostgresSaver.from_conn_string(location, serde=serde) as saver:
-            saver.setup()
-            yield saver
-    else:
-        from secure_serde.savers.sqlite import SqliteSaver
-
-        with SqliteSaver.from_conn_string(location, serde=serde) as saver:
-            saver.setup()
-            yield saver
+    with open_sealed(location, serde) as saver:
+        saver.setup()
+        yield saver
 
 
 def run(args: argparse.Namespace) -> int:
@@ -97,11 +78,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError("adopt copies into a new store: SOURCE and TARGET are the same")
     serde = serializer_from_env()
     with ExitStack() as stack:
-        source = stack.enter_context(_source(args.source, serde, None))
+        # 0.3's layout is read by the 0.3 reader; a stock store's rows are unbound
+        # to it, so they read only leniently (and are listed as unauthenticated).
+        source = stack.enter_context(V03Reader(args.source, serde=serde))
         lenient = None
         if args.accept_unvouched:
             lenient_serde = serializer_from_env(migration=_LENIENT)
-            lenient = stack.enter_context(_source(args.source, lenient_serde, _LENIENT))
+            lenient = stack.enter_context(
+                V03Reader(args.source, serde=lenient_serde, migration=_LENIENT)
+            )
         target = stack.enter_context(_target(args.target, serde))
         report = adopt(
             source,
