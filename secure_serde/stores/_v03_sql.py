@@ -34,15 +34,12 @@ SQLITE_COLUMNS: Final = (
     "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
     " metadata FROM checkpoints"
 )
-SQLITE_WRITES: Final = (
-    "SELECT task_id, channel, type, value, task_path, idx FROM writes"
-    " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+_OF_CHECKPOINT: Final = (
+    " FROM writes WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 )
+SQLITE_WRITES: Final = "SELECT task_id, channel, type, value, task_path, idx" + _OF_CHECKPOINT
 # A writes table from before task_path existed reads as '' (langgraph's own rule).
-SQLITE_WRITES_NO_PATH: Final = (
-    "SELECT task_id, channel, type, value, '', idx FROM writes"
-    " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-)
+SQLITE_WRITES_NO_PATH: Final = "SELECT task_id, channel, type, value, '', idx" + _OF_CHECKPOINT
 SQLITE_HAS_PATH: Final = "SELECT count(*) FROM pragma_table_info('writes') WHERE name = 'task_path'"
 # langgraph-checkpoint-postgres 3.2's SELECT_SQL and SELECT_PENDING_SENDS_SQL, verbatim
 # (the channel is langgraph's TASKS).

@@ -27,6 +27,7 @@ from typing import Any, Final
 from langgraph.checkpoint.base import writes_sort_key
 
 from secure_serde.stores._history import CheckpointId, HistoryView
+from secure_serde.stores._v03_sql import SQLITE_HAS_PATH
 
 __all__ = ["CheckpointTags", "checkpoint_tags"]
 
@@ -40,9 +41,6 @@ _SQLITE_WRITES: Final = (
 )
 _SQLITE_WRITES_NO_PATH: Final = (
     "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, '', idx, channel, type FROM writes"
-)
-_SQLITE_HAS_PATH: Final = (
-    "SELECT count(*) FROM pragma_table_info('writes') WHERE name = 'task_path'"
 )
 _PG_CHECKPOINTS: Final = """
 SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
@@ -93,7 +91,7 @@ def checkpoint_tags(view: HistoryView) -> list[CheckpointTags]:
             _tags(row[:4], _postgres_values(row[4], row[5]), writes)
             for row in view.query("", _PG_CHECKPOINTS, ())
         ]
-    has_path = view.query(_SQLITE_HAS_PATH, "", ())[0][0]
+    has_path = view.query(SQLITE_HAS_PATH, "", ())[0][0]
     writes = _writes(view.query(_SQLITE_WRITES if has_path else _SQLITE_WRITES_NO_PATH, "", ()))
     return [
         _tags(row[:4], (("checkpoint", row[4]),), writes)
