@@ -1,22 +1,14 @@
 """The audit of a store: one pass over its cells and its JSON columns, into an `AuditReport`.
 
-Each cell is sorted by what its type tag and header say (cipher name, key
-id, format version), then, unless decryption is turned off, authenticated
-by rewrap's `Planner` in dry-run verify mode: the value is decrypted by the
-cipher its tag names, bound to its inner type tag, and never deserialized,
-so no pickle is ever loaded and nothing is sealed again. A value whose type
-tag nothing authenticates (plaintext, langgraph's built-in ``+aes``) is
-also given to the strict decoder, exactly as rewrap would before sealing
-it: one it refuses (a relabelled or planted row that names a callable, an
-embedded pickle) is reported as refused. Only counts, ids and error class
-names are kept; plaintext is dropped as soon as it has been checked.
-
-Each value is also counted as bound to its row or not (`BindingCounts`).
-Plaintext, langgraph's format and format v1 never carry a binding, which
-the type tag and header say; a format v2 value may or may not (the
-location is in the associated data, never stored), so it is decrypted once
-more at its row's location to tell: that needs the keys, and with
-``--no-decrypt`` such values are counted as unchecked.
+Each cell is sorted by what its type tag and header say (cipher name, key id, format version),
+then, unless decryption is turned off, authenticated by rewrap's `Planner` in dry-run verify
+mode: decrypted by the cipher its tag names, bound to its inner type tag, and never
+deserialized, so no pickle is ever loaded and nothing is sealed again. A value whose type tag
+nothing authenticates (plaintext, langgraph's built-in ``+aes``) is also given to the strict
+decoder, as rewrap would before sealing it: one it refuses (a relabelled or planted row) is
+reported as refused. Only counts, ids and error class names are kept; plaintext is dropped as
+soon as it has been checked. Counting values bound to their row or not (`BindingCounts`):
+docs/cli.md, "Counting bound and unbound rows".
 """
 
 from __future__ import annotations

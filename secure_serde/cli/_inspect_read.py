@@ -1,22 +1,13 @@
 """Reading checkpoints for ``secure-serde inspect`` through LangGraph's own savers, read only.
 
-The connection is a `secure_serde.stores.HistoryView` (SQLite opened with
-``mode=ro``, PostgreSQL on a session whose transactions are all read only),
-which also answers the id and namespace queries. Both databases are read by
-`secure_serde.stores.V03Reader` on that connection (0.3's sealed rows: row
-binding, record seals, sealed metadata, the inline-values switch); a SQLite
-store by the stock ``SqliteSaver`` when the serializer cannot bind values to
-rows. Each checkpoint
-is first read as the sealed savers read it, with every value bound to its
-row; one that a stock saver or an older secure_serde wrote (no binding) is
-then read under ``Migration(unbound=True)`` and marked unbound, so it is
-shown, with a warning when the store otherwise binds. A value bound to its
-row is authenticated either way (one moved from another row is refused).
-Each checkpoint is loaded on its own with ``get_tuple``, so one that cannot
-be decrypted is reported and the rest of the history is still shown.
-``DeltaChannel`` values stored as a snapshot plus later writes are fetched
-with ``get_delta_channel_history``: combining them takes the channel's
-reducer, which only the graph has.
+The connection is a `secure_serde.stores.HistoryView` (SQLite opened with ``mode=ro``,
+PostgreSQL on a session whose transactions are all read only), which also answers the id and
+namespace queries. Both databases are read by `secure_serde.stores.V03Reader` on it; a SQLite
+store by the stock ``SqliteSaver`` when the serializer cannot bind values to rows. Each
+checkpoint is read bound first, then unbound (marked, with a warning when the store binds), as
+docs/cli.md (``secure-serde inspect``) says; a value bound to its row is authenticated either
+way. Each is loaded on its own with ``get_tuple``, so one that cannot be decrypted is reported
+and the rest of the history is still shown.
 """
 
 from __future__ import annotations
