@@ -34,13 +34,12 @@ from collections.abc import Callable
 from typing import Final
 
 from secure_serde._binding import Location
-from secure_serde._errors import BindingError, SecureSerdeError, StoreIdentityError
+from secure_serde._errors import BindingError, StoreIdentityError
 from secure_serde._report import PassReport, Tally
 from secure_serde.ciphers import BoundCipher
 from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, rewrap_range
 from secure_serde.passes._sealed import SealedPlanner, _Refused
 from secure_serde.sealing import _cell
-from secure_serde.sealing._identity import parse_record
 from secure_serde.sealing._store_identity import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE
 from secure_serde.stores import ALL_THREADS, Cell, Store, open_items
 from secure_serde.stores._items import (
@@ -77,19 +76,8 @@ class ItemsPlanner(SealedPlanner):
                 f" (restore the item {IDENTITY_ITEM_KEY!r} of the namespace"
                 f" {RESERVED_NAMESPACE!r} from a backup)"
             )
-        failed = False
-        try:
-            cell = _cell.from_text(identity.data.decode("utf-8"), _cell.IDENTITY)
-            record = self._serde.loads_typed_at((cell.type_tag, cell.ciphertext), _IDENTITY_AT)
-        except (SecureSerdeError, UnicodeDecodeError):
-            failed = True
-        if failed:
-            # Raised outside the handler: nothing of the record rides along as context.
-            raise StoreIdentityError(
-                "this store's identity item does not open under the given keys: it was"
-                " forged, or the store is sealed under other keys"
-            )
-        self._store = parse_record(record).store_id
+        what = "this store's identity item"
+        self._store = self._open_identity(identity.data, _IDENTITY_AT, what).store_id
 
     def plan(self, cell: Cell) -> Skip | Unreadable | Planned:
         try:

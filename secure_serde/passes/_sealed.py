@@ -70,7 +70,7 @@ from secure_serde.ciphers._headers import current_test
 from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde.passes._plan import _source
 from secure_serde.sealing import _cell
-from secure_serde.sealing._identity import IDENTITY_THREAD, parse_record
+from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity, parse_record
 from secure_serde.sealing._index import BlindIndex
 from secure_serde.sealing._tenant_inner import tenant_prefix, tenant_thread_prefix
 from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
@@ -148,21 +148,25 @@ class SealedPlanner:
                 "this store has no readable store identity: it cannot be rewrapped"
                 f" (restore the thread {IDENTITY_THREAD!r} from a backup)"
             )
+        parsed = self._open_identity(identity.data, _IDENTITY_AT, "this store identity")
+        self._store = parsed.store_id
+        self._index = parsed.index
+
+    def _open_identity(self, data: bytes, at: Location, what: str) -> StoreIdentity:
+        """The identity record sealed in ``data`` at ``at``; ``what`` names it in the error."""
         failed = False
         try:
-            cell = _cell.from_text(identity.data.decode("utf-8"), _cell.IDENTITY)
-            record = self._serde.loads_typed_at((cell.type_tag, cell.ciphertext), _IDENTITY_AT)
+            cell = _cell.from_text(data.decode("utf-8"), _cell.IDENTITY)
+            record = self._serde.loads_typed_at((cell.type_tag, cell.ciphertext), at)
         except (SecureSerdeError, UnicodeDecodeError):
             failed = True
         if failed:
             # Raised outside the handler: nothing of the record rides along as context.
             raise StoreIdentityError(
-                "this store identity does not open under the given keys: it was"
+                f"{what} does not open under the given keys: it was"
                 " forged, or the store is sealed under other keys"
             )
-        parsed = parse_record(record)
-        self._store = parsed.store_id
-        self._index = parsed.index
+        return parse_record(record)
 
     def use_tenant_keys(self, tenant_keys: TenantKeys) -> None:
         """Map each tenant of the key store to its rows' thread-id prefix; read its tombstones.
