@@ -365,9 +365,7 @@ class _Auditor:
             return False
         route = self._planner.read_rule.route(type_tag)
         cipher = route.cipher
-        if cipher is None:
-            return False
-        if not is_locating(cipher):
+        if cipher is None or not is_locating(cipher):
             return False
         try:
             cast(LocatingCipher, cipher).decrypt_at(
