@@ -1,18 +1,10 @@
 """``secure-serde audit`` on a store `SealedSaver` sealed: every row opened, as the app reads it.
 
-The store is opened with the same thin constructor the application uses
-(`secure_serde.savers.postgres.PostgresSaver` or `...sqlite.SqliteSaver`,
-both `SealedSaver` around the stock saver), under the keys from the
-environment. Prints counts, ids and error class names only. Exit codes as
-for the 0.3 layout: 0 clean, 1 findings (a row that does not open, a cut
-history, a cell not under the primary key), 2 usage, configuration or store
-error.
-
-With ``--tenant-keys LOCATION`` (a store of ``SealedSaver(...,
-tenant_keys=...)``), each tenant's rows are opened with that tenant's keys,
-and the rows of shredded tenants and threads are counted and listed as
-shredded: erased on purpose, not a finding, so they alone never make the
-exit code 1.
+The store is opened with the same thin constructor the application uses (`open_sealed`), under
+the keys from the environment. Prints counts, ids and error class names only. Exit codes as for
+the 0.3 layout: 0 clean, 1 findings (a row that does not open, a cut history, a cell not under
+the primary key), 2 usage, configuration or store error. ``--tenant-keys``: docs/tenants.md
+(shredded rows are erased on purpose, so they alone never make the exit code 1).
 """
 
 from __future__ import annotations
