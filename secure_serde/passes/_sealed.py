@@ -153,7 +153,7 @@ class SealedPlanner:
         self._index = parsed.index
 
     def _open_identity(self, data: bytes, at: Location, what: str) -> StoreIdentity:
-        """The identity record sealed in ``data`` at ``at``; ``what`` names it in the error."""
+        """The store identity opened from ``data`` at ``at``; ``what`` names it in the error."""
         failed = False
         try:
             cell = _cell.from_text(data.decode("utf-8"), _cell.IDENTITY)
