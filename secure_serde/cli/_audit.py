@@ -365,11 +365,12 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
             print(f"    {'or: ' if index else 'fix:'} {line}  # {why}", file=out)
 
 
+# Per kind of value: its name, and the words for bound and unbound (a record is sealed or not).
 _BINDING_NAMES: Final = {
-    "checkpoints": "checkpoint records",
-    "blobs": "channel values (checkpoint_blobs)",
-    "writes": "pending writes",
-    "metadata_envelopes": "sealed-metadata entries",
+    "checkpoints": ("checkpoint records", "sealed", "not"),
+    "blobs": ("channel values (checkpoint_blobs)", "bound", "unbound"),
+    "writes": ("pending writes", "bound", "unbound"),
+    "metadata_envelopes": ("sealed-metadata entries", "bound", "unbound"),
 }
 
 
@@ -378,10 +379,8 @@ def _print_binding(report: AuditReport, out: TextIO) -> None:
     for kind, counts in report.binding_summary().items():
         if counts is None:
             continue
-        if kind == "checkpoints":
-            line = f"  {_BINDING_NAMES[kind]}: {counts.bound:,} sealed, {counts.unbound:,} not"
-        else:
-            line = f"  {_BINDING_NAMES[kind]}: {counts.bound:,} bound, {counts.unbound:,} unbound"
+        name, bound, unbound = _BINDING_NAMES[kind]
+        line = f"  {name}: {counts.bound:,} {bound}, {counts.unbound:,} {unbound}"
         if counts.unchecked:
             line += f", {counts.unchecked:,} unchecked"
         print(line, file=out)
