@@ -16,13 +16,11 @@ from typing import Any
 
 __all__ = ["register"]
 
-_HELP = "crypto-shred a tenant's (or one thread's) key in a tenant key store"
-
 
 def register(subparsers: Any) -> None:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "tenants",
-        help=_HELP,
+        help="crypto-shred a tenant's (or one thread's) key in a tenant key store",
         description=(
             "Per-tenant keys of SealedSaver(..., tenant_keys=TenantKeys.open(LOCATION))."
             " 'shred' destroys a tenant's key (or, with --thread, one thread's): its"
