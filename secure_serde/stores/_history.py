@@ -30,20 +30,18 @@ __all__ = ["CheckpointId", "HistoryView"]
 # (thread_id, checkpoint_ns, checkpoint_id)
 CheckpointId = tuple[str, str, str]
 
-_SQLITE_IDS: Final = (
-    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = ?"
-    " ORDER BY checkpoint_id DESC LIMIT ?"
+
+def _both(template: str) -> tuple[str, str]:
+    """A statement written once with ``{0}`` for the placeholder: SQLite's, then PostgreSQL's."""
+    return template.format("?"), template.format("%s")
+
+
+_IDS: Final = _both(
+    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = {0} AND checkpoint_ns = {0}"
+    " ORDER BY checkpoint_id DESC LIMIT {0}"
 )
-_PG_IDS: Final = (
-    "SELECT checkpoint_id FROM checkpoints WHERE thread_id = %s AND checkpoint_ns = %s"
-    " ORDER BY checkpoint_id DESC LIMIT %s"
-)
-_SQLITE_NAMESPACES: Final = (
-    "SELECT checkpoint_ns, count(*) FROM checkpoints WHERE thread_id = ?"
-    " GROUP BY checkpoint_ns ORDER BY checkpoint_ns"
-)
-_PG_NAMESPACES: Final = (
-    "SELECT checkpoint_ns, count(*) FROM checkpoints WHERE thread_id = %s"
+_NAMESPACES: Final = _both(
+    "SELECT checkpoint_ns, count(*) FROM checkpoints WHERE thread_id = {0}"
     " GROUP BY checkpoint_ns ORDER BY checkpoint_ns"
 )
 _SQLITE_NEWEST: Final = (
@@ -140,14 +138,14 @@ class HistoryView:
 
     def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
         """Every checkpoint namespace of a thread (``""`` is the root graph) and its size."""
-        rows = self.query(_SQLITE_NAMESPACES, _PG_NAMESPACES, (thread_id,))
+        rows = self.query(*_NAMESPACES, (thread_id,))
         return [(str(ns), int(n)) for ns, n in rows]
 
     def checkpoint_ids(self, thread_id: str, checkpoint_ns: str, limit: int | None) -> list[str]:
         """Ids newest first, the order of ``list()`` and ``get_state_history()``."""
         # SQLite reads LIMIT -1 as no limit, PostgreSQL reads LIMIT NULL so.
         bound: int | None = limit if limit is not None else (-1 if self.kind == "sqlite" else None)
-        rows = self.query(_SQLITE_IDS, _PG_IDS, (thread_id, checkpoint_ns, bound))
+        rows = self.query(*_IDS, (thread_id, checkpoint_ns, bound))
         return [str(r[0]) for r in rows]
 
     def newest_checkpoint(self) -> CheckpointId | None:

@@ -14,6 +14,8 @@ from typing import Any, Final
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import get_checkpoint_id
 
+from secure_serde.stores._history import _both
+
 __all__ = [
     "PG_COLUMNS",
     "PG_NAMES",
@@ -102,18 +104,14 @@ _ORDER: Final = " ORDER BY checkpoint_id DESC"
 _LIMIT: Final = " LIMIT {0}"
 
 
-def _sql(template: str) -> tuple[str, str]:
-    return template.format("?"), template.format("%s")
-
-
 def get_where(config: RunnableConfig) -> Where:
     """``get_tuple``'s clause: the checkpoint named, or the thread's newest."""
     configurable = config["configurable"]
     thread_id = configurable["thread_id"]
     checkpoint_ns = configurable.get("checkpoint_ns", "")
     if checkpoint_id := get_checkpoint_id(config):
-        return _sql(_BY_ID), (thread_id, checkpoint_ns, checkpoint_id)
-    return _sql(_LATEST), (thread_id, checkpoint_ns)
+        return _both(_BY_ID), (thread_id, checkpoint_ns, checkpoint_id)
+    return _both(_LATEST), (thread_id, checkpoint_ns)
 
 
 def list_where(
@@ -139,4 +137,4 @@ def list_where(
     if limit is not None:
         template += _LIMIT
         params.append(int(limit))
-    return _sql(template), tuple(params)
+    return _both(template), tuple(params)
