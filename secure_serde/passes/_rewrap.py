@@ -112,7 +112,8 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
     _check_positive("workers", workers)
     items = open_items_at(store)
     options: dict[str, Any] = {
-        "decrypt_only": decrypt_only,
+        # A tuple: the checkpoints' pass and the items' pass each read it (a generator once).
+        "decrypt_only": tuple(decrypt_only),
         "batch_size": batch_size,
         "dry_run": dry_run,
         "migration": migration,

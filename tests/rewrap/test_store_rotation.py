@@ -22,6 +22,7 @@ from langgraph.store.postgres import PostgresStore
 from langgraph.store.sqlite import SqliteStore
 
 from secure_serde import DecryptionError, EncryptedSerializer, SecureSerdeError, rewrap
+from secure_serde.ciphers import KeyRotationCipher, KmsEnvelopeCipher
 from secure_serde.sealing import (
     SealedStore,
     StoreAuditReport,
@@ -30,6 +31,7 @@ from secure_serde.sealing import (
     audit_store_items,
 )
 from secure_serde.stores import _items
+from tests.ciphers.kms_support import new_cmk
 from tests.rewrap.rewrap_support import KEY_A, KEY_B, KeyEnv, run_cli
 from tests.rewrap.sealed_support import serde_a, serde_b, serde_rotated
 
@@ -265,3 +267,26 @@ def test_one_database_with_checkpoints_and_items_rotates_both(lane: Lane) -> Non
     assert audit_saver(open_saver, serde_b()).clean
     assert audit(lane, serde_b()).clean
     assert rewrap(lane.location, serde_rotated()).rewrapped == 0
+
+
+def test_decrypt_only_given_as_a_generator_reads_for_checkpoints_and_items(
+    lane: Lane, kms_client: Any
+) -> None:
+    """Moving to a KMS key with the env key's cipher in ``decrypt_only``: the checkpoints' pass
+    and the items' pass both read it, so a one-shot iterator must serve both."""
+    from tests.rewrap.sealed_support import factory
+    from tests.rewrap.sealed_support import observe as observe_saver
+    from tests.rewrap.sealed_support import populate as populate_saver
+
+    open_saver = factory(lane.location)
+    populate_saver(open_saver, turns=1)
+    populate(lane)
+    seen = observe_saver(open_saver, serde_a())
+    kms = KmsEnvelopeCipher(new_cmk(kms_client), client=kms_client)
+
+    old_keys = (c for c in [KeyRotationCipher({"a": KEY_A}, "a")])
+    report = rewrap(lane.location, kms, decrypt_only=old_keys)
+
+    assert report.ok, report.failures
+    assert read_all(lane, EncryptedSerializer(kms)) == ITEMS
+    assert observe_saver(open_saver, EncryptedSerializer(kms)) == seen
