@@ -81,6 +81,25 @@ def _by_place(found: list[Any]) -> list[Any]:
     return sorted(found, key=lambda t: (t[0], t[1]))
 
 
+def _page_of(
+    env: StoreEnv, store: Any, prefix: tuple[str, ...], kwargs: dict[str, Any], found: list[Any]
+) -> Any:
+    """What a search found, comparable across two separate stores.
+
+    A page (limit or offset) depends on the order of ties: SQLite's store orders by
+    ``updated_at`` kept to the second, so two stores filled in two runs can tie differently.
+    A page is compared as what it must be in its own store, the slice of the full result at
+    its offset, and by the set of items that full result holds.
+    """
+    if "limit" not in kwargs and "offset" not in kwargs:
+        return _by_place(found)
+    rest = {k: v for k, v in kwargs.items() if k not in ("limit", "offset")}
+    full = comparable(env.call(store, "search", prefix, limit=100, **rest))
+    offset = kwargs.get("offset", 0)
+    page = full[offset : offset + kwargs.get("limit", 10)]
+    return ("page", found == page, _by_place(full))
+
+
 def script(env: StoreEnv, sealed: bool) -> list[Any]:
     store = env.store(sealed=sealed, indexed=INDEXED, searchable=SEARCHABLE)
     out: list[Any] = []
@@ -90,8 +109,8 @@ def script(env: StoreEnv, sealed: bool) -> list[Any]:
         out.append(comparable(env.call(store, "get", namespace, key)))
     out.append(comparable(env.call(store, "get", ("users", "u1", "memories"), "missing")))
     for prefix, kwargs in SEARCHES:
-        found = env.call(store, "search", prefix, **kwargs)
-        out.append((prefix, kwargs, _by_place(comparable(found)), len(found)))
+        found = comparable(env.call(store, "search", prefix, **kwargs))
+        out.append((prefix, kwargs, _page_of(env, store, prefix, kwargs, found), len(found)))
     for kwargs in LISTINGS:
         out.append((kwargs, sorted(env.call(store, "list_namespaces", **kwargs))))
     out.append(len(env.call(store, "list_namespaces", limit=3, offset=1)))
