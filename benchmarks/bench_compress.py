@@ -63,8 +63,8 @@ from psycopg.rows import DictRow, dict_row
 from typing_extensions import TypedDict
 
 from secure_serde import CompressedSerializer, EncryptedSerializer
-from secure_serde._compress import DEFAULT_MAX_SIZE, DEFAULT_MIN_SIZE, ZSTD, decompress
 from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
+from secure_serde.serde._compress import DEFAULT_MAX_SIZE, DEFAULT_MIN_SIZE, ZSTD, decompress
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_serde import _VOCABULARY, make_state

@@ -56,11 +56,8 @@ from secure_serde._errors import (
 )
 
 if TYPE_CHECKING:
-    from secure_serde._compress import CompressedSerializer
-    from secure_serde._keys import generate_encoded_key
-    from secure_serde._migration import Migration
-    from secure_serde._serializer import EncryptedSerializer
     from secure_serde._version import __version__ as __version__
+    from secure_serde.crypto import generate_encoded_key
     from secure_serde.passes import (
         PassProgress,
         PassReport,
@@ -72,15 +69,16 @@ if TYPE_CHECKING:
     from secure_serde.pickling import PickleFallbackSerializer
     from secure_serde.sealing import SealedSaver, SealedStore
     from secure_serde.sealing._tenants import TenantKeys
+    from secure_serde.serde import CompressedSerializer, EncryptedSerializer, Migration
 else:
     from secure_serde._lazy import lazy_attributes
 
     __getattr__, __dir__ = lazy_attributes(
         __name__,
         {
-            "CompressedSerializer": "secure_serde._compress",
-            "EncryptedSerializer": "secure_serde._serializer",
-            "Migration": "secure_serde._migration",
+            "CompressedSerializer": "secure_serde.serde._compress",
+            "EncryptedSerializer": "secure_serde.serde._serializer",
+            "Migration": "secure_serde.serde._migration",
             "PickleFallbackSerializer": "secure_serde.pickling._serializer",
             "PassProgress": "secure_serde._report",
             "PassReport": "secure_serde._report",
@@ -91,7 +89,7 @@ else:
             "SealedStore": "secure_serde.sealing",
             "TenantKeys": "secure_serde.sealing._tenants",
             "__version__": "secure_serde._version",
-            "generate_encoded_key": "secure_serde._keys",
+            "generate_encoded_key": "secure_serde.crypto._keys",
             "rewrap": "secure_serde.passes._rewrap",
         },
     )

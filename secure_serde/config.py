@@ -26,11 +26,10 @@ from typing import Any, Final
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde._errors import ConfigurationError
-from secure_serde._keys import ENV_VAR
-from secure_serde._migration import Migration
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers import KEYRING_FILE_VAR, BoundCipher, KeyRotationCipher, KmsEnvelopeCipher
 from secure_serde.ciphers._kms_format import cmk_id
+from secure_serde.crypto import ENV_VAR
+from secure_serde.serde import EncryptedSerializer, Migration
 
 __all__ = [
     "KMS_CONTEXT_VAR",

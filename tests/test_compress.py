@@ -29,11 +29,11 @@ from secure_serde import (
     EncryptedSerializer,
     PickleFallbackSerializer,
     PickleRefusedError,
-    _compress,
 )
-from secure_serde._langgraph import DeltaSnapshot
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
+from secure_serde.serde import _compress
+from secure_serde.serde._langgraph import DeltaSnapshot
 
 KEY = b"compress-tests-key-0123456789abc"
 MIB = 1024 * 1024
@@ -437,7 +437,7 @@ def test_without_zstd_installed_zlib_is_the_fallback() -> None:
         "import sys\n"
         "sys.modules['backports.zstd'] = None\n"
         "from secure_serde import CompressedSerializer, ConfigurationError, DecompressionError\n"
-        "from secure_serde._compress import zstd_available\n"
+        "from secure_serde.serde._compress import zstd_available\n"
         "serde = CompressedSerializer()\n"
         "row = serde.dumps_typed('x' * 5000)\n"
         "print(zstd_available(), serde.algorithm, row[0], serde.loads_typed(row) == 'x' * 5000)\n"

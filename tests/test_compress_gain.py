@@ -7,7 +7,7 @@ import random
 import pytest
 
 from secure_serde import CompressedSerializer
-from secure_serde._compress import MIN_SAVED_BYTES, MIN_SAVED_FRACTION
+from secure_serde.serde._compress import MIN_SAVED_BYTES, MIN_SAVED_FRACTION
 
 
 def _noise(size: int, seed: int) -> bytes:

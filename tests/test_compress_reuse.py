@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from backports import zstd
 
-from secure_serde import DecompressionBombError, DecompressionError, _compress
+from secure_serde import DecompressionBombError, DecompressionError
+from secure_serde.serde import _compress
 
 zstandard = pytest.importorskip("zstandard")
 

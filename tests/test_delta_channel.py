@@ -38,12 +38,12 @@ from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
 from secure_serde import EncryptedSerializer, PickleFallbackSerializer
-from secure_serde import _langgraph as lg
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
 from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
 from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
 from secure_serde.sealing._cell import VALUE, WRITE, unpack
+from secure_serde.serde import _langgraph as lg
 from tests import strategies as cs
 from tests import strategies_pandas  # noqa: F401  (registers exact frame comparison)
 from tests.fixtures_services import saver_connection

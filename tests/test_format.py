@@ -13,7 +13,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from secure_serde import DecryptionError
-from secure_serde._format import (
+from secure_serde.ciphers import EnvKeyCipher
+from secure_serde.crypto._format import (
     HEADER_SIZE,
     OVERHEAD,
     PREFIX_SIZE,
@@ -21,8 +22,7 @@ from secure_serde._format import (
     parse_header,
     split,
 )
-from secure_serde._keys import parse_key
-from secure_serde.ciphers import EnvKeyCipher
+from secure_serde.crypto._keys import parse_key
 
 VECTORS: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "vectors" / "format_v1.json").read_text()

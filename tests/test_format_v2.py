@@ -14,11 +14,11 @@ from cryptography.hazmat.primitives.hmac import HMAC
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from secure_serde import BindingError, DecryptionError, UnboundValueError
-from secure_serde._binding import Location
-from secure_serde._format import parse_header
-from secure_serde._format_v2 import OVERHEAD, split
-from secure_serde._keys import parse_key
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
+from secure_serde.crypto._binding import Location
+from secure_serde.crypto._format import parse_header
+from secure_serde.crypto._format_v2 import OVERHEAD, split
+from secure_serde.crypto._keys import parse_key
 
 VECTORS: list[dict[str, Any]] = json.loads(
     (Path(__file__).parent / "vectors" / "format_v2.json").read_text()

@@ -16,11 +16,11 @@ from secure_serde import (
     RetiredKeyError,
     UnknownKeyError,
 )
-from secure_serde._binding import Location
-from secure_serde._format import parse_header
-from secure_serde._format_v3 import OVERHEAD, split
-from secure_serde._keys import parse_key
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher, read_header
+from secure_serde.crypto._binding import Location
+from secure_serde.crypto._format import parse_header
+from secure_serde.crypto._format_v3 import OVERHEAD, split
+from secure_serde.crypto._keys import parse_key
 from tests.test_format_v2 import _hkdf, _hmac, _location
 
 VECTORS: list[dict[str, Any]] = json.loads(

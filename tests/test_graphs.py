@@ -604,7 +604,7 @@ def test_strict_msgpack_keeps_allowlist(strict_report: dict[str, Any], name: str
     run = strict_report["runs"][name]
     assert allowlist_warnings(run) == []
     # The compiled graph's saver got an allowlisted clone of *our* serializer.
-    assert run["serde_type"] == "secure_serde._serializer.EncryptedSerializer"
+    assert run["serde_type"] == "secure_serde.serde._serializer.EncryptedSerializer"
     assert run["serde_rebuilt"] is True
     # In the schema: comes back as the pydantic class, also to the node after a resume.
     assert run["profile"] == PROFILE

@@ -9,8 +9,8 @@ import string
 import pytest
 
 from secure_serde import ConfigurationError, generate_encoded_key
-from secure_serde._keys import Key, parse_key
 from secure_serde.ciphers import EnvKeyCipher
+from secure_serde.crypto._keys import Key, parse_key
 
 
 @pytest.mark.parametrize("length", [16, 24, 32])

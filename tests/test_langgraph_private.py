@@ -1,4 +1,4 @@
-"""Pins on every private langgraph name secure_serde uses (see secure_serde/_langgraph.py).
+"""Pins on every private langgraph name secure_serde uses (see secure_serde/serde/_langgraph.py).
 
 If one of these fails after a langgraph upgrade, the allowlist or
 _DeltaSnapshot handling needs revisiting before the upgrade ships. Also: no
@@ -28,8 +28,8 @@ from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver as StockAsyncSqlite
 
 import secure_serde
 from secure_serde import EncryptedSerializer
-from secure_serde._langgraph import EXT_DELTA_SNAPSHOT, DeltaSnapshot
 from secure_serde.ciphers import EnvKeyCipher
+from secure_serde.serde._langgraph import EXT_DELTA_SNAPSHOT, DeltaSnapshot
 
 
 def test_delta_snapshot_names_are_unchanged() -> None:

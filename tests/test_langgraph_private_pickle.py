@@ -1,4 +1,4 @@
-"""Pins on the private langgraph names the pickle fallback builds on (secure_serde/_langgraph.py).
+"""Pins on the private langgraph names the pickle fallback builds on (serde/_langgraph.py).
 
 If one of these fails after a langgraph upgrade, secure_serde.pickling needs
 revisiting before the upgrade ships: the container layouts it reproduces,
@@ -32,9 +32,9 @@ from langgraph.checkpoint.serde import _msgpack, jsonplus
 from langgraph.store.base import Item
 from langgraph.types import Interrupt, Send
 
-from secure_serde import _langgraph as lg
 from secure_serde.pickling import EXT_NESTED, EXT_PICKLE, PickleFallbackSerializer
 from secure_serde.pickling._codec import container_payload
+from secure_serde.serde import _langgraph as lg
 
 
 def body_digest(function: Any) -> str:

@@ -2,23 +2,24 @@
 
 Layers, bottom to top; a module imports only from its own layer or lower ones:
 
-0. core: the byte formats and primitives (``_primitives``, ``_format``, the pass
-   report ``_report`` and its row records ``_rows``,
-   ``_format_v2``, ``_format_v3``, ``_binding``, ``_keys``, ``_errors``, and helpers);
-1. ``ciphers``;
-2. serializers: ``_serializer``, the read rule, ``_compress``, ``_strict``,
-   ``_trust``, ``_migration``, ``_langgraph`` and ``pickling``;
-3. ``stores``: the database layout and access, keyless; beside it, ``sealing``
+0. core: the helpers at the top of the package (``_errors``, the pass report ``_report``
+   and its row records ``_rows``, ``_lazy``, ``_scrub``, ``_ratelog``, ``_version``);
+1. ``crypto``: primitives, the ciphertext formats, locations, keys;
+2. ``ciphers``;
+3. ``serde``: the serializer, the read rule, strict decoding, compression, the
+   private langgraph names;
+4. ``pickling``: the controlled pickle fallback, a serializer built on ``serde``'s;
+5. ``stores``: the database layout and access, keyless; beside it, ``sealing``
    (`SealedSaver`, on langgraph's public API only); neither imports the other;
-4. ``passes``: the pass engine and its planners (rewrap, adopt's classification);
-5. ``savers`` (`SealedSaver`'s constructors, and ``adopt``, which runs its planner on the
+6. ``passes``: the pass engine and its planners (rewrap, adopt's classification);
+7. ``savers`` (`SealedSaver`'s constructors, and ``adopt``, which runs its planner on the
    engine) and ``config``, side by side: neither imports the other;
-6. ``cli``, which imports only public names: never a ``_``-prefixed module
+8. ``cli``, which imports only public names: never a ``_``-prefixed module
    inside another subpackage (``secure_serde.stores._open``), never a
    ``_``-prefixed name, and from a package ``__init__`` only names in its
    ``__all__``. The single modules at the top of the package (``_errors``,
-   ``_format``, ``_langgraph``...) are the package's shared core, which every
-   layer builds on, so the rule is about subpackages' insides.
+   ``_report``...) are the package's shared core, which every layer builds on,
+   so the rule is about subpackages' insides.
 
 Imports inside functions and under ``TYPE_CHECKING`` count like any other.
 A name imported from a package ``__init__`` is judged by the module that
@@ -39,36 +40,21 @@ ROOT: Final = Path(__file__).resolve().parent.parent / "secure_serde"
 PACKAGE: Final = "secure_serde"
 
 CORE: Final = frozenset(
-    {
-        "_binding",
-        "_errors",
-        "_format",
-        "_format_v2",
-        "_format_v3",
-        "_keys",
-        "_lazy",
-        "_primitives",
-        "_ratelog",
-        "_report",
-        "_rows",
-        "_scrub",
-        "_version",
-    }
-)
-SERIALIZER: Final = frozenset(
-    {"_compress", "_langgraph", "_migration", "_readrule", "_serializer", "_strict", "_trust"}
+    {"_errors", "_lazy", "_ratelog", "_report", "_rows", "_scrub", "_version"}
 )
 # layer name -> rank; equal ranks are siblings that must not import each other.
 RANKS: Final = {
     "core": 0,
-    "ciphers": 1,
-    "serializer": 2,
-    "stores": 3,
-    "sealing": 3,
-    "passes": 4,
-    "savers": 5,
-    "config": 5,
-    "cli": 6,
+    "crypto": 1,
+    "ciphers": 2,
+    "serde": 3,
+    "pickling": 4,
+    "stores": 5,
+    "sealing": 5,
+    "passes": 6,
+    "savers": 7,
+    "config": 7,
+    "cli": 8,
 }
 
 
@@ -85,8 +71,6 @@ def layer_of(module: str) -> str | None:
     top = parts[1]
     if top in CORE:
         return "core"
-    if top in SERIALIZER or top == "pickling":
-        return "serializer"
     if top in RANKS:
         return top
     raise AssertionError(f"{module} is in no layer: add it to tests/test_layers.py")
@@ -236,10 +220,16 @@ def test_every_module_is_in_a_layer() -> None:
 @pytest.mark.parametrize(
     ("importer", "line"),
     [
-        ("secure_serde._primitives", "from secure_serde.ciphers import EnvKeyCipher"),
-        ("secure_serde._format", "from secure_serde.stores import Cell"),
-        ("secure_serde._serializer", "from secure_serde.savers.postgres import PostgresSaver"),
-        ("secure_serde.ciphers._env", "from secure_serde._serializer import EncryptedSerializer"),
+        ("secure_serde.crypto._primitives", "from secure_serde.ciphers import EnvKeyCipher"),
+        ("secure_serde.crypto._format", "from secure_serde.stores import Cell"),
+        (
+            "secure_serde.serde._serializer",
+            "from secure_serde.savers.postgres import PostgresSaver",
+        ),
+        (
+            "secure_serde.ciphers._env",
+            "from secure_serde.serde._serializer import EncryptedSerializer",
+        ),
         ("secure_serde.ciphers._env", "import secure_serde.cli"),
         ("secure_serde.stores._base", "from secure_serde.cli._audit import run"),
         ("secure_serde.stores._locate", "from secure_serde.savers._connect import connect"),
@@ -274,7 +264,8 @@ def test_a_private_import_in_the_cli_is_found(line: str) -> None:
 def test_public_imports_in_the_cli_pass() -> None:
     source = "\n".join(
         [
-            "from secure_serde import Migration, _format",
+            "from secure_serde import Migration",
+            "from secure_serde.crypto import format_v1",
             "from secure_serde.stores import HistoryView",
             "from secure_serde.passes import Planner",
             "from secure_serde.cli._args import positive_int",

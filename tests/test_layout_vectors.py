@@ -24,9 +24,9 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from langgraph.types import Send
 
 from secure_serde import EncryptedSerializer, PickleFallbackSerializer
-from secure_serde._langgraph import DeltaSnapshot
 from secure_serde.ciphers import EnvKeyCipher, KmsEnvelopeCipher
 from secure_serde.ciphers import _kms_format as kms_format
+from secure_serde.serde._langgraph import DeltaSnapshot
 from secure_serde.stores import SEALED_METADATA_KEY, parse_envelope
 from tests.ciphers.kms_support import new_cmk
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from secure_serde import _format
-from secure_serde._primitives import MAX_CIPHER_NAME
+from secure_serde.crypto import _format
+from secure_serde.crypto._primitives import MAX_CIPHER_NAME
 
 
 def test_a_cipher_name_of_the_maximum_length_is_bound() -> None:

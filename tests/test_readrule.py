@@ -25,9 +25,9 @@ from secure_serde import (
     StrictDecodeError,
     UnknownCipherError,
 )
-from secure_serde._readrule import Decode, ReadRule, seals
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import NUMPY, PickleFallbackSerializer
+from secure_serde.serde._readrule import Decode, ReadRule, seals
 from tests.planted import PlantedPickle
 from tests.planted_msgpack import CONSTRUCTOR_CASES, PlantedCall, os_system_value, planted_value
 

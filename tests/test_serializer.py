@@ -25,8 +25,8 @@ from secure_serde import (
     UnknownCipherError,
     UnknownKeyError,
 )
-from secure_serde._keys import Key
 from secure_serde.ciphers import EnvKeyCipher, Keyring
+from secure_serde.crypto._keys import Key
 from tests.planted import PlantedPickle
 from tests.serdes_support import env_serde
 

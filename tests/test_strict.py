@@ -24,9 +24,9 @@ from langgraph.checkpoint.serde.jsonplus import (
 from langgraph.types import Interrupt, Send
 
 from secure_serde import PickleRefusedError, StrictDecodeError
-from secure_serde import _langgraph as lg
-from secure_serde._strict import MAX_DEPTH, StrictDecoder, allowlist_of
 from secure_serde.pickling import NUMPY, PickleFallbackSerializer
+from secure_serde.serde import _langgraph as lg
+from secure_serde.serde._strict import MAX_DEPTH, StrictDecoder, allowlist_of
 from tests.planted_msgpack import (
     CONSTRUCTOR_CASES,
     SENTINEL_MODULE,

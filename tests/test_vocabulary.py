@@ -34,7 +34,7 @@ RETIRED = (
 # written. Shrink only: a file comes off when it is clean, and nothing new goes on.
 NOT_YET = frozenset(
     {
-        "secure_serde/_binding.py",
+        "secure_serde/crypto/_binding.py",
         "secure_serde/cli/_audit.py",
         "secure_serde/cli/_audit_scan.py",
         "secure_serde/cli/_audit_sealed.py",

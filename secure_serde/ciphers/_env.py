@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from secure_serde._keys import ENV_VAR, Key, parse_key, read_env_key
-from secure_serde._primitives import MODE_EAX
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LegacyAesReader
 from secure_serde.ciphers._v1cipher import V1Cipher
+from secure_serde.crypto import ENV_VAR, MODE_EAX, Key, parse_key, read_env_key
 
 __all__ = ["EnvKeyCipher"]
 

@@ -15,11 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from secure_serde import _format, _format_v2, _format_v3
 from secure_serde._errors import DecryptionError
-from secure_serde._primitives import Buffer
 from secure_serde.ciphers import _kms_format
 from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.crypto import Buffer, format_v1, format_v2, format_v3
 
 __all__ = ["StoredHeader", "current_test", "read_header"]
 
@@ -28,8 +27,8 @@ _PROBE_CONTEXT: Final = "secure_serde/rewrap-probe"
 # The cipher formats that bind a value to its row (format v1 never does).
 _BINDING_FORMATS: Final = frozenset(
     {
-        (_format.CIPHER_NAME, _format_v2.VERSION),
-        (_format.CIPHER_NAME, _format_v3.VERSION),
+        (format_v1.CIPHER_NAME, format_v2.VERSION),
+        (format_v1.CIPHER_NAME, format_v3.VERSION),
         (_kms_format.CIPHER_NAME, _kms_format.VERSION_V2),
     }
 )
@@ -52,8 +51,8 @@ class StoredHeader:
 def read_header(cipher_name: str, data: bytes) -> StoredHeader:
     """The header of a value stored under ``cipher_name``; nothing is authenticated here."""
     try:
-        if cipher_name == _format.CIPHER_NAME:
-            aes = _format.parse_header(data)
+        if cipher_name == format_v1.CIPHER_NAME:
+            aes = format_v1.parse_header(data)
             return StoredHeader(cipher_name, aes.key_id_hex, aes.version)
         if cipher_name == _kms_format.CIPHER_NAME:
             kms = _kms_format.parse_header(data)
@@ -83,11 +82,11 @@ def current_test(cipher: BoundCipher) -> tuple[Callable[[str, Buffer], bool], st
     name, probe = cipher.encrypt_bound(b"", _PROBE_CONTEXT)
     if callable(hook):
         return hook, name, None
-    if name == _format.CIPHER_NAME and len(probe) >= _format.HEADER_SIZE:
-        header = bytes(probe[: _format.HEADER_SIZE])
+    if name == format_v1.CIPHER_NAME and len(probe) >= format_v1.HEADER_SIZE:
+        header = bytes(probe[: format_v1.HEADER_SIZE])
 
         def same_header(cipher_name: str, data: Buffer) -> bool:
-            return cipher_name == name and bytes(data[: _format.HEADER_SIZE]) == header
+            return cipher_name == name and bytes(data[: format_v1.HEADER_SIZE]) == header
 
         return same_header, name, bytes(probe)
     return (lambda cipher_name, data: False), name, None

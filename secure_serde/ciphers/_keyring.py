@@ -13,7 +13,6 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from secure_serde import _format, _format_v2, _format_v3
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -21,8 +20,16 @@ from secure_serde._errors import (
     RetiredKeyError,
     UnboundValueError,
 )
-from secure_serde._keys import Key
-from secure_serde._primitives import GCM_NONCE_SIZE, Buffer, InvalidTag, SecretHolder
+from secure_serde.crypto import (
+    GCM_NONCE_SIZE,
+    Buffer,
+    InvalidTag,
+    Key,
+    SecretHolder,
+    format_v1,
+    format_v2,
+    format_v3,
+)
 
 __all__ = ["Keyring"]
 
@@ -31,10 +38,10 @@ __all__ = ["Keyring"]
 # are per row, so they are appended to the cached part, never cached.
 _AAD_CACHE_LIMIT: Final = 64
 # Format v3's fixed slices (see _format_v3), as plain module constants.
-_V3: Final = _format_v3.VERSION
-_V3_KEYED: Final = _format_v3.KEYED_SIZE
-_V3_PREFIX: Final = _format_v3.PREFIX_SIZE
-_V3_OVERHEAD: Final = _format_v3.OVERHEAD
+_V3: Final = format_v3.VERSION
+_V3_KEYED: Final = format_v3.KEYED_SIZE
+_V3_PREFIX: Final = format_v3.PREFIX_SIZE
+_V3_OVERHEAD: Final = format_v3.OVERHEAD
 # Below this size a bytes blob is sliced (a copy); above, AES gets a view.
 _VIEW_THRESHOLD: Final = 16 * 1024
 _AUTH_FAILED: Final = "ciphertext failed authentication"
@@ -55,8 +62,8 @@ class _V3Key(SecretHolder):
     __slots__ = ("aads", "header", "keyed", "name", "open_raw", "seal")
 
     def __init__(self, key: Key, name: bytes) -> None:
-        self.header = _format_v3.encode_header(key.key_id)
-        self.keyed = self.header + key.commitment.tag(_format_v3.commitment_input(key.key_id))
+        self.header = format_v3.encode_header(key.key_id)
+        self.keyed = self.header + key.commitment.tag(format_v3.commitment_input(key.key_id))
         self.name = name
         self.seal = key.aead.seal
         self.open_raw = key.aead.open_raw
@@ -66,13 +73,13 @@ class _V3Key(SecretHolder):
         """The associated data before the location, cached for a bounded number of tags."""
         aad = self.aads.get(context)
         if aad is None:
-            aad = self.keyed + _format_v3.aad_suffix(self.name, context.encode("utf-8"))
+            aad = self.keyed + format_v3.aad_suffix(self.name, context.encode("utf-8"))
             if len(self.aads) < _AAD_CACHE_LIMIT:
                 self.aads[context] = aad
         return aad
 
     def __repr__(self) -> str:
-        return f"<_V3Key {_format.key_id_hex(self.header[1:])}>"
+        return f"<_V3Key {format_v1.key_id_hex(self.header[1:])}>"
 
 
 class Keyring(SecretHolder):
@@ -95,7 +102,7 @@ class Keyring(SecretHolder):
         primary: Key,
         *,
         retired: Iterable[Key] = (),
-        cipher_name: str = _format.CIPHER_NAME,
+        cipher_name: str = format_v1.CIPHER_NAME,
     ) -> None:
         # Read each iterable once: a generator passed as ``retired`` must not
         # be used up by the loop below and then mark nothing as retired.
@@ -115,7 +122,7 @@ class Keyring(SecretHolder):
         self._by_id: Mapping[bytes, Key] = by_id
         self._primary = primary
         self._name = cipher_name.encode("ascii")
-        self._primary_header = _format_v2.encode_header(primary.key_id)
+        self._primary_header = format_v2.encode_header(primary.key_id)
         self._aad_cache: dict[str, bytes] = {}
         # Format v3 state per readable key, by its 21 keyed bytes (version, key
         # id, commitment). Retired keys are left out, so a hit is a key that may
@@ -138,14 +145,14 @@ class Keyring(SecretHolder):
 
     def _primary_aad(self, context: str) -> bytes:
         """The v1 associated data under the primary key; v1 is written only for test vectors."""
-        return _format.build_aad(
-            _format.encode_header(self._primary.key_id), self._name, context.encode("utf-8")
+        return format_v1.build_aad(
+            format_v1.encode_header(self._primary.key_id), self._name, context.encode("utf-8")
         )
 
     def _suffix(self, context: str) -> bytes:
         suffix = self._aad_cache.get(context)
         if suffix is None:
-            suffix = _format_v2.aad_suffix(self._name, context.encode("utf-8"))
+            suffix = format_v2.aad_suffix(self._name, context.encode("utf-8"))
             if len(self._aad_cache) < _AAD_CACHE_LIMIT:
                 self._aad_cache[context] = suffix
         return suffix
@@ -192,7 +199,7 @@ class Keyring(SecretHolder):
         """A format v1 ciphertext with a caller-chosen nonce: for the frozen v1 vectors only."""
         if len(nonce) != GCM_NONCE_SIZE:
             raise ValueError("GCM nonces are 12 bytes")
-        header = _format.encode_header(self._primary.key_id)
+        header = format_v1.encode_header(self._primary.key_id)
         return (
             header + nonce + self._primary.aead.seal(nonce, plaintext, self._primary_aad(context))
         )
@@ -200,11 +207,11 @@ class Keyring(SecretHolder):
     def _key(self, key_id: bytes) -> Key:
         key = self._by_id.get(key_id)
         if key is None:
-            raise _format.unknown_key(key_id)
+            raise format_v1.unknown_key(key_id)
         if key_id in self._retired:
-            hex_id = _format.key_id_hex(key_id)
+            hex_id = format_v1.key_id_hex(key_id)
             raise RetiredKeyError(
-                f"{_format.key_name(hex_id, key.label)} is retired", key_id=hex_id
+                f"{format_v1.key_name(hex_id, key.label)} is retired", key_id=hex_id
             )
         return key
 
@@ -245,17 +252,17 @@ class Keyring(SecretHolder):
             if location:
                 raise BindingError(_MOVED)
             raise DecryptionError(_AUTH_FAILED)
-        if size > 0 and blob[0] == _format_v2.VERSION:
+        if size > 0 and blob[0] == format_v2.VERSION:
             return self._open_v2(blob, context, location)
         if require_binding:
             raise UnboundValueError("a format v1 value carries no binding to its row")
-        header, nonce, sealed = _format.split(blob)
+        header, nonce, sealed = format_v1.split(blob)
         key = self._key(header[1:])
-        aad = _format.build_aad(header, self._name, context.encode("utf-8"))
+        aad = format_v1.build_aad(header, self._name, context.encode("utf-8"))
         return key.aead.open(nonce, sealed, aad)
 
     def _open_v2(self, blob: Buffer, context: str, location: bytes) -> bytes:
-        parts = _format_v2.split(blob)
+        parts = format_v2.split(blob)
         key = self._primary if parts.header == self._primary_header else self._key(parts.key_id)
         # Checked before any decryption, in constant time: a blob made to
         # authenticate under two keys fails here under all but one of them.
@@ -277,7 +284,7 @@ class Keyring(SecretHolder):
 
     def _v3_refusal(self, blob: Buffer) -> DecryptionError:
         """Why a v3 blob's header names no readable key: unknown, retired, or a bad commitment."""
-        header, _, _, _ = _format_v3.split(blob)  # the length was checked: a view, no copy
+        header, _, _, _ = format_v3.split(blob)  # the length was checked: a view, no copy
         self._key(header[1:])  # raises UnknownKeyError or RetiredKeyError
         return DecryptionError("key commitment does not match the key")
 

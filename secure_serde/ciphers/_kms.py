@@ -40,15 +40,6 @@ from secure_serde._errors import (
     UnboundValueError,
     UnknownCipherError,
 )
-from secure_serde._format_v2 import KeyCommitment
-from secure_serde._primitives import (
-    GCM_NONCE_SIZE,
-    GCM_TAG_SIZE,
-    Buffer,
-    SecretHolder,
-    hkdf_sha256,
-    new_aes_gcm,
-)
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import _kms_format
 from secure_serde.ciphers._kms_cache import (
@@ -68,6 +59,15 @@ from secure_serde.ciphers._kms_client import (
     full_context,
     is_key_arn,
     resolve_arns,
+)
+from secure_serde.crypto import (
+    GCM_NONCE_SIZE,
+    GCM_TAG_SIZE,
+    Buffer,
+    KeyCommitment,
+    SecretHolder,
+    hkdf_sha256,
+    new_aes_gcm,
 )
 
 __all__ = ["PURPOSE", "PURPOSE_KEY", "KmsCacheInfo", "KmsEnvelopeCipher"]

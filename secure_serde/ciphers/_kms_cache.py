@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from secure_serde._errors import ConfigurationError
-from secure_serde._format_v2 import KeyCommitment
-from secure_serde._primitives import AesGcm, SecretHolder
+from secure_serde.crypto import AesGcm, KeyCommitment, SecretHolder
 
 __all__ = [
     "MAX_MESSAGES_LIMIT",

@@ -55,8 +55,8 @@ from __future__ import annotations
 #     version(1) | CMK id(4) | commitment(16) | len(cipher name)(1) | cipher name
 #     | len(EC)(2) | EC | len(inner type tag)(2) | inner type tag | location
 #
-# with ``location`` the canonical location (secure_serde._binding; empty when
-# unbound), as in the ``aesgcm`` format v2 (see secure_serde._format_v2 for
+# with ``location`` the canonical location (secure_serde.crypto._binding; empty when
+# unbound), as in the ``aesgcm`` format v2 (see secure_serde.crypto._format_v2 for
 # what the commitment buys and its 2^64 collision bound). 51 + n bytes per
 # blob. The location goes into the associated data only, never into the KMS
 # encryption context: that is logged by CloudTrail, and would need one data
@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from secure_serde._errors import DecryptionError, UnknownKeyError
-from secure_serde._primitives import GCM_NONCE_SIZE, GCM_TAG_SIZE, Buffer
+from secure_serde.crypto import GCM_NONCE_SIZE, GCM_TAG_SIZE, Buffer
 
 __all__ = [
     "CIPHER_NAME",

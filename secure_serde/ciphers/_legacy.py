@@ -6,7 +6,7 @@ version, key id or associated data::
     nonce (16) | tag (16) | ciphertext
 
 Nothing binds their type tag, so they are decoded strictly unless
-``Migration.legacy_pickle`` (secure_serde/_readrule.py); they are only ever read.
+``Migration.legacy_pickle`` (secure_serde/serde/_readrule.py); they are only ever read.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import threading
 from typing import Final, NoReturn
 
 from secure_serde._errors import ConfigurationError, DecryptionError
-from secure_serde._primitives import (
+from secure_serde._scrub import scrubbed
+from secure_serde.crypto import (
     LEGACY_MODE_NAMES,
     LEGACY_MODES,
     Buffer,
@@ -24,7 +25,6 @@ from secure_serde._primitives import (
     legacy_open,
     legacy_supported,
 )
-from secure_serde._scrub import scrubbed
 
 __all__ = ["LEGACY_CIPHER_NAME", "MISSING_PYCRYPTODOME", "LegacyAesReader"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from secure_serde._primitives import Buffer
+from secure_serde.crypto import Buffer
 
 __all__ = ["BoundCipher", "LocatingCipher", "is_locating"]
 
@@ -42,7 +42,7 @@ class BoundCipher(Protocol):
 class LocatingCipher(BoundCipher, Protocol):
     """A `BoundCipher` that also binds a value to its location (format v2, KMS v2).
 
-    ``location`` is `secure_serde._binding.Location.encode()`, or ``b""``
+    ``location`` is `secure_serde.crypto._binding.Location.encode()`, or ``b""``
     for an unbound value. `decrypt_at` raises `UnboundValueError` for a
     format that cannot carry a location (v1, langgraph's built-in rows) and
     `BindingError` when the value does not authenticate at ``location``.

@@ -36,13 +36,21 @@ from pathlib import Path
 from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError, RetiredKeyError
-from secure_serde._format import key_name
-from secure_serde._keys import ENV_VAR, Key, could_be_key, parse_key, shown_label
-from secure_serde._primitives import MODE_EAX, MODE_GCM, Buffer
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
 from secure_serde.ciphers._v1cipher import V1Cipher
+from secure_serde.crypto import (
+    ENV_VAR,
+    MODE_EAX,
+    MODE_GCM,
+    Buffer,
+    Key,
+    could_be_key,
+    key_name,
+    parse_key,
+    shown_label,
+)
 
 __all__ = [
     "ENV_LABEL",

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from typing import Final
 
-from secure_serde import _format
 from secure_serde._errors import UnboundValueError, UnknownCipherError
-from secure_serde._primitives import Buffer, SecretHolder
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
+from secure_serde.crypto import Buffer, SecretHolder, format_v1
 
 __all__ = ["V1Cipher"]
 
-_V1: Final = _format.CIPHER_NAME
+_V1: Final = format_v1.CIPHER_NAME
 
 
 class V1Cipher(SecretHolder):

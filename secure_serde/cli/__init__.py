@@ -71,7 +71,7 @@ _SUBCOMMANDS: Final = {
 
 
 NOT_SHOWN: Final = "<argument not shown: it has the shape of a key>"
-# As secure_serde._keys (not imported: the command's start-up stays light).
+# As secure_serde.crypto._keys (not imported: the command's start-up stays light).
 _KEY_SIZES: Final = frozenset({16, 24, 32})
 _ENCODED_PREFIX: Final = "base64:"
 _HEX: Final = re.compile(r"[0-9a-fA-F]+")

@@ -14,7 +14,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
-from secure_serde._compress import compression_line
 from secure_serde._errors import ConfigurationError
 from secure_serde.cli._args import positive_int
 from secure_serde.cli._audit_scan import (
@@ -32,6 +31,7 @@ from secure_serde.cli._pretty import MAX_LISTED, capped, command, for_terminal
 from secure_serde.cli._rewrap import Redraw, add_progress_options
 from secure_serde.config import require_ciphers
 from secure_serde.passes import RowFailure
+from secure_serde.serde import compression_line
 from secure_serde.stores import (
     DEFAULT_BATCH_SIZE,
     INDEX_METADATA_KEY,

@@ -24,10 +24,7 @@ from secure_serde import (
     EncryptedSerializer,
     Migration,
     UnboundValueError,
-    _format,
 )
-from secure_serde._compress import UNCOMPRESSED, compression_of
-from secure_serde._readrule import is_refusal
 from secure_serde.ciphers import (
     LEGACY_CIPHER_NAME,
     LocatingCipher,
@@ -36,7 +33,9 @@ from secure_serde.ciphers import (
     read_header,
 )
 from secure_serde.config import ConfiguredCiphers
+from secure_serde.crypto import format_v1
 from secure_serde.passes import CURRENT, MAX_LISTED_FAILURES, Planner, RowFailure, Unreadable
+from secure_serde.serde import UNCOMPRESSED, compression_of, is_refusal
 from secure_serde.stores import (
     INDEX_METADATA_KEY,
     METADATA_TABLE,
@@ -406,14 +405,14 @@ class _Auditor:
     def _group(self, cipher_name: str, data: bytes) -> CipherGroup:
         # A v1 blob long enough to parse is grouped by its 5 header bytes alone:
         # parse_header would only read the same bytes again, for every row.
-        fast = cipher_name == _format.CIPHER_NAME and len(data) >= _format.OVERHEAD
+        fast = cipher_name == format_v1.CIPHER_NAME and len(data) >= format_v1.OVERHEAD
         if fast:
-            group = self._by_header.get(data[: _format.HEADER_SIZE])
+            group = self._by_header.get(data[: format_v1.HEADER_SIZE])
             if group is not None:
                 return group
         group = self._group_by_name(cipher_name, data)
         if fast and len(self._by_header) < MAX_DISTINCT:
-            self._by_header[data[: _format.HEADER_SIZE]] = group
+            self._by_header[data[: format_v1.HEADER_SIZE]] = group
         return group
 
     def _group_by_name(self, cipher_name: str, data: bytes) -> CipherGroup:

@@ -16,13 +16,13 @@ from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
 from secure_serde import Migration
-from secure_serde import _langgraph as lg
 from secure_serde.cli._args import positive_int
 from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader
 from secure_serde.cli._inspect_sealed import SealedReader
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import compact, for_terminal, to_jsonable
 from secure_serde.config import PICKLE_PRESETS, serializer_from_env
+from secure_serde.serde import langgraph_internals as lg
 from secure_serde.stores import open_store, sealed_store_display
 
 __all__ = ["register"]

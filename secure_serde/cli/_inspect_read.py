@@ -26,8 +26,8 @@ from secure_serde import (
     SecureSerdeError,
     UnboundValueError,
 )
-from secure_serde import _langgraph as lg
 from secure_serde.cli._next import derive_next
+from secure_serde.serde import langgraph_internals as lg
 from secure_serde.stores import HistoryView, Store, StoreError, V03Reader
 
 __all__ = ["CheckpointEntry", "CheckpointReader", "DeltaValue", "config_for", "read_deltas"]

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from secure_serde._keys import generate_encoded_key
+from secure_serde.crypto import generate_encoded_key
 
 __all__ = ["register"]
 

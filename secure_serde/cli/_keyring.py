@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError, KeyringFileError
-from secure_serde._keys import generate_encoded_key, shown_label
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import (
     EnvKeyCipher,
@@ -35,6 +34,7 @@ from secure_serde.ciphers import (
     keyring_json,
 )
 from secure_serde.cli._args import check_label
+from secure_serde.crypto import generate_encoded_key, shown_label
 
 __all__ = ["register"]
 

@@ -33,10 +33,10 @@ import os
 from collections.abc import Callable
 from typing import Final
 
-from secure_serde._binding import Location
 from secure_serde._errors import BindingError, StoreIdentityError
 from secure_serde._report import PassReport, Tally
 from secure_serde.ciphers import BoundCipher
+from secure_serde.crypto import Location
 from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, rewrap_range
 from secure_serde.passes._sealed import SealedPlanner, _Refused
 from secure_serde.sealing import _cell

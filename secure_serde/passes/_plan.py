@@ -7,7 +7,7 @@ reaches the inner serializer, so no value is ever deserialized (and no
 pickle is ever loaded) to rewrap it.
 
 Which tags may be read, and how, is the one read rule's decision
-(secure_serde/_readrule.py). Sealing a value authenticates its type tag
+(secure_serde/serde/_readrule.py). Sealing a value authenticates its type tag
 from then on, so a value whose tag nothing authenticated (a plaintext row,
 a legacy ``+aes`` row) is sealed only after the strict decoder has accepted
 it: a planted or relabelled row that would import and call a name is
@@ -25,21 +25,23 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Final, cast
 
-from secure_serde import _format
-from secure_serde._binding import Location
-from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import (
     BindingError,
     DecryptionError,
     UnboundValueError,
 )
-from secure_serde._migration import Migration
-from secure_serde._primitives import Buffer
-from secure_serde._readrule import Decode, ReadRule, Route
-from secure_serde._strict import StrictDecoder
 from secure_serde.ciphers import BoundCipher, LocatingCipher, is_locating
 from secure_serde.ciphers._headers import current_test
+from secure_serde.crypto import Buffer, Location, format_v1
 from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
+from secure_serde.serde import (
+    CompressedSerializer,
+    Decode,
+    Migration,
+    ReadRule,
+    Route,
+    StrictDecoder,
+)
 from secure_serde.stores import Cell, Swap
 
 __all__ = ["CURRENT", "EMPTY", "Planner", "Skip", "Unreadable"]
@@ -48,8 +50,8 @@ PLAINTEXT_SOURCE: Final = "plaintext"
 
 
 def _source(cipher_name: str, data: Buffer) -> str:
-    if cipher_name == _format.CIPHER_NAME and len(data) >= _format.HEADER_SIZE:
-        return f"{cipher_name}/{_format.key_id_hex(bytes(data[1 : _format.HEADER_SIZE]))}"
+    if cipher_name == format_v1.CIPHER_NAME and len(data) >= format_v1.HEADER_SIZE:
+        return f"{cipher_name}/{format_v1.key_id_hex(bytes(data[1 : format_v1.HEADER_SIZE]))}"
     return cipher_name
 
 

@@ -7,12 +7,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from secure_serde._compress import CompressedSerializer
 from secure_serde._errors import ConfigurationError
-from secure_serde._migration import Migration
 from secure_serde._report import PassProgress, PassReport, Tally
 from secure_serde._scrub import scrubbed
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers import BoundCipher, KmsEnvelopeCipher
 from secure_serde.passes._engine import CellPlanner, rewrap_range
 from secure_serde.passes._items import merged, open_items_at, rewrap_items
@@ -20,6 +17,7 @@ from secure_serde.passes._plan import Planner
 from secure_serde.passes._sealed import SealedPlanner
 from secure_serde.passes._workers import rewrap_in_workers
 from secure_serde.sealing._tenants import TenantKeys
+from secure_serde.serde import CompressedSerializer, EncryptedSerializer, Migration
 from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store
 from secure_serde.stores._items import ItemsLayout
 from secure_serde.stores._open import open_layout

@@ -52,7 +52,6 @@ from typing import Any, Final, cast
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde._binding import Location
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -61,12 +60,9 @@ from secure_serde._errors import (
     StoreIdentityError,
     UnknownTenantError,
 )
-from secure_serde._migration import Migration
-from secure_serde._readrule import ReadRule
-from secure_serde._serializer import EncryptedSerializer
-from secure_serde._strict import StrictDecoder
 from secure_serde.ciphers import BoundCipher, LocatingCipher, is_locating
 from secure_serde.ciphers._headers import current_test
+from secure_serde.crypto import Location
 from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde.passes._plan import _source
 from secure_serde.sealing import _cell
@@ -74,6 +70,7 @@ from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity, parse
 from secure_serde.sealing._index import BlindIndex
 from secure_serde.sealing._tenant_inner import tenant_prefix, tenant_thread_prefix
 from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
+from secure_serde.serde import EncryptedSerializer, Migration, ReadRule, StrictDecoder
 from secure_serde.stores import Cell, Swap
 from secure_serde.stores._sealed import IDENTITY_KEY, RECORD_KEY, RECORDS, SealedRow
 

@@ -51,17 +51,17 @@ import ormsgpack
 from langgraph.checkpoint.serde.types import SendProtocol
 from langgraph.store.base import Item
 
-from secure_serde import _langgraph as lg
 from secure_serde._errors import (
     DecryptionError,
     PickleNotAllowedError,
     SecureSerdeError,
     UnsafePickleError,
 )
-from secure_serde._strict import CONSTRUCTORS
 from secure_serde.pickling import _unpickler
 from secure_serde.pickling._scan import Admission
 from secure_serde.pickling._verdicts import ScanVerdicts
+from secure_serde.serde import CONSTRUCTORS
+from secure_serde.serde import langgraph_internals as lg
 
 __all__ = ["EXT_NESTED", "EXT_PICKLE", "TAG", "Policy", "decode", "encode"]
 

@@ -11,12 +11,12 @@ from typing import Any, Final
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde import _langgraph as lg
 from secure_serde._errors import ConfigurationError, PickleRefusedError
-from secure_serde._trust import is_authenticated, unvouched
 from secure_serde.pickling import _codec
 from secure_serde.pickling._presets import Preset, Rule, rules_for
 from secure_serde.pickling._scan import Admission
+from secure_serde.serde import is_authenticated, unvouched
+from secure_serde.serde import langgraph_internals as lg
 
 __all__ = ["PickleFallbackSerializer"]
 

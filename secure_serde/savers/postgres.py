@@ -29,8 +29,8 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing._saver import _WithPrune
+from secure_serde.serde import EncryptedSerializer
 
 _MISSING: Final = (
     "secure_serde.savers.postgres needs the postgres extra ({module} is not installed):"

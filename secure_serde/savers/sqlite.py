@@ -29,9 +29,9 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, closing, contextmanager
 from typing import Any, Final
 
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.savers._options import checked_options
 from secure_serde.sealing import SealedSaver
+from secure_serde.serde import EncryptedSerializer
 
 _MISSING: Final = (
     "secure_serde.savers.sqlite needs the sqlite extra ({module} is not installed):"

@@ -22,7 +22,6 @@ from langgraph.checkpoint.base import (
 )
 
 from secure_serde._errors import StoreIdentityError
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing import _saver_plans as plans
 from secure_serde.sealing._codec import Sealer, ids
 from secure_serde.sealing._identity import (
@@ -36,6 +35,7 @@ from secure_serde.sealing._identity import (
 )
 from secure_serde.sealing._inner import guarded_async, read_errors, unreadable
 from secure_serde.sealing._reindex import ReindexReport, release_reindex
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["AsyncMethods"]
 

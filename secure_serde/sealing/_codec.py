@@ -46,7 +46,6 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde._binding import Location
 from secure_serde._errors import (
     BindingError,
     BlindIndexError,
@@ -55,12 +54,13 @@ from secure_serde._errors import (
     MetadataDowngradeError,
     UnserializableValueError,
 )
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers import LocatingCipher, is_locating
+from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity
 from secure_serde.sealing._index import IndexGeneration, IndexKeys, canonical, matches
 from secure_serde.sealing._record import inline_of, inlined, parse_record
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = [
     "MARKER_CHANNEL",

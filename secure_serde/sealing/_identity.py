@@ -38,12 +38,12 @@ from typing import Any, Final, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
 
-from secure_serde._binding import Location
 from secure_serde._errors import ConfigurationError, DecryptionError, StoreIdentityError
 from secure_serde._scrub import scrubbed
-from secure_serde._serializer import EncryptedSerializer
+from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._index import INDEX_KEY_SIZE, BlindIndex, IndexGeneration, IndexKeys
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = [
     "IDENTITY_CHECKPOINT_ID",

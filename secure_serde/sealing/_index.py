@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
 
 from secure_serde._errors import BlindIndexError, ConfigurationError, UnserializableValueError
-from secure_serde._primitives import SecretHolder
+from secure_serde.crypto import SecretHolder
 
 __all__ = [
     "TOKEN_PREFIX",

@@ -24,7 +24,6 @@ from langgraph.checkpoint.base import (
 )
 
 from secure_serde._errors import ConfigurationError, StoreIdentityError
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing import _saver_plans as plans
 from secure_serde.sealing._async import AsyncMethods
 from secure_serde.sealing._codec import RECORD_KEY, Sealer, ids
@@ -41,6 +40,7 @@ from secure_serde.sealing._identity import (
 from secure_serde.sealing._inner import guarded, read_errors, unreadable
 from secure_serde.sealing._reindex import ReindexReport, release_reindex
 from secure_serde.sealing._walks import overrides
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["DEFAULT_INDEXED_METADATA", "ReindexReport", "SealedSaver"]
 

@@ -22,7 +22,6 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, Delt
 from langgraph.checkpoint.serde.types import TASKS
 
 from secure_serde._errors import ConfigurationError, SecureSerdeError
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing._codec import Opened, Sealer, ids, reduced
 from secure_serde.sealing._identity import StoreIdentity, drop_put, open_identity, rotate_put
 from secure_serde.sealing._index import plan_filters
@@ -53,6 +52,7 @@ from secure_serde.sealing._walks import (
     parent_config,
     resealed,
 )
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = [
     "IDENTITY",

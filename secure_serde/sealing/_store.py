@@ -19,10 +19,10 @@ from typing import Any
 from langgraph.store.base import BaseStore, Op, Result
 
 from secure_serde._errors import ConfigurationError
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing._store_codec import ItemCodec, check_fields
 from secure_serde.sealing._store_identity import Plan, identity_plan
 from secure_serde.sealing._store_plans import gather, plan_for
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["SealedStore"]
 

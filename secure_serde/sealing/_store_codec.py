@@ -9,7 +9,7 @@ store keeps)::
 
 The cell holds the whole value, sealed by the serializer at
 ``Location.item(namespace, key).in_store(store id)`` (kind 6 of
-secure_serde/_binding.py): a value read under any other namespace or key, or
+secure_serde/crypto/_binding.py): a value read under any other namespace or key, or
 in another store, does not authenticate. Tokens are the blind index of
 secure_serde/sealing/_index.py, keyed by the store identity's index key
 (field name and canonical JSON of the value). Searchable fields are the
@@ -30,12 +30,12 @@ from typing import Any, Final
 
 from langgraph.store.base import Item, PutOp, SearchItem
 
-from secure_serde._binding import Location
 from secure_serde._errors import BindingError, BlindIndexError, ConfigurationError
-from secure_serde._serializer import EncryptedSerializer
+from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import StoreIdentity
 from secure_serde.sealing._index import canonical
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["SEALED_FIELD", "ItemCodec", "StoreFilter", "check_fields"]
 

@@ -10,7 +10,7 @@ the reserved namespace `RESERVED_NAMESPACE`, key `IDENTITY_ITEM_KEY`, whose valu
 
 sealed by the serializer at ``Location.item(RESERVED_NAMESPACE,
 IDENTITY_ITEM_KEY)`` without a store (kind 6, version 0x01 of
-secure_serde/_binding.py), so that a saver's store identity does not open
+secure_serde/crypto/_binding.py), so that a saver's store identity does not open
 here. It is put with ``index=False`` and no TTL.
 
 It is created only in a store that holds no item. A store that holds items
@@ -28,12 +28,12 @@ from typing import Any, Final
 
 from langgraph.store.base import GetOp, Item, ListNamespacesOp, Op, PutOp, Result
 
-from secure_serde._binding import Location
 from secure_serde._errors import DecryptionError, StoreIdentityError
-from secure_serde._serializer import EncryptedSerializer
+from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import StoreIdentity, new_record, parse_record
 from secure_serde.sealing._store_codec import SEALED_FIELD
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["IDENTITY_ITEM_KEY", "RESERVED_LABEL", "RESERVED_NAMESPACE", "Plan", "identity_plan"]
 

@@ -34,11 +34,10 @@ from secure_serde._errors import (
     ShreddedError,
     UnknownTenantError,
 )
-from secure_serde._primitives import SecretHolder, hkdf_sha256
 from secure_serde._scrub import scrubbed
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers import EnvKeyCipher, LocatingCipher, is_locating
 from secure_serde.ciphers._headers import current_test
+from secure_serde.crypto import SecretHolder, hkdf_sha256
 from secure_serde.sealing._index import INDEX_KEY_SIZE, BlindIndex
 from secure_serde.sealing._tenant_store import (
     TENANT_SCOPE,
@@ -47,6 +46,7 @@ from secure_serde.sealing._tenant_store import (
     KeyTable,
     open_table,
 )
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["ShredResult", "ShreddedScopes", "TenantKeys", "TenantRewrapReport", "check_tenant_id"]
 

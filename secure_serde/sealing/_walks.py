@@ -22,8 +22,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import TASKS
 
-from secure_serde._binding import Location
 from secure_serde._errors import HistoryError
+from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._codec import Opened, Sealer, ids, reduced
 from secure_serde.sealing._identity import IDENTITY_THREAD

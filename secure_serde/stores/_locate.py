@@ -30,7 +30,7 @@ import json
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Final
 
-from secure_serde._binding import Location
+from secure_serde.crypto import Location
 from secure_serde.stores._base import RowRef
 from secure_serde.stores._envelope import RECORD_KEY, RECORD_TABLE
 from secure_serde.stores._record import canonical, metadata_record

@@ -1,19 +1,17 @@
 """`PostgresStore`: the schema of langgraph-checkpoint-postgres (``PostgresSaver``, async, shallow).
 
 Serialized values live in ``checkpoint_blobs(type, blob)`` and
-``checkpoint_writes(type, blob)``, and, for our sealed savers, in the
-sealed-metadata envelope inside ``checkpoints.metadata`` (table
-``checkpoints.metadata``; only rows holding one). ``checkpoints.checkpoint``
-is JSONB built by the saver itself (the primitives it inlines there never
-pass through the serializer), and the rest of the metadata is plain JSONB,
-so neither is a cell. Primary keys are read from the catalog, which is how
+``checkpoint_writes(type, blob)``. ``checkpoints.checkpoint`` is JSONB built
+by the saver itself (the primitives it inlines there never pass through the
+serializer), and the metadata is plain JSONB, so neither is a cell. A store
+secure_serde 0.3's savers wrote is not read here (`secure_serde.stores.V03Reader`
+reads it for ``adopt``). Primary keys are read from the catalog, which is how
 the shallow saver's ``checkpoint_blobs`` (no ``version`` column) is handled
 by the same code.
 """
 
 from __future__ import annotations
 
-import base64
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
@@ -31,16 +29,6 @@ from secure_serde.stores._base import (
     check_batch_size,
 )
 from secure_serde.stores._dsn import redact
-from secure_serde.stores._envelope import (
-    METADATA_TABLE,
-    RECORD_KEY,
-    RECORD_TABLE,
-    SEALED_METADATA_KEY,
-    envelope_cell,
-    envelope_json,
-    record_cell,
-)
-from secure_serde.stores._locate import extra_columns, locate
 
 try:
     import psycopg
@@ -146,19 +134,7 @@ class PostgresStore(Store):
             key = tuple(r[0] for r in self._conn.execute(_PK_SQL, (name,)).fetchall())
             if not key or key[0] != "thread_id":
                 raise StoreError(f"table {name} in {self._display} is not keyed by thread_id first")
-            extras = extra_columns(name, columns, key)
-            found.append(TableSpec(name, type_col, data_col, key, extra_columns=extras))
-        relation, _, column = METADATA_TABLE.partition(".")
-        columns = {r[0] for r in self._conn.execute(_COLUMNS_SQL, (relation,)).fetchall()}
-        key = tuple(r[0] for r in self._conn.execute(_PK_SQL, (relation,)).fetchall())
-        if found and {column, "thread_id"} <= columns and key[:1] == ("thread_id",):
-            found.append(TableSpec(METADATA_TABLE, column, column, key, SEALED_METADATA_KEY))
-            record_column = RECORD_TABLE.partition(".")[2]
-            if record_column in columns:
-                extras = extra_columns(RECORD_TABLE, columns, key)
-                found.append(
-                    TableSpec(RECORD_TABLE, record_column, record_column, key, RECORD_KEY, extras)
-                )
+            found.append(TableSpec(name, type_col, data_col, key))
         return tuple(found)
 
     @property
@@ -198,14 +174,8 @@ class PostgresStore(Store):
     @staticmethod
     def _cell(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
         ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
-        if table.envelope_key is not None:
-            parse = record_cell if table.name == RECORD_TABLE else envelope_cell
-            cell = parse(ref, row[nkey])
-            return Cell(ref, cell.type_tag, cell.data, locate(table.name, ref, row[nkey + 1 :]))
         data = row[nkey + 1]
-        if data is None:
-            return Cell(ref, row[nkey], None)
-        return Cell(ref, row[nkey], bytes(data), locate(table.name, ref, row[nkey + 2 :]))
+        return Cell(ref, row[nkey], None if data is None else bytes(data))
 
     def reload(self, ref: RowRef) -> Cell | None:
         table = self.table(ref.table)
@@ -282,7 +252,7 @@ class PostgresStore(Store):
 
 
 class _Statements:
-    """The SQL for one `TableSpec`: two columns, or one JSON envelope (``envelope_key``)."""
+    """The SQL for one `TableSpec` of two columns (type and bytes)."""
 
     def __init__(self, spec: TableSpec) -> None:
         table = sql.Identifier(spec.relation)
@@ -291,37 +261,12 @@ class _Statements:
         marks = sql.SQL(", ").join(sql.Placeholder() for _ in keys)
         where_key = sql.SQL(" AND ").join(sql.SQL("{} = %s").format(k) for k in keys)
         type_col, data_col = sql.Identifier(spec.type_column), sql.Identifier(spec.data_column)
-        self._envelope = spec.envelope_key is not None
-        self._record = spec.name == RECORD_TABLE
-        self.only: sql.Composable
-        if spec.envelope_key is None:
-            self.only = sql.SQL("TRUE")
-            values = sql.SQL("{}, {}").format(type_col, data_col)
-            self.swap = sql.SQL(
-                "UPDATE {} SET {} = %s, {} = %s WHERE {}"
-                " AND {} IS NOT DISTINCT FROM %s AND {} IS NOT DISTINCT FROM %s RETURNING 1"
-            ).format(table, type_col, data_col, where_key, type_col, data_col)
-        else:
-            entry = sql.Literal(spec.envelope_key)
-            self.only = sql.SQL("{} ? {}").format(data_col, entry)
-            values = sql.SQL("{} -> {}").format(data_col, entry)
-        if self._envelope and self._record:
-            # The seal's "parent" stays as it is: only type and data change,
-            # and only while both are still what was read.
-            self.swap = sql.SQL(
-                "UPDATE {} SET {} = jsonb_set(jsonb_set({}, ARRAY[{}, 'type'], to_jsonb(%s::text)),"
-                " ARRAY[{}, 'data'], to_jsonb(%s::text)) WHERE {}"
-                " AND {} -> {} ->> 'type' = %s AND {} -> {} ->> 'data' = %s RETURNING 1"
-            ).format(
-                table, data_col, data_col, entry, entry, where_key, data_col, entry, data_col, entry
-            )
-        elif self._envelope:
-            # jsonb equality ignores key order and spacing; envelope_cell
-            # makes sure the envelope rebuilt from a cell equals what was read.
-            self.swap = sql.SQL(
-                "UPDATE {} SET {} = jsonb_set({}, ARRAY[{}], %s::jsonb) WHERE {}"
-                " AND {} -> {} = %s::jsonb RETURNING 1"
-            ).format(table, data_col, data_col, entry, where_key, data_col, entry)
+        self.only: sql.Composable = sql.SQL("TRUE")
+        values = sql.SQL("{}, {}").format(type_col, data_col)
+        self.swap = sql.SQL(
+            "UPDATE {} SET {} = %s, {} = %s WHERE {}"
+            " AND {} IS NOT DISTINCT FROM %s AND {} IS NOT DISTINCT FROM %s RETURNING 1"
+        ).format(table, type_col, data_col, where_key, type_col, data_col)
         for extra in spec.extra_columns:
             values = sql.SQL("{}, {}").format(values, sql.Identifier(extra))
         self._select = sql.SQL("SELECT {}, {} FROM {}").format(cols, values, table)
@@ -331,20 +276,7 @@ class _Statements:
 
     def swap_params(self, swap: Swap) -> tuple[Any, ...]:
         cell = swap.cell
-        if not self._envelope:
-            return (swap.new_type, swap.new_data, *cell.ref.key_values, cell.type_tag, cell.data)
-        if cell.type_tag is None or cell.data is None:
-            raise StoreError(f"{cell.ref} holds no sealed envelope to replace")
-        if self._record:
-            return (
-                swap.new_type,
-                base64.b64encode(swap.new_data).decode("ascii"),
-                *cell.ref.key_values,
-                cell.type_tag,
-                base64.b64encode(cell.data).decode("ascii"),
-            )
-        old = envelope_json(cell.type_tag, cell.data)
-        return (envelope_json(swap.new_type, swap.new_data), *cell.ref.key_values, old)
+        return (swap.new_type, swap.new_data, *cell.ref.key_values, cell.type_tag, cell.data)
 
     def first(self, where: sql.Composable) -> sql.Composed:
         return sql.SQL("{} WHERE {} AND {} ORDER BY {} LIMIT %s").format(

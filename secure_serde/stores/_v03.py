@@ -39,8 +39,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.types import TASKS
 
 from secure_serde._errors import BindingError, ConfigurationError
-from secure_serde._migration import Migration
-from secure_serde._serializer import EncryptedSerializer
+from secure_serde.serde import EncryptedSerializer, Migration
 from secure_serde.stores._base import Store
 from secure_serde.stores._history import HistoryView
 from secure_serde.stores._v03_metadata import V03Metadata

@@ -24,8 +24,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives import hmac as crypto_hmac
 
 from secure_serde._errors import BlindIndexError, ConfigurationError
-from secure_serde._keys import Key
-from secure_serde._primitives import SecretHolder
+from secure_serde.crypto import Key, SecretHolder
 
 __all__ = ["V03IndexKeys"]
 

@@ -30,8 +30,8 @@ from secure_serde._errors import (
     MetadataDowngradeError,
     MetadataMovedError,
 )
-from secure_serde._migration import Migration
 from secure_serde._ratelog import RateLimitedWarning
+from secure_serde.serde import Migration
 from secure_serde.stores._envelope import (
     INDEX_METADATA_KEY,
     ROW_KEY,

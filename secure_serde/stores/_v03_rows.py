@@ -33,7 +33,6 @@ from typing import Any, Final, cast
 
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, PendingWrite, writes_sort_key
 
-from secure_serde._binding import Location
 from secure_serde._errors import (
     BindingError,
     DecryptionError,
@@ -41,9 +40,9 @@ from secure_serde._errors import (
     StrictDecodeError,
     UnboundValueError,
 )
-from secure_serde._migration import Migration
 from secure_serde._ratelog import RateLimitedWarning
-from secure_serde._serializer import EncryptedSerializer
+from secure_serde.crypto import Location
+from secure_serde.serde import EncryptedSerializer, Migration
 from secure_serde.stores._envelope import RECORD_KEY
 from secure_serde.stores._record import canonical, metadata_record
 from secure_serde.stores._v03_metadata import V03Metadata

@@ -26,10 +26,10 @@ import ormsgpack
 from Crypto.Cipher import AES
 
 from secure_serde import EncryptedSerializer, Migration, SecureSerdeError
-from secure_serde import _format as v1_format
 from secure_serde.ciphers import KeyRotationCipher, _kms_format
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._rotation import KEYRING_FILE_VAR
+from secure_serde.crypto import _format as v1_format
 from secure_serde.pickling import EXT_PICKLE, TAG
 from secure_serde.stores import RowRef, parse_envelope
 from secure_serde.stores._envelope import METADATA_TABLE, SEALED_METADATA_KEY, envelope_cell

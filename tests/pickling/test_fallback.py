@@ -34,10 +34,10 @@ from secure_serde import (
     PickleNotAllowedError,
     SecureSerdeError,
 )
-from secure_serde import _langgraph as lg
-from secure_serde._langgraph import EXT_DELTA_SNAPSHOT, DeltaSnapshot
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import EXT_NESTED, EXT_PICKLE, NUMPY, PANDAS, TAG
+from secure_serde.serde import _langgraph as lg
+from secure_serde.serde._langgraph import EXT_DELTA_SNAPSHOT, DeltaSnapshot
 from tests import strategies as cs
 from tests import strategies_pandas as ps
 

@@ -131,7 +131,7 @@ def test_types_outside_the_schema_stay_blocked(report: dict[str, Any]) -> None:
 def test_the_graph_allowlist_reached_our_layers(report: dict[str, Any]) -> None:
     assert report["rebuilt"] is True
     assert report["serde"] == [
-        "secure_serde._serializer.EncryptedSerializer",
+        "secure_serde.serde._serializer.EncryptedSerializer",
         "secure_serde.pickling._serializer.PickleFallbackSerializer",
         "langgraph.checkpoint.serde.jsonplus.JsonPlusSerializer",
     ]

@@ -22,9 +22,9 @@ from secure_serde import (
     Migration,
     RewrapProgress,
     StoreIdentityError,
-    _format,
     rewrap,
 )
+from secure_serde.crypto import _format
 from secure_serde.sealing import _cell
 from secure_serde.stores import StoreError, open_store
 from tests.rewrap.live_writer import live_writer

@@ -1,10 +1,10 @@
-"""The store item location (kind 6 of secure_serde/_binding.py): frozen bytes, and injective."""
+"""The store item location (kind 6 of secure_serde.crypto._binding): frozen bytes, injective."""
 
 from __future__ import annotations
 
 import itertools
 
-from secure_serde._binding import Location
+from secure_serde.crypto._binding import Location
 
 STORE = bytes(range(16))
 

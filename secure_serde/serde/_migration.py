@@ -6,7 +6,7 @@ accepts, and so that turning migration off is one argument, not five.
 Each field names a kind of row whose type tag or location nothing
 authenticates; reading one is logged, rate-limited, by whoever reads it.
 Rows read under these switches are still decoded strictly (data types
-only, never an import by name; see secure_serde/_readrule.py), so widening
+only, never an import by name; see secure_serde/serde/_readrule.py), so widening
 what is *read* does not widen what can *run*, with one named exception:
 ``legacy_pickle`` hands legacy pickle rows to the inner serializer.
 """

@@ -31,7 +31,7 @@ apart) is::
       | location
 
   where ``location`` is the canonical encoding of where the value lives
-  (`secure_serde._binding.Location.encode`; empty for a value written
+  (`secure_serde.crypto._binding.Location.encode`; empty for a value written
   without one, such as through ``serde=`` on a stock saver). Every field
   before it has a fixed or prefixed length, and a non-empty location starts
   with its own kind byte and length-prefixes each field, so no two different
@@ -49,7 +49,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
 
 from secure_serde._errors import DecryptionError
-from secure_serde._primitives import (
+from secure_serde.crypto._primitives import (
     GCM_NONCE_SIZE,
     GCM_TAG_SIZE,
     KEY_ID_SIZE,

@@ -3,7 +3,7 @@
 Type tags keep langgraph's ``"{inner}+{cipher}"`` shape. The cipher name is
 split off the right-hand end, so inner serializers whose own tags contain
 ``+`` (``msgpack+zlib``) compose. How each tag is read is decided by the one
-read rule (secure_serde/_readrule.py): a value reaches the inner serializer
+read rule (secure_serde/serde/_readrule.py): a value reaches the inner serializer
 only after its cipher has authenticated it together with the inner tag;
 anything whose tag nothing authenticates (plaintext rows under
 ``Migration.plaintext``, rows of langgraph's built-in ``+aes`` format) is
@@ -19,8 +19,6 @@ from typing import Any, Final, cast
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde._binding import Location
-from secure_serde._compress import CompressedSerializer, inner_with_allowlist
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -30,16 +28,16 @@ from secure_serde._errors import (
     UnboundValueError,
     UnserializableValueError,
 )
-from secure_serde._keys import ENV_VAR
-from secure_serde._langgraph import register_allowlist_wrapper
-from secure_serde._migration import Migration
-from secure_serde._primitives import MODE_EAX
 from secure_serde._ratelog import RateLimitedWarning
-from secure_serde._readrule import Decode, ReadRule, Route
 from secure_serde._scrub import scrubbed
-from secure_serde._strict import StrictDecoder
-from secure_serde._trust import load_authenticated
 from secure_serde.ciphers import BoundCipher, EnvKeyCipher, LocatingCipher, is_locating
+from secure_serde.crypto import ENV_VAR, MODE_EAX, Location
+from secure_serde.serde._compress import CompressedSerializer, inner_with_allowlist
+from secure_serde.serde._langgraph import register_allowlist_wrapper
+from secure_serde.serde._migration import Migration
+from secure_serde.serde._readrule import Decode, ReadRule, Route
+from secure_serde.serde._strict import StrictDecoder
+from secure_serde.serde._trust import load_authenticated
 
 __all__ = ["EncryptedSerializer"]
 

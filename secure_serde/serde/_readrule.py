@@ -26,7 +26,7 @@ plaintext naming pickle                      nothing                       alway
 
 Refusals are exceptions (`PlaintextRefusedError`, `PickleRefusedError`,
 `UnknownCipherError`), decided from the tag alone, before any byte is
-decrypted. The strict decoder (secure_serde/_strict.py) builds data types
+decrypted. The strict decoder (secure_serde/serde/_strict.py) builds data types
 only and never imports a name the bytes chose: it is how a value nobody
 authenticated is read, because permissive JsonPlus msgpack imports and
 calls what the bytes name.
@@ -39,7 +39,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from secure_serde._compress import UNBOUND_COMPRESSED, compression_of
 from secure_serde._errors import (
     ConfigurationError,
     PickleRefusedError,
@@ -48,8 +47,9 @@ from secure_serde._errors import (
     StrictDecodeError,
     UnknownCipherError,
 )
-from secure_serde._migration import Migration
 from secure_serde.ciphers import BoundCipher
+from secure_serde.serde._compress import UNBOUND_COMPRESSED, compression_of
+from secure_serde.serde._migration import Migration
 
 __all__ = [
     "ENCRYPTING_CIPHER_NAMES",
@@ -72,7 +72,7 @@ class Decode(enum.Enum):
 
     #: The inner serializer: the cipher authenticated the bytes and the tag.
     INNER = "inner"
-    #: The inner serializer, told (secure_serde._trust) that the tag was
+    #: The inner serializer, told (secure_serde.serde._trust) that the tag was
     #: authenticated, so it may read embedded pickles.
     VOUCHED = "vouched"
     #: The strict decoder: nothing authenticated the tag.

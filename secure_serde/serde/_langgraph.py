@@ -118,7 +118,7 @@ def register_allowlist_wrapper(cls: type[Any]) -> None:
 MSGPACK_OPTION: Final[int] = _option
 SAFE_MSGPACK_TYPES: Final[frozenset[tuple[str, ...]]] = _lg_msgpack.SAFE_MSGPACK_TYPES
 # (module, name, method) triples strict msgpack may call (``datetime.fromisoformat``);
-# the strict decoder (secure_serde/_strict.py) admits exactly these.
+# the strict decoder (secure_serde/serde/_strict.py) admits exactly these.
 SAFE_MSGPACK_METHODS: Final[frozenset[tuple[str, str, str]]] = _lg_msgpack.SAFE_MSGPACK_METHODS
 msgpack_default: Final[Callable[[Any], Any]] = _msgpack_default
 reconstruction_fallback: Final[Callable[[Any, Exception], Any]] = _reconstruction_fallback

@@ -28,10 +28,16 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from secure_serde._errors import ConfigurationError
-from secure_serde._format import KEY_ID_SIZE, key_id_hex
-from secure_serde._format_v2 import KeyCommitment
-from secure_serde._primitives import AES_KEY_SIZES, AesGcm, SecretHolder, hkdf_sha256, new_aes_gcm
 from secure_serde._scrub import scrubbed
+from secure_serde.crypto._format import KEY_ID_SIZE, key_id_hex
+from secure_serde.crypto._format_v2 import KeyCommitment
+from secure_serde.crypto._primitives import (
+    AES_KEY_SIZES,
+    AesGcm,
+    SecretHolder,
+    hkdf_sha256,
+    new_aes_gcm,
+)
 
 __all__ = [
     "ENCODED_PREFIX",

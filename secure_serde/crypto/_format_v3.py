@@ -40,7 +40,7 @@ ever a v2 one.
       | len(inner type tag)(2) | inner type tag
       | location
 
-  where ``location`` is `secure_serde._binding.Location.encode()`, empty
+  where ``location`` is `secure_serde.crypto._binding.Location.encode()`, empty
   for a value written without one. Everything before the location is fixed
   per (key, cipher name, type tag), so readers and writers cache it. Every
   field has a fixed or prefixed length and a non-empty location starts with
@@ -55,8 +55,8 @@ from __future__ import annotations
 from typing import Final
 
 from secure_serde._errors import DecryptionError
-from secure_serde._format_v2 import aad_suffix
-from secure_serde._primitives import GCM_NONCE_SIZE, GCM_TAG_SIZE, KEY_ID_SIZE, Buffer
+from secure_serde.crypto._format_v2 import aad_suffix
+from secure_serde.crypto._primitives import GCM_NONCE_SIZE, GCM_TAG_SIZE, KEY_ID_SIZE, Buffer
 
 __all__ = [
     "COMMITMENT_SIZE",

@@ -46,8 +46,8 @@ import ormsgpack
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde import _langgraph as lg
 from secure_serde._errors import PickleRefusedError, StrictDecodeError
+from secure_serde.serde import _langgraph as lg
 
 __all__ = ["CONSTRUCTORS", "MAX_DEPTH", "StrictDecoder", "allowlist_of"]
 

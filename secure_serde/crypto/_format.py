@@ -30,9 +30,9 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
-from secure_serde import _format_v2, _format_v3
 from secure_serde._errors import DecryptionError, UnknownKeyError
-from secure_serde._primitives import (
+from secure_serde.crypto import _format_v2, _format_v3
+from secure_serde.crypto._primitives import (
     GCM_NONCE_SIZE,
     GCM_TAG_SIZE,
     KEY_ID_SIZE,

@@ -42,7 +42,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde._errors import ConfigurationError, DecompressionBombError, DecompressionError
-from secure_serde._langgraph import register_allowlist_wrapper
+from secure_serde.serde._langgraph import register_allowlist_wrapper
 
 if sys.version_info >= (3, 14):
     from compression import zstd as _zstd_module

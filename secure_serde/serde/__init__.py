@@ -1,0 +1,42 @@
+"""The serializer layer: `EncryptedSerializer` and what it reads and writes with.
+
+``_serializer`` (the `SerializerProtocol` wrapper), ``_readrule`` (the one read rule,
+per type tag), ``_strict`` (JsonPlus read as data), ``_compress``, ``_trust`` (whether
+the bytes being read were authenticated), ``_migration`` (the one setting that widens
+what is read) and ``_langgraph``: every private langgraph name the package uses, in one
+module, pinned by tests/test_langgraph_private*.py. It is exported whole as
+``langgraph_internals`` so that its users say so where they import it.
+"""
+
+from __future__ import annotations
+
+from secure_serde.serde import _langgraph as langgraph_internals
+from secure_serde.serde._compress import (
+    UNCOMPRESSED,
+    CompressedSerializer,
+    compression_line,
+    compression_of,
+)
+from secure_serde.serde._migration import Migration
+from secure_serde.serde._readrule import Decode, ReadRule, Route, is_refusal
+from secure_serde.serde._serializer import EncryptedSerializer
+from secure_serde.serde._strict import CONSTRUCTORS, StrictDecoder
+from secure_serde.serde._trust import is_authenticated, unvouched
+
+__all__ = [
+    "CONSTRUCTORS",
+    "UNCOMPRESSED",
+    "CompressedSerializer",
+    "Decode",
+    "EncryptedSerializer",
+    "Migration",
+    "ReadRule",
+    "Route",
+    "StrictDecoder",
+    "compression_line",
+    "compression_of",
+    "is_authenticated",
+    "is_refusal",
+    "langgraph_internals",
+    "unvouched",
+]
