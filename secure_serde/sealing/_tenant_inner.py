@@ -12,28 +12,24 @@ from __future__ import annotations
 
 import struct
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
 )
 
 from secure_serde._errors import BindingError
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.ciphers import LocatingCipher
 from secure_serde.sealing._codec import Sealer
 from secure_serde.sealing._identity import StoreIdentity
 from secure_serde.sealing._index import TOKEN_PREFIX, BlindIndex
 from secure_serde.sealing._tenants import TenantKeys
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = [
-    "INNER_VARIANTS",
     "TENANT_TAG",
     "TenantInner",
     "TenantSealer",
@@ -230,139 +226,73 @@ class TenantInner(BaseCheckpointSaver[Any]):
             return filter
         return {**(filter or {}), TENANT_TAG: token}
 
-    def _threads(self, thread_ids: Sequence[str], token: str) -> list[str]:
-        return [self._prefix(token) + str(t) for t in thread_ids]
+    def _inward(self, name: str, token: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """A forwarded call's arguments in this tenant's inner form (a config or ids first)."""
+        first, *rest = args
+        if name == "put":
+            rest[1] = {**rest[1], TENANT_TAG: token}
+        if name == "delete_thread":
+            first = self._prefix(token) + str(first)
+        elif name == "prune":
+            first = [self._prefix(token) + str(t) for t in first]
+        elif name != "delete_for_runs":
+            # Run-id tokens are the tenant's own (its blind-index key): no other tenant's match.
+            first = self._scoped(first, token)
+        return (first, *rest)
 
-    # -- sync --------------------------------------------------------------------------------
+    def _outward(self, name: str, token: str, result: Any) -> Any:
+        if name == "get_tuple":
+            return self._out(result, token)
+        return self._out_config(result, token) if name == "put" else result
 
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        token = self._tag()
-        return self._out(self.inner.get_tuple(self._scoped(config, token)), token)
-
-    def list(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> Iterator[CheckpointTuple]:
-        token = self._tag()
+    def _listed(
+        self, config: RunnableConfig | None, token: str, kwargs: dict[str, Any]
+    ) -> tuple[RunnableConfig | None, dict[str, Any]]:
         inner_config = self._in(config, token)
-        for found in self.inner.list(
-            inner_config,
-            filter=self._filter(inner_config, filter, token),
-            before=self._in(before, token),
-            limit=limit,
-        ):
+        filter = self._filter(inner_config, kwargs.get("filter"), token)
+        return inner_config, {
+            **kwargs,
+            "filter": filter,
+            "before": self._in(kwargs.get("before"), token),
+        }
+
+    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
+        token = self._tag()
+        inner_config, asked = self._listed(config, token, kwargs)
+        for found in self.inner.list(inner_config, **asked):
             yield cast(CheckpointTuple, self._out(found, token))
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        token = self._tag()
-        tagged = cast(CheckpointMetadata, {**metadata, TENANT_TAG: token})
-        written = self.inner.put(self._scoped(config, token), checkpoint, tagged, new_versions)
-        return self._out_config(written, token)
-
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        token = self._tag()
-        self.inner.put_writes(self._scoped(config, token), writes, task_id, task_path)
-
-    def delete_thread(self, thread_id: str) -> None:
-        self.inner.delete_thread(self._prefix(self._tag()) + str(thread_id))
+    async def alist(
+        self, config: RunnableConfig | None, **kwargs: Any
+    ) -> AsyncIterator[CheckpointTuple]:
+        token = await self._atag()
+        inner_config, asked = self._listed(config, token, kwargs)
+        async for found in self.inner.alist(inner_config, **asked):
+            yield cast(CheckpointTuple, self._out(found, token))
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         return self.inner.get_next_version(current, channel)
 
-    # -- async -------------------------------------------------------------------------------
 
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+def _forwarded(name: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The inner saver's ``name``, and its async twin, on this tenant's rows only."""
+
+    def call(self: TenantInner, *args: Any, **kwargs: Any) -> Any:
+        token = self._tag()
+        result = getattr(self.inner, name)(*self._inward(name, token, args), **kwargs)
+        return self._outward(name, token, result)
+
+    async def acall(self: TenantInner, *args: Any, **kwargs: Any) -> Any:
         token = await self._atag()
-        found = await self.inner.aget_tuple(self._scoped(config, token))
-        return self._out(found, token)
+        result = await getattr(self.inner, "a" + name)(*self._inward(name, token, args), **kwargs)
+        return self._outward(name, token, result)
 
-    async def alist(
-        self,
-        config: RunnableConfig | None,
-        *,
-        filter: dict[str, Any] | None = None,
-        before: RunnableConfig | None = None,
-        limit: int | None = None,
-    ) -> AsyncIterator[CheckpointTuple]:
-        token = await self._atag()
-        inner_config = self._in(config, token)
-        async for found in self.inner.alist(
-            inner_config,
-            filter=self._filter(inner_config, filter, token),
-            before=self._in(before, token),
-            limit=limit,
-        ):
-            yield cast(CheckpointTuple, self._out(found, token))
-
-    async def aput(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
-        token = await self._atag()
-        tagged = cast(CheckpointMetadata, {**metadata, TENANT_TAG: token})
-        written = await self.inner.aput(
-            self._scoped(config, token), checkpoint, tagged, new_versions
-        )
-        return self._out_config(written, token)
-
-    async def aput_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
-        token = await self._atag()
-        await self.inner.aput_writes(self._scoped(config, token), writes, task_id, task_path)
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        await self.inner.adelete_thread(self._prefix(await self._atag()) + str(thread_id))
+    return call, acall
 
 
-class _InnerWithPrune(TenantInner):
-    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        self.inner.prune(self._threads(thread_ids, self._tag()), strategy=strategy)
-
-    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
-        threads = self._threads(thread_ids, await self._atag())
-        await self.inner.aprune(threads, strategy=strategy)
-
-
-class _InnerWithDeleteForRuns(TenantInner):
-    # Run-id tokens are the tenant's own (its blind-index key): no other tenant's rows match.
-    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        self.inner.delete_for_runs(run_ids)
-
-    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        await self.inner.adelete_for_runs(run_ids)
-
-
-class _InnerWithBoth(_InnerWithPrune, _InnerWithDeleteForRuns):
-    pass
-
-
-INNER_VARIANTS: Final[dict[tuple[bool, bool], type[TenantInner]]] = {
-    (False, False): TenantInner,
-    (True, False): _InnerWithPrune,
-    (False, True): _InnerWithDeleteForRuns,
-    (True, True): _InnerWithBoth,
-}
+# ``prune`` and ``delete_for_runs`` are forwarded even where the inner saver lacks them: the
+# scoped saver offers them only where it has them (SealedSaver's variants).
+for _name in ("get_tuple", "put", "put_writes", "delete_thread", "prune", "delete_for_runs"):
+    _call, _acall = _forwarded(_name)
+    setattr(TenantInner, _name, _call)
+    setattr(TenantInner, "a" + _name, _acall)

@@ -24,13 +24,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from secure_serde._errors import ConfigurationError, TenantRequiredError
-from secure_serde._serializer import EncryptedSerializer
 from secure_serde.sealing._codec import Sealer
 from secure_serde.sealing._identity import StoreIdentity
 from secure_serde.sealing._saver import _VARIANTS, SealedSaver, register_tenant_variant
-from secure_serde.sealing._tenant_inner import INNER_VARIANTS, TenantSealer
+from secure_serde.sealing._tenant_inner import TenantInner, TenantSealer
 from secure_serde.sealing._tenants import TenantKeys, check_tenant_id
 from secure_serde.sealing._walks import overrides
+from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["tenant_variant"]
 
@@ -194,7 +194,7 @@ class _Routing(SealedSaver):
                 self._scopes.move_to_end(tenant)
                 return scoped
         key = (overrides(self.inner, "prune"), overrides(self.inner, "delete_for_runs"))
-        adapter = INNER_VARIANTS[key](self, tenant)
+        adapter = TenantInner(self, tenant)
         made = _SCOPED_VARIANTS[key](
             adapter,
             serde=self._encrypting,
