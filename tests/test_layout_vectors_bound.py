@@ -29,7 +29,7 @@ from secure_serde.stores import canonical
 from secure_serde.stores._v03_index import V03IndexKeys
 from secure_serde.stores._v03_metadata import V03Metadata
 from secure_serde.stores._v03_rows import V03Rows
-from tests.test_format_v2 import _hkdf, _hmac, _location
+from tests.crypto.test_format_v2 import _hkdf, _hmac, _location
 from tests.test_layout_vectors import _load
 
 SEALS = _load("record_seal.json")

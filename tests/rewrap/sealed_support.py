@@ -26,9 +26,9 @@ from tests.rewrap.rewrap_support import (
     rotation_serde,
     run_turns,
 )
+from tests.serde.test_delta_channel import build as build_delta
+from tests.serde.test_delta_channel import describe, run_scenario
 from tests.serdes_support import thin_postgres, thin_sqlite
-from tests.test_delta_channel import build as build_delta
-from tests.test_delta_channel import describe, run_scenario
 
 CHAT_THREADS = ("chat-0", "chat-1", "chat-2")
 DELTA_THREAD = "delta-0"

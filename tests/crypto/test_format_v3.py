@@ -21,10 +21,10 @@ from secure_serde.crypto._binding import Location
 from secure_serde.crypto._format import parse_header
 from secure_serde.crypto._format_v3 import OVERHEAD, split
 from secure_serde.crypto._keys import parse_key
-from tests.test_format_v2 import _hkdf, _hmac, _location
+from tests.crypto.test_format_v2 import _hkdf, _hmac, _location
 
 VECTORS: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "vectors" / "format_v3.json").read_text()
+    (Path(__file__).parents[1] / "vectors" / "format_v3.json").read_text()
 )["vectors"]
 
 

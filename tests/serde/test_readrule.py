@@ -118,7 +118,7 @@ def test_legacy_pickle_stays_off_by_default_in_the_constructor() -> None:
 
 
 def test_graph_allowlist_reaches_the_strict_decoder() -> None:
-    from tests.test_strict import Thing
+    from tests.serde.test_strict import Thing
 
     row = relabelled_legacy_row(JsonPlusSerializer().dumps_typed({"t": Thing("a", 1)})[1])
     serde = EncryptedSerializer.from_pycryptodome_aes(key=KEY)

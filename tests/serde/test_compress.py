@@ -457,7 +457,7 @@ def test_without_zstd_installed_zlib_is_the_fallback() -> None:
         text=True,
         timeout=120,
         check=False,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()

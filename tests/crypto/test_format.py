@@ -25,7 +25,7 @@ from secure_serde.crypto._format import (
 from secure_serde.crypto._keys import parse_key
 
 VECTORS: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "vectors" / "format_v1.json").read_text()
+    (Path(__file__).parents[1] / "vectors" / "format_v1.json").read_text()
 )["vectors"]
 
 

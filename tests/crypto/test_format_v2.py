@@ -21,7 +21,7 @@ from secure_serde.crypto._format_v2 import OVERHEAD, split
 from secure_serde.crypto._keys import parse_key
 
 VECTORS: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parent / "vectors" / "format_v2.json").read_text()
+    (Path(__file__).parents[1] / "vectors" / "format_v2.json").read_text()
 )["vectors"]
 
 

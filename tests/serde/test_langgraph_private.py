@@ -54,14 +54,14 @@ def test_with_allowlist_reaches_through_our_serializer(caplog: pytest.LogCapture
     assert isinstance(serde, JsonPlusSerializer)
     saver = InMemorySaver(serde=serde)
     with caplog.at_level(logging.WARNING):
-        clone = saver.with_allowlist([("tests.test_langgraph_private", "Thing")])
+        clone = saver.with_allowlist([("tests.serde.test_langgraph_private", "Thing")])
     assert "does not support msgpack allowlist" not in caplog.text
     assert clone is not saver
     assert isinstance(clone.serde, EncryptedSerializer)
     assert clone.serde.cipher is serde.cipher
     inner = clone.serde.serde
     assert isinstance(inner, JsonPlusSerializer)
-    assert ("tests.test_langgraph_private", "Thing") in inner._allowed_msgpack_modules  # type: ignore[operator]
+    assert ("tests.serde.test_langgraph_private", "Thing") in inner._allowed_msgpack_modules  # type: ignore[operator]
 
 
 def test_langgraph_allowlist_dispatch_is_the_one_we_hook() -> None:
@@ -155,7 +155,7 @@ def test_the_only_jsonplus_isinstance_checks_are_the_allowlist_dispatch() -> Non
 
 # --- secure_serde touches private langgraph names only through _langgraph.py -----------------
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = Path(secure_serde.__file__).parent
 # The stock classes whose private names count as langgraph's.
 STOCK_CLASSES: tuple[type, ...] = (
