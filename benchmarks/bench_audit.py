@@ -5,8 +5,8 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_audit.py                       # 6k and 90k rows, 5 reps
     .venv/bin/python benchmarks/bench_audit.py --copies 25 --repeat 1  # smoke run
 
-Workload: the chat graph of ``tests/rewrap_support.py`` run for its template threads under one
-key, then cloned (``build_sqlite_store``) into SQLite stores of about 5.8k rows per 25 copies.
+Workload: the chat graph of ``tests/rewrap/rewrap_support.py`` run for its template threads under
+one key, then cloned (``build_sqlite_store``) into SQLite stores of about 5.8k rows per 25 copies.
 
 Both commands do the same cryptographic work on every row (decrypt and authenticate it under
 its inner type tag, never deserialize it), so rewrap's verify pass is the baseline: what audit

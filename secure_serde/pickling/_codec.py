@@ -5,7 +5,7 @@ type it knows. Its container types (pydantic models, dataclasses,
 namedtuples, ``Send``, sets, enums, ``Item``, ``time``) are laid out here in
 exactly JsonPlus's ext codes and payloads, because JsonPlus encodes their
 contents with its own hook, which knows nothing of pickles;
-tests/test_langgraph_private_pickle.py pins the layouts byte for byte.
+tests/serde/test_langgraph_private_pickle.py pins the layouts byte for byte.
 
 Three ext codes are ours:
 
@@ -25,7 +25,7 @@ Only an `EXT_NESTED` container is rebuilt here, because its payload holds
 pickles JsonPlus's hook cannot read; it is rebuilt as that hook does, with
 langgraph's own allowlist events and once-per-type warnings
 (``_langgraph.msgpack_type_allowed``), reconstruction fallback and ``Send``
-builder. tests/test_langgraph_private_pickle.py decodes the same containers
+builder. tests/serde/test_langgraph_private_pickle.py decodes the same containers
 through JsonPlus and through this module and compares the results, the
 serde events and the warnings.
 """

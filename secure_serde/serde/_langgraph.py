@@ -1,7 +1,7 @@
 """Every private langgraph name secure_serde depends on, in one place.
 
 One package is touched, langgraph-checkpoint, capped below its next major
-version in pyproject.toml (tests/test_langgraph_private.py checks the cap):
+version in pyproject.toml (tests/serde/test_langgraph_private.py checks the cap):
 JsonPlus's msgpack internals (ext codes, the encoder's default hook, the
 reconstruction fallback, its once-per-type warning sets), ``_DeltaSnapshot``,
 and the virtual-subclass registration that lets
@@ -9,7 +9,7 @@ and the virtual-subclass registration that lets
 wrapped through langgraph's public API only.
 
 Code elsewhere reaches these names only through this module.
-tests/test_langgraph_private*.py pin each name (it exists and behaves as we
+tests/serde/test_langgraph_private*.py pin each name (it exists and behaves as we
 assume), so an upgrade that moves or changes one fails there, loudly,
 instead of silently losing the msgpack allowlist or a delta snapshot.
 """
@@ -104,7 +104,7 @@ def register_allowlist_wrapper(cls: type[Any]) -> None:
     our wrappers process-wide. The only such checks in the installed
     langgraph and langchain packages are the two in
     ``_with_msgpack_allowlist``, which then call ``with_msgpack_allowlist``,
-    the one method we guarantee; tests/test_langgraph_private.py parses
+    the one method we guarantee; tests/serde/test_langgraph_private.py parses
     every installed module that names ``JsonPlusSerializer`` and fails on a
     new check.
     """
@@ -113,7 +113,7 @@ def register_allowlist_wrapper(cls: type[Any]) -> None:
 
 # --- JsonPlus's msgpack encoding, which the pickle fallback builds on -----------------------
 # (secure_serde.pickling). The ext codes and payload layouts are pinned by
-# tests/test_langgraph_private_pickle.py against JsonPlus's own output.
+# tests/serde/test_langgraph_private_pickle.py against JsonPlus's own output.
 
 MSGPACK_OPTION: Final[int] = _option
 SAFE_MSGPACK_TYPES: Final[frozenset[tuple[str, ...]]] = _lg_msgpack.SAFE_MSGPACK_TYPES
@@ -149,7 +149,7 @@ def msgpack_type_allowed(allowlist: Allowlist, module: str, name: str) -> bool:
     ``msgpack_blocked`` when the type is not listed), and the warnings
     through JsonPlus's own ``_warn_once``, its once-per-type sets and its
     logger, so a type JsonPlus already warned about is not warned about
-    again. tests/test_langgraph_private_pickle.py decodes the same values
+    again. tests/serde/test_langgraph_private_pickle.py decodes the same values
     through both and compares events, warnings and results.
     """
     key = (module, name)

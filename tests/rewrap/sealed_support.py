@@ -2,9 +2,9 @@
 
 A store is written by a real graph under key A: the chat graph of rewrap_support (messages, a
 list channel, an ``interrupt()`` every turn, the last turn left waiting) and the DeltaChannel
-loop of tests/test_delta_channel.py (update_state, replay, fork). `observe` records everything a
-reader sees, so a test can check that a saver holding only key B, after rotation, sees exactly
-what key A's saver saw before.
+loop of tests/serde/test_delta_channel.py (update_state, replay, fork). `observe` records
+everything a reader sees, so a test can check that a saver holding only key B, after rotation,
+sees exactly what key A's saver saw before.
 """
 
 from __future__ import annotations
