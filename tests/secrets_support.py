@@ -21,8 +21,8 @@ from typing import Any, Final
 
 import secure_serde
 from secure_serde import ConfigurationError
-from secure_serde.crypto._keys import _INFO_AEAD, parse_key
-from secure_serde.crypto._primitives import hkdf_sha256
+from secure_serde.crypto import hkdf_sha256, parse_key
+from secure_serde.crypto._keys import _INFO_AEAD
 
 __all__ = [
     "assert_no_secret_locals",

@@ -19,12 +19,9 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
-from secure_serde import BindingError, CompressedSerializer
+from secure_serde import BindingError, CompressedSerializer, EncryptedSerializer, Migration
 from secure_serde.ciphers import EnvKeyCipher, KmsEnvelopeCipher
-from secure_serde.crypto._binding import Location
-from secure_serde.crypto._keys import Key, parse_key
-from secure_serde.serde._migration import Migration
-from secure_serde.serde._serializer import EncryptedSerializer
+from secure_serde.crypto import Key, Location, parse_key
 from secure_serde.stores import canonical
 from secure_serde.stores._v03_index import V03IndexKeys
 from secure_serde.stores._v03_metadata import V03Metadata

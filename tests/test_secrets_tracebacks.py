@@ -31,7 +31,7 @@ from secure_serde.ciphers import (
     KeyRotationCipher,
     KmsEnvelopeCipher,
 )
-from secure_serde.crypto._keys import Key, parse_key, read_env_key
+from secure_serde.crypto import Key, parse_key, read_env_key
 from tests.ciphers.kms_support import new_cmk
 from tests.secrets_support import assert_no_secret_locals, key_forms, secret_findings
 

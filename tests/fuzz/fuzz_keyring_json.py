@@ -21,7 +21,7 @@ import atheris
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 with atheris.instrument_imports(include=["secure_serde"]):
-    from secure_serde._errors import SecureSerdeError
+    from secure_serde import SecureSerdeError
     from secure_serde.cli import _keyring as cli_keyring
     from tests.fuzz import _targets
     from tests.fuzz._targets import keyring_json

@@ -48,7 +48,7 @@ import ormsgpack
 from langgraph.checkpoint.base import CheckpointMetadata, CheckpointTuple
 
 from secure_serde import EncryptedSerializer, SecureSerdeError
-from secure_serde.crypto._binding import Location
+from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import (
     IDENTITY_KEY,

@@ -23,7 +23,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 
 from secure_serde import CompressedSerializer, EncryptedSerializer, rewrap
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.serde._compress import compression_of
+from secure_serde.serde import compression_of
 from tests.fixtures_services import saver_connection
 from tests.graphs_support import build_chat_graph, transcript
 from tests.rewrap.progress_support import progress_lines

@@ -14,12 +14,20 @@ from pathlib import Path
 import pytest
 
 from secure_serde import DecryptionError, PassReport
-from secure_serde._report import MAX_LISTED_FAILURES, Tally
-from secure_serde._rows import RowFailure, RowRef
+from secure_serde._report import Tally
 from secure_serde.cli._pretty import report_lines
-from secure_serde.passes import CURRENT, Planned, Skip, Unreadable, rewrap, run_batches
+from secure_serde.passes import (
+    CURRENT,
+    MAX_LISTED_FAILURES,
+    Planned,
+    RowFailure,
+    Skip,
+    Unreadable,
+    rewrap,
+    run_batches,
+)
 from secure_serde.passes._engine import CellApplier
-from secure_serde.stores import Cell, Store, Swap, open_store
+from secure_serde.stores import Cell, RowRef, Store, Swap, open_store
 from tests.rewrap.rewrap_support import (
     KEY_A,
     KEY_B,

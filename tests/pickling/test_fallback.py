@@ -36,8 +36,7 @@ from secure_serde import (
 )
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import EXT_NESTED, EXT_PICKLE, NUMPY, PANDAS, TAG
-from secure_serde.serde import _langgraph as lg
-from secure_serde.serde._langgraph import EXT_DELTA_SNAPSHOT, DeltaSnapshot
+from secure_serde.serde import langgraph_internals as lg
 from tests import strategies as cs
 from tests import strategies_pandas as ps
 
@@ -141,7 +140,7 @@ def _no_bytearray(channels: dict[str, Any]) -> bool:
 )
 def test_channel_values_keep_their_delta_snapshot(channels: dict[str, Any]) -> None:
     out = roundtrip(channels)
-    assert type(out["history"]) is DeltaSnapshot
+    assert type(out["history"]) is lg.DeltaSnapshot
     cs.assert_same(out, channels)
 
 
@@ -222,10 +221,10 @@ def test_container_without_pickles_keeps_jsonplus_code() -> None:
 @pytest.mark.parametrize(
     "value",
     [
-        DeltaSnapshot([1, "a"]),
-        DeltaSnapshot(frame()),
-        {"history": DeltaSnapshot(frame()), "other": DeltaSnapshot([frame(), 2])},
-        {"channel_values": {"log": DeltaSnapshot({"t": frame(), "arr": np.ones(2)})}},
+        lg.DeltaSnapshot([1, "a"]),
+        lg.DeltaSnapshot(frame()),
+        {"history": lg.DeltaSnapshot(frame()), "other": lg.DeltaSnapshot([frame(), 2])},
+        {"channel_values": {"log": lg.DeltaSnapshot({"t": frame(), "arr": np.ones(2)})}},
     ],
     ids=["plain", "frame", "in-channel-values", "nested-dict"],
 )
@@ -247,7 +246,7 @@ def test_delta_snapshot_is_exact_through_every_layer(value: Any, layer: str) -> 
     cs.assert_same(out, value)
     if layer != "encrypted":
         codes = [code for code in _ext_codes(structure(payload))]
-        assert codes.count(EXT_DELTA_SNAPSHOT) == cs.count_instances(value, DeltaSnapshot)
+        assert codes.count(lg.EXT_DELTA_SNAPSHOT) == cs.count_instances(value, lg.DeltaSnapshot)
 
 
 def _ext_codes(tree: Any) -> Any:
@@ -374,7 +373,7 @@ cs.register_same_check(
         Opaque("x"),
         {"deep": [1, {"x": Opaque("x")}]},
         Send("n", {"x": Opaque("x")}),
-        DeltaSnapshot([Opaque("x")]),
+        lg.DeltaSnapshot([Opaque("x")]),
     ],
     ids=["top", "nested", "in-send", "in-snapshot"],
 )

@@ -32,8 +32,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 
-from secure_serde import EncryptedSerializer, Migration
-from secure_serde._errors import StoreIdentityError
+from secure_serde import EncryptedSerializer, Migration, StoreIdentityError
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.savers import AdoptReport, V03Reader, adopt
 from secure_serde.savers.sqlite import SqliteSaver
