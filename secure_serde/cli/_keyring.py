@@ -45,6 +45,7 @@ _ENV_LABEL: Final = "env"
 _FIELDS: Final = frozenset({"primary", "keys", "retired", "legacy_key", "legacy_mode"})
 # Largest keyring file read: a few hundred keys fit in far less.
 _MAX_FILE_BYTES: Final = 1 << 20
+_REVEAL: Final[dict[str, Any]] = {"action": "store_true", "help": "also print the keys themselves"}
 
 
 def register(subparsers: Any) -> None:
@@ -59,26 +60,19 @@ def register(subparsers: Any) -> None:
         ),
     )
     actions = parser.add_subparsers(dest="action", required=True)
-    for name, text in (
-        ("new", "create a keyring file with one new primary key"),
-        ("add", "add a new random key that only decrypts"),
+    new = {"metavar": "LABEL", "required": True, "help": "the new key's label, such as 2025-06"}
+    old = {"help": "the key's label"}
+    for name, text, argument, spec in (
+        ("new", "create a keyring file with one new primary key", "--label", new),
+        ("add", "add a new random key that only decrypts", "--label", new),
+        ("promote", "make a key the primary: new rows are encrypted under it", "label", old),
+        ("retire", "stop a key from decrypting: its rows are refused, naming it", "label", old),
+        ("drop", "remove a retired key from the file for good", "label", old),
+        ("show", "list the labels, roles and key ids", "--reveal", _REVEAL),
     ):
         action = actions.add_parser(name, help=text)
         action.add_argument("file", type=Path)
-        action.add_argument(
-            "--label", metavar="LABEL", required=True, help="the new key's label, such as 2025-06"
-        )
-    for name, text in (
-        ("promote", "make a key the primary: new rows are encrypted under it"),
-        ("retire", "stop a key from decrypting: its rows are refused, naming it"),
-        ("drop", "remove a retired key from the file for good"),
-    ):
-        action = actions.add_parser(name, help=text)
-        action.add_argument("file", type=Path)
-        action.add_argument("label", help="the key's label")
-    show = actions.add_parser("show", help="list the labels, roles and key ids")
-    show.add_argument("file", type=Path)
-    show.add_argument("--reveal", action="store_true", help="also print the keys themselves")
+        action.add_argument(argument, **spec)
     parser.set_defaults(func=run)
 
 
@@ -102,13 +96,16 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _exists(path: Path) -> ConfigurationError:
+    return ConfigurationError(f"{path} already exists; use 'keyring add' to extend it")
+
+
 def _new(path: Path, label: str) -> int:
     check_label(label)
-    if os.path.lexists(path) and not path.is_symlink():
-        raise ConfigurationError(f"{path} already exists; use 'keyring add' to extend it")
-    target = edit_target(path)
+    # An existing file that is no link is refused before edit_target looks at what it is.
+    target = path if os.path.lexists(path) and not path.is_symlink() else edit_target(path)
     if os.path.lexists(target):
-        raise ConfigurationError(f"{path} already exists; use 'keyring add' to extend it")
+        raise _exists(path)
     config: dict[str, Any] = {"primary": label, "keys": {label: generate_encoded_key()}}
     _validate(config, path)
     with _locked(path, target):
@@ -189,16 +186,10 @@ def _show(path: Path, *, reveal: bool) -> int:
         )
     _validate(config, path)
     keys: dict[str, str] = config.get("keys", {})
-    retired = set(config.get("retired", []))
+    primary, retired = config.get("primary", _ENV_LABEL), config.get("retired", [])
     print(f"{path}:")
     for label in sorted(keys):
-        role = (
-            "primary"
-            if label == config.get("primary", _ENV_LABEL)
-            else "retired"
-            if label in retired
-            else "decrypt only"
-        )
+        role = "primary" if label == primary else "retired" if label in retired else "decrypt only"
         key_id = EnvKeyCipher(keys[label], legacy_mode=None).key_id
         line = f"  {label:<20} {role:<13} key id {key_id}"
         print(f"{line}  {keys[label]}" if reveal else line)
@@ -308,14 +299,11 @@ def _validate(config: dict[str, Any], path: Path) -> KeyRotationCipher:
     """The cipher the file describes; refuses an edit that would not load."""
     _check_fields(config, path)
     keys = dict(config.get("keys", {}))
-    named = {config.get("primary"), config.get("legacy_key"), *config.get("retired", [])}
-    if _ENV_LABEL in named and _ENV_LABEL not in keys:
-        # Stands in for LANGGRAPH_AES_KEY, which the application supplies.
-        keys[_ENV_LABEL] = generate_encoded_key()
     # As KeyRotationCipher.from_env: without a primary, LANGGRAPH_AES_KEY ("env") is it.
     primary = config.get("primary", _ENV_LABEL)
-    if primary == _ENV_LABEL and _ENV_LABEL not in keys:
-        keys[_ENV_LABEL] = generate_encoded_key()
+    if _ENV_LABEL in {primary, config.get("legacy_key"), *config.get("retired", [])}:
+        # Stands in for LANGGRAPH_AES_KEY, which the application supplies.
+        keys.setdefault(_ENV_LABEL, generate_encoded_key())
     legacy = config.get("legacy_key")
     return KeyRotationCipher(
         keys,
@@ -364,7 +352,10 @@ def _write(path: Path, target: Path, config: dict[str, Any], *, exclusive: bool 
         raise _unwritable(path, target, exc) from None
     try:
         os.fchmod(fd, _MODE)
-        _keep_owner(fd, target)
+        # The new file keeps the old one's owner and group, where this process may.
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            info = os.stat(target)
+            os.fchown(fd, info.st_uid, info.st_gid)
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -375,13 +366,11 @@ def _write(path: Path, target: Path, config: dict[str, Any], *, exclusive: bool 
             os.unlink(tmp)
         else:
             os.replace(tmp, target)
-    except FileExistsError:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        raise ConfigurationError(f"{path} already exists; use 'keyring add' to extend it") from None
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
+        if isinstance(exc, FileExistsError):
+            raise _exists(path) from None
         raise
     dir_fd = os.open(folder, os.O_RDONLY)
     try:
@@ -389,16 +378,6 @@ def _write(path: Path, target: Path, config: dict[str, Any], *, exclusive: bool 
     finally:
         os.close(dir_fd)
     _check_written(path, text)
-
-
-def _keep_owner(fd: int, target: Path) -> None:
-    """Give the new file the old one's owner and group, where this process may."""
-    try:
-        info = os.stat(target)
-    except FileNotFoundError:
-        return
-    with contextlib.suppress(PermissionError):
-        os.fchown(fd, info.st_uid, info.st_gid)
 
 
 def _check_written(path: Path, text: str) -> None:
