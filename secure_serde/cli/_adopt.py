@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from typing import Any, Final
 
-from secure_serde import ConfigurationError, EncryptedSerializer, Migration
+from secure_serde import ConfigurationError, Migration
 from secure_serde.cli._fixes import adopt_fixes
 from secure_serde.cli._inspect_sealed import open_sealed
 from secure_serde.cli._pretty import report_lines
 from secure_serde.config import serializer_from_env
 from secure_serde.savers import adopt
-from secure_serde.sealing import SealedSaver
 from secure_serde.stores import V03Reader
 
 __all__ = ["register"]
@@ -66,13 +63,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-@contextmanager
-def _target(location: str, serde: EncryptedSerializer) -> Iterator[SealedSaver]:
-    with open_sealed(location, serde) as saver:
-        saver.setup()
-        yield saver
-
-
 def run(args: argparse.Namespace) -> int:
     if args.source == args.target:
         raise ConfigurationError("adopt copies into a new store: SOURCE and TARGET are the same")
@@ -87,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
             lenient = stack.enter_context(
                 V03Reader(args.source, serde=lenient_serde, migration=_LENIENT)
             )
-        target = stack.enter_context(_target(args.target, serde))
+        target = stack.enter_context(open_sealed(args.target, serde))
+        target.setup()
         report = adopt(
             source,
             target,
@@ -97,10 +88,9 @@ def run(args: argparse.Namespace) -> int:
         )
     code = 0 if report.ok else 1
     if args.json:
-        json.dump({**report.to_json(), "exit_code": code}, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        print(json.dumps({**report.to_json(), "exit_code": code}, indent=2))
     else:
         fixes = adopt_fixes({f.kind for f in report.failures}, args.source)
         for line in report_lines(report, fixes=fixes):
-            sys.stdout.write(line + "\n")
+            print(line)
     return code

@@ -10,11 +10,16 @@ is given, and prints what it did as one line of JSON.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
-from typing import Any
+from contextlib import closing
+from typing import Any, Final
 
 __all__ = ["register"]
+
+# The JSON names of `ShredResult`'s fields, in their order.
+_JSON_NAMES: Final = ("tenant", "thread", "key_id", "shredded_at", "already_shredded")
 
 
 def register(subparsers: Any) -> None:
@@ -68,23 +73,10 @@ def run_shred(args: argparse.Namespace) -> int:
     if not args.yes and not _confirmed(args.tenant, args.thread):
         print("secure-serde: nothing shredded (not confirmed)", file=sys.stderr)
         return 1
-    keys = TenantKeys.open(args.keys)
-    try:
+    with closing(TenantKeys.open(args.keys)) as keys:
         if args.thread is None:
             result = keys.shred(args.tenant)
         else:
             result = keys.shred_thread(args.tenant, args.thread)
-    finally:
-        keys.close()
-    print(
-        json.dumps(
-            {
-                "tenant": result.tenant_id,
-                "thread": result.thread_id,
-                "key_id": result.key_id,
-                "shredded_at": result.shredded_at,
-                "already_shredded": result.already,
-            }
-        )
-    )
+    print(json.dumps(dict(zip(_JSON_NAMES, dataclasses.astuple(result), strict=True))))
     return 0
