@@ -146,7 +146,7 @@ def main() -> None:
             ).fetchone()
             print(f"stored row: type tag {type_tag!r}, {len(blob)} bytes of ciphertext")
             inner_tag, _, cipher_name = type_tag.rpartition("+")
-            plaintext = cipher.decrypt_bound(cipher_name, blob, inner_tag)
+            plaintext = cipher.decrypt_with_tag(cipher_name, blob, inner_tag)
             print(f"decrypted with the library: {len(plaintext)} bytes of {inner_tag!r}\n")
             checkpoint = walk(plaintext)
             print("\n".join(describe(checkpoint["channel_values"], label="channel_values: ")))

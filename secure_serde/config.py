@@ -26,7 +26,12 @@ from typing import Any, Final
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde._errors import ConfigurationError
-from secure_serde.ciphers import KEYRING_FILE_VAR, BoundCipher, KeyRotationCipher, KmsEnvelopeCipher
+from secure_serde.ciphers import (
+    KEYRING_FILE_VAR,
+    KeyRotationCipher,
+    KmsEnvelopeCipher,
+    TagAuthenticatingCipher,
+)
 from secure_serde.ciphers._kms_format import cmk_id
 from secure_serde.crypto import ENV_VAR
 from secure_serde.serde import EncryptedSerializer, Migration
@@ -53,8 +58,8 @@ PICKLE_PRESETS: Final = ("numpy", "pandas")
 class ConfiguredCiphers:
     """The ciphers of the environment: ``primary`` first, then the read-only ones."""
 
-    primary: BoundCipher
-    decrypt_only: tuple[BoundCipher, ...]
+    primary: TagAuthenticatingCipher
+    decrypt_only: tuple[TagAuthenticatingCipher, ...]
     keyring: KeyRotationCipher | None
     kms: KmsEnvelopeCipher | None
 

@@ -171,7 +171,8 @@ from secure_serde.pickling import NUMPY, PickleFallbackSerializer
 from tests.fuzz._fixtures import KEY
 from tests.fuzz._targets import embed_pickle
 serde = EncryptedSerializer(EnvKeyCipher(KEY), PickleFallbackSerializer(allowed=[NUMPY]))
-name, blob = serde.cipher.encrypt_bound(embed_pickle(bytes.fromhex(sys.argv[1])), "msgpack+pickle")
+payload = embed_pickle(bytes.fromhex(sys.argv[1]))
+name, blob = serde.cipher.encrypt_with_tag(payload, "msgpack+pickle")
 try:
     serde.loads_typed(("msgpack+pickle+" + name, blob))
 except UnsafePickleError:

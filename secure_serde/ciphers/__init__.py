@@ -1,4 +1,9 @@
-"""Ciphers: each satisfies langgraph's ``CipherProtocol`` and secure_serde's `BoundCipher`."""
+"""Ciphers: langgraph's ``CipherProtocol``, and secure_serde's `TagAuthenticatingCipher`.
+
+0.3's names ``BoundCipher``, ``LocatingCipher`` and ``is_locating`` still
+import from here until 0.5, each access with a `DeprecationWarning`: they are
+`TagAuthenticatingCipher`, `SealingCipher` and `is_sealing`.
+"""
 
 from typing import TYPE_CHECKING
 
@@ -8,7 +13,15 @@ if TYPE_CHECKING:
     from secure_serde.ciphers._keyring import Keyring
     from secure_serde.ciphers._kms import KmsCacheInfo, KmsEnvelopeCipher
     from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
-    from secure_serde.ciphers._protocol import BoundCipher, LocatingCipher, is_locating
+    from secure_serde.ciphers._protocol import (
+        SealingCipher,
+        TagAuthenticatingCipher,
+        is_sealing,
+        tag_ciphers,
+    )
+    from secure_serde.ciphers._protocol import SealingCipher as LocatingCipher  # noqa: F401
+    from secure_serde.ciphers._protocol import TagAuthenticatingCipher as BoundCipher  # noqa: F401
+    from secure_serde.ciphers._protocol import is_sealing as is_locating  # noqa: F401
     from secure_serde.ciphers._rotation import (
         KEYRING_FILE_VAR,
         KeyRotationCipher,
@@ -21,7 +34,6 @@ else:
     __getattr__, __dir__ = lazy_attributes(
         __name__,
         {
-            "BoundCipher": "secure_serde.ciphers._protocol",
             "EnvKeyCipher": "secure_serde.ciphers._env",
             "KEYRING_FILE_VAR": "secure_serde.ciphers._rotation",
             "KeyRotationCipher": "secure_serde.ciphers._rotation",
@@ -32,27 +44,35 @@ else:
             "KmsEnvelopeCipher": "secure_serde.ciphers._kms",
             "LEGACY_CIPHER_NAME": "secure_serde.ciphers._legacy",
             "LegacyAesReader": "secure_serde.ciphers._legacy",
-            "LocatingCipher": "secure_serde.ciphers._protocol",
+            "SealingCipher": "secure_serde.ciphers._protocol",
             "StoredHeader": "secure_serde.ciphers._headers",
-            "is_locating": "secure_serde.ciphers._protocol",
+            "TagAuthenticatingCipher": "secure_serde.ciphers._protocol",
+            "is_sealing": "secure_serde.ciphers._protocol",
             "read_header": "secure_serde.ciphers._headers",
+            "tag_ciphers": "secure_serde.ciphers._protocol",
+        },
+        deprecated={
+            "BoundCipher": ("TagAuthenticatingCipher", "0.5"),
+            "LocatingCipher": ("SealingCipher", "0.5"),
+            "is_locating": ("is_sealing", "0.5"),
         },
     )
 
 __all__ = [
     "KEYRING_FILE_VAR",
     "LEGACY_CIPHER_NAME",
-    "BoundCipher",
     "EnvKeyCipher",
     "KeyRotationCipher",
     "Keyring",
     "KmsCacheInfo",
     "KmsEnvelopeCipher",
     "LegacyAesReader",
-    "LocatingCipher",
+    "SealingCipher",
     "StoredHeader",
+    "TagAuthenticatingCipher",
     "check_keyring_fields",
-    "is_locating",
+    "is_sealing",
     "keyring_json",
     "read_header",
+    "tag_ciphers",
 ]

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from secure_serde._scrub import scrubbed
+from secure_serde.ciphers._aesgcm import AesGcmCipher
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LegacyAesReader
-from secure_serde.ciphers._v1cipher import V1Cipher
 from secure_serde.crypto import ENV_VAR, MODE_EAX, Key, parse_key, read_env_key
 
 __all__ = ["EnvKeyCipher"]
 
 
-class EnvKeyCipher(V1Cipher):
+class EnvKeyCipher(AesGcmCipher):
     """AES-256-GCM under a single key, in ciphertext format v3.
 
     The key comes from ``key=`` (bytes, or text in a form `parse_key`

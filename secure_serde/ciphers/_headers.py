@@ -17,14 +17,14 @@ from typing import Final
 
 from secure_serde._errors import DecryptionError
 from secure_serde.ciphers import _kms_format
-from secure_serde.ciphers._protocol import BoundCipher
+from secure_serde.ciphers._protocol import TagAuthenticatingCipher
 from secure_serde.crypto import Buffer, format_v1, format_v2, format_v3
 
 __all__ = ["StoredHeader", "current_test", "read_header"]
 
-_PROBE_CONTEXT: Final = "secure_serde/rewrap-probe"
+_PROBE_TAG: Final = "secure_serde/rewrap-probe"
 
-# The cipher formats that bind a value to its row (format v1 never does).
+# The cipher formats that seal a value for its location (format v1 never does).
 _BINDING_FORMATS: Final = frozenset(
     {
         (format_v1.CIPHER_NAME, format_v2.VERSION),
@@ -63,7 +63,9 @@ def read_header(cipher_name: str, data: bytes) -> StoredHeader:
     return StoredHeader(cipher_name, None, None)
 
 
-def current_test(cipher: BoundCipher) -> tuple[Callable[[str, Buffer], bool], str, bytes | None]:
+def current_test(
+    cipher: TagAuthenticatingCipher,
+) -> tuple[Callable[[str, Buffer], bool], str, bytes | None]:
     """Whether a stored value is under ``cipher``'s primary key, told from its header.
 
     Returns the test ``(cipher name, ciphertext) -> bool``, the cipher name
@@ -79,7 +81,7 @@ def current_test(cipher: BoundCipher) -> tuple[Callable[[str, Buffer], bool], st
         # the IAM permission for it, even in a dry run or an audit.
         (name,) = cipher.cipher_names
         return hook, name, None
-    name, probe = cipher.encrypt_bound(b"", _PROBE_CONTEXT)
+    name, probe = cipher.encrypt_with_tag(b"", _PROBE_TAG)
     if callable(hook):
         return hook, name, None
     if name == format_v1.CIPHER_NAME and len(probe) >= format_v1.HEADER_SIZE:

@@ -241,39 +241,37 @@ class KmsEnvelopeCipher(SecretHolder):
         self._unwrap_lock = threading.Lock()
         self._resolve_lock = threading.Lock()
 
-    # -- langgraph CipherProtocol and BoundCipher ---------------------------------------------
+    # -- langgraph CipherProtocol and TagAuthenticatingCipher --------------------------------------
 
     @property
     def cipher_names(self) -> frozenset[str]:
         return frozenset({_NAME})
 
     def encrypt(self, plaintext: bytes) -> tuple[str, bytes]:
-        return self.encrypt_bound(plaintext, "")
+        return self.encrypt_with_tag(plaintext, "")
 
     def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
-        return self.decrypt_bound(ciphername, ciphertext, "")
+        return self.decrypt_with_tag(ciphername, ciphertext, "")
 
-    def encrypt_bound(self, plaintext: Buffer, context: str) -> tuple[str, bytes]:
-        return self.encrypt_at(plaintext, context, b"")
+    def encrypt_with_tag(self, plaintext: Buffer, tag: str) -> tuple[str, bytes]:
+        return self.encrypt_at(plaintext, tag, b"")
 
-    def encrypt_at(self, plaintext: Buffer, context: str, location: bytes) -> tuple[str, bytes]:
+    def encrypt_at(self, plaintext: Buffer, tag: str, location: bytes) -> tuple[str, bytes]:
         # The hot path of every checkpoint write: kept flat on purpose.
         size = len(plaintext)
         key = self._take(size) or self._next_data_key(size)
         committed = key.header + os.urandom(GCM_NONCE_SIZE)
         commitment = key.commitment.tag(committed)
-        suffix = self._suffixes.get(context) or self._suffix(context)
+        suffix = self._suffixes.get(tag) or self._suffix(tag)
         aad = _V2_BYTE + key.cmk_id + commitment + suffix + location
         nonce = committed[-GCM_NONCE_SIZE:]
         return _NAME, committed + commitment + key.aead.seal(nonce, plaintext, aad)
 
-    def decrypt_bound(self, ciphername: str, ciphertext: Buffer, context: str) -> bytes:
-        return self._open(ciphername, ciphertext, context, b"", require_binding=False)
+    def decrypt_with_tag(self, ciphername: str, ciphertext: Buffer, tag: str) -> bytes:
+        return self._open(ciphername, ciphertext, tag, b"", require_binding=False)
 
-    def decrypt_at(
-        self, ciphername: str, ciphertext: Buffer, context: str, location: bytes
-    ) -> bytes:
-        return self._open(ciphername, ciphertext, context, location, require_binding=True)
+    def decrypt_at(self, ciphername: str, ciphertext: Buffer, tag: str, location: bytes) -> bytes:
+        return self._open(ciphername, ciphertext, tag, location, require_binding=True)
 
     def _open(
         self,
@@ -291,7 +289,7 @@ class KmsEnvelopeCipher(SecretHolder):
         if len(ciphertext) > 0 and ciphertext[0] == _kms_format.VERSION_V2:
             return self._open_v2(ciphertext, context, location)
         if require_binding:
-            raise UnboundValueError("a KMS envelope v1 value carries no binding to its row")
+            raise UnboundValueError("a KMS envelope v1 value is not sealed for its location")
         # The current data key's values skip header parsing (savers hand over bytes).
         if type(ciphertext) is bytes:
             current = self._dec.match(ciphertext)
@@ -325,7 +323,7 @@ class KmsEnvelopeCipher(SecretHolder):
             "value does not authenticate at this location: it was moved, copied or tampered with"
         )
 
-    def binds_context(self, ciphername: str) -> bool:
+    def authenticates_tag(self, ciphername: str) -> bool:
         return ciphername == _NAME
 
     def is_current(self, ciphername: str, ciphertext: Buffer) -> bool:
@@ -432,7 +430,7 @@ class KmsEnvelopeCipher(SecretHolder):
     def _seal_with_nonce(
         self, plaintext: Buffer, context: str, *, data_key: bytes, wrapped_key: bytes, nonce: bytes
     ) -> bytes:
-        """`encrypt_bound` under a given data key and nonce: for frozen test vectors only.
+        """`encrypt_with_tag` under a given data key and nonce: for frozen test vectors only.
 
         Reusing a nonce under one data key breaks GCM's confidentiality and
         authenticity, so nothing outside the tests may call this.

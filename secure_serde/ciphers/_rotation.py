@@ -37,9 +37,9 @@ from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError, RetiredKeyError
 from secure_serde._scrub import scrubbed
+from secure_serde.ciphers._aesgcm import AesGcmCipher
 from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
-from secure_serde.ciphers._v1cipher import V1Cipher
 from secure_serde.crypto import (
     ENV_VAR,
     MODE_EAX,
@@ -75,7 +75,7 @@ _LEGACY_MODES: Final = {"eax": MODE_EAX, "gcm": MODE_GCM}
 _log = logging.getLogger("secure_serde")
 
 
-class KeyRotationCipher(V1Cipher):
+class KeyRotationCipher(AesGcmCipher):
     """Encrypt under the primary key; decrypt with the key whose key id the header names.
 
     Args:

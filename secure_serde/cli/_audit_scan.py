@@ -27,9 +27,9 @@ from secure_serde import (
 )
 from secure_serde.ciphers import (
     LEGACY_CIPHER_NAME,
-    LocatingCipher,
+    SealingCipher,
     StoredHeader,
-    is_locating,
+    is_sealing,
     read_header,
 )
 from secure_serde.config import ConfiguredCiphers
@@ -364,10 +364,10 @@ class _Auditor:
             return False
         route = self._planner.read_rule.route(type_tag)
         cipher = route.cipher
-        if cipher is None or not is_locating(cipher):
+        if cipher is None or not is_sealing(cipher):
             return False
         try:
-            cast(LocatingCipher, cipher).decrypt_at(
+            cast(SealingCipher, cipher).decrypt_at(
                 route.cipher_name, data, route.inner, location.encode()
             )
         except (BindingError, UnboundValueError):

@@ -35,7 +35,7 @@ from typing import Final
 
 from secure_serde._errors import BindingError, StoreIdentityError
 from secure_serde._report import PassReport, Tally
-from secure_serde.ciphers import BoundCipher
+from secure_serde.ciphers import TagAuthenticatingCipher
 from secure_serde.crypto import Location
 from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, rewrap_range
 from secure_serde.passes._sealed import SealedPlanner, _Refused
@@ -146,8 +146,8 @@ def open_items_at(store: Store | str | os.PathLike[str]) -> ItemsLayout | None:
 
 def rewrap_items(  # noqa: PLR0913 - the table, its keys and the options the pass runs with
     items: Store,
-    cipher: BoundCipher,
-    decrypt_only: tuple[BoundCipher, ...],
+    cipher: TagAuthenticatingCipher,
+    decrypt_only: tuple[TagAuthenticatingCipher, ...],
     *,
     batch_size: int,
     dry_run: bool,

@@ -30,7 +30,7 @@ from secure_serde._errors import (
     DecryptionError,
     UnboundValueError,
 )
-from secure_serde.ciphers import BoundCipher, LocatingCipher, is_locating
+from secure_serde.ciphers import SealingCipher, TagAuthenticatingCipher, is_sealing
 from secure_serde.ciphers._headers import current_test
 from secure_serde.crypto import Buffer, Location, format_v1
 from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
@@ -68,8 +68,8 @@ class Planner:
 
     def __init__(  # noqa: PLR0913 - keyword-only options, each with a safe default
         self,
-        cipher: BoundCipher,
-        decrypt_only: Iterable[BoundCipher] = (),
+        cipher: TagAuthenticatingCipher,
+        decrypt_only: Iterable[TagAuthenticatingCipher] = (),
         *,
         migration: Migration | None = None,
         strict: StrictDecoder | None = None,
@@ -86,7 +86,7 @@ class Planner:
         self._is_current, self.primary = self._current_test(cipher)
 
     @staticmethod
-    def _current_test(cipher: BoundCipher) -> tuple[Callable[[str, Buffer], bool], str]:
+    def _current_test(cipher: TagAuthenticatingCipher) -> tuple[Callable[[str, Buffer], bool], str]:
         test, name, probe = current_test(cipher)
         return test, (name if probe is None else _source(name, probe))
 
@@ -169,7 +169,7 @@ class Planner:
     def _planned(
         self, cell: Cell, inner: str, plaintext: Buffer, source: str, at: Location | None
     ) -> Planned | Unreadable:
-        if at is not None and not is_locating(self._cipher):
+        if at is not None and not is_sealing(self._cipher):
             # Sealing it unbound would strip the binding its saver checks.
             return Unreadable.of(
                 BindingError,
@@ -179,15 +179,15 @@ class Planner:
         if not self._seal:
             return Planned(None, source)
         if at is None:
-            name, sealed = self._cipher.encrypt_bound(plaintext, inner)
+            name, sealed = self._cipher.encrypt_with_tag(plaintext, inner)
         else:
-            locating = cast(LocatingCipher, self._cipher)
+            locating = cast(SealingCipher, self._cipher)
             name, sealed = locating.encrypt_at(plaintext, inner, at.encode())
         return Planned(Swap(cell, f"{inner}+{name}", bytes(sealed)), source)
 
 
 def _open(
-    cipher: BoundCipher, route: Route, data: Buffer, location: Location | None
+    cipher: TagAuthenticatingCipher, route: Route, data: Buffer, location: Location | None
 ) -> tuple[bytes, Location | None]:
     """The plaintext, and the location it was bound to (``None``: unbound).
 
@@ -196,14 +196,14 @@ def _open(
             location nor unbound (tampered, or moved from another row).
     """
     name, inner = route.cipher_name, route.inner
-    if location is None or not is_locating(cipher):
-        return cipher.decrypt_bound(name, data, inner), None
-    locating = cast(LocatingCipher, cipher)
+    if location is None or not is_sealing(cipher):
+        return cipher.decrypt_with_tag(name, data, inner), None
+    locating = cast(SealingCipher, cipher)
     try:
         return locating.decrypt_at(name, data, inner, location.encode()), location
     except UnboundValueError:
         # A format with no binding (v1, langgraph's rows): read it as such.
-        return cipher.decrypt_bound(name, data, inner), None
+        return cipher.decrypt_with_tag(name, data, inner), None
     except BindingError:
         pass  # not bound here; maybe not bound at all (written through serde=)
     try:

@@ -10,7 +10,7 @@ from typing import Any
 from secure_serde._errors import ConfigurationError
 from secure_serde._report import PassProgress, PassReport, Tally
 from secure_serde._scrub import scrubbed
-from secure_serde.ciphers import BoundCipher, KmsEnvelopeCipher
+from secure_serde.ciphers import KmsEnvelopeCipher, TagAuthenticatingCipher
 from secure_serde.passes._engine import CellPlanner, rewrap_range
 from secure_serde.passes._items import merged, open_items_at, rewrap_items
 from secure_serde.passes._plan import Planner
@@ -31,9 +31,9 @@ Progress = Callable[[PassProgress], None]
 @scrubbed  # a DSN may hold a password: no error leaves it in a frame local
 def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a safe default
     store: Store | str | os.PathLike[str],
-    cipher: BoundCipher | EncryptedSerializer,
+    cipher: TagAuthenticatingCipher | EncryptedSerializer,
     *,
-    decrypt_only: Iterable[BoundCipher] = (),
+    decrypt_only: Iterable[TagAuthenticatingCipher] = (),
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
     migration: Migration | None = None,
@@ -130,7 +130,7 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
 def _with_items(
     items: ItemsLayout,
     store: Store | str | os.PathLike[str],
-    cipher: BoundCipher | EncryptedSerializer,
+    cipher: TagAuthenticatingCipher | EncryptedSerializer,
     options: dict[str, Any],
 ) -> PassReport:
     """The checkpoint tables' pass (when the database has them), then the SealedStore items'."""
@@ -170,9 +170,9 @@ def _with_items(
 
 def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each with a safe default
     store: Store | str | os.PathLike[str],
-    cipher: BoundCipher | EncryptedSerializer,
+    cipher: TagAuthenticatingCipher | EncryptedSerializer,
     *,
-    decrypt_only: Iterable[BoundCipher] = (),
+    decrypt_only: Iterable[TagAuthenticatingCipher] = (),
     batch_size: int = DEFAULT_BATCH_SIZE,
     dry_run: bool = False,
     migration: Migration | None = None,
@@ -280,8 +280,8 @@ def _report(  # noqa: PLR0913 - the counts and the facts of the run
 
 def _sealed_planner(  # noqa: PLR0913 - the store, its keys and the options the pass runs with
     store: Store,
-    cipher: BoundCipher,
-    decrypt_only: tuple[BoundCipher, ...],
+    cipher: TagAuthenticatingCipher,
+    decrypt_only: tuple[TagAuthenticatingCipher, ...],
     *,
     dry_run: bool,
     verify: bool,

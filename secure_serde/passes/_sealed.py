@@ -60,7 +60,7 @@ from secure_serde._errors import (
     StoreIdentityError,
     UnknownTenantError,
 )
-from secure_serde.ciphers import BoundCipher, LocatingCipher, is_locating
+from secure_serde.ciphers import SealingCipher, TagAuthenticatingCipher, is_sealing
 from secure_serde.ciphers._headers import current_test
 from secure_serde.crypto import Location
 from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
@@ -107,13 +107,13 @@ class SealedPlanner:
 
     def __init__(
         self,
-        cipher: BoundCipher,
-        decrypt_only: Iterable[BoundCipher] = (),
+        cipher: TagAuthenticatingCipher,
+        decrypt_only: Iterable[TagAuthenticatingCipher] = (),
         *,
         seal: bool = True,
         verify: bool = False,
     ) -> None:
-        if not is_locating(cipher):
+        if not is_sealing(cipher):
             raise ConfigurationError(
                 f"the primary cipher {type(cipher).__name__} cannot bind values to their place:"
                 " a store SealedSaver sealed can only be rewrapped under a cipher that can"
@@ -121,7 +121,7 @@ class SealedPlanner:
         decrypt_only = tuple(decrypt_only)
         self._rule = ReadRule((cipher, *decrypt_only), Migration.NONE)
         self._serde = EncryptedSerializer(cipher, decrypt_only=decrypt_only)
-        self._cipher = cast(LocatingCipher, cipher)
+        self._cipher = cast(SealingCipher, cipher)
         test, name, probe = current_test(cipher)
         self._is_current = test
         self.primary = name if probe is None else _source(name, probe)
@@ -357,14 +357,14 @@ class SealedPlanner:
         except DecryptionError as exc:
             raise _refuse(type(exc), str(exc)) from None
         cipher = route.cipher
-        if cipher is None or not is_locating(cipher):
+        if cipher is None or not is_sealing(cipher):
             raise _refuse(
                 BindingError, f"a {cell.type_tag!r} cell is not under a cipher that binds its place"
             )
         current = self._is_current(route.cipher_name, cell.ciphertext)
         if current and not self._verify:
             return None, None
-        locating = cast(LocatingCipher, cipher)
+        locating = cast(SealingCipher, cipher)
         plaintext = self._open(locating, route.cipher_name, route.inner, cell, at)
         if current:
             return None, None
@@ -380,7 +380,7 @@ class SealedPlanner:
 
     @staticmethod
     def _open(
-        cipher: LocatingCipher, name: str, inner: str, cell: _cell.Cell, at: Location
+        cipher: SealingCipher, name: str, inner: str, cell: _cell.Cell, at: Location
     ) -> bytes:
         failed: type[DecryptionError] = DecryptionError
         try:

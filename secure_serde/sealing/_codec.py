@@ -54,7 +54,7 @@ from secure_serde._errors import (
     MetadataDowngradeError,
     UnserializableValueError,
 )
-from secure_serde.ciphers import LocatingCipher, is_locating
+from secure_serde.ciphers import SealingCipher, is_sealing
 from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity
@@ -162,10 +162,10 @@ class Sealer:
         indexed: Collection[str],
         plaintext: Collection[str],
     ) -> None:
-        if not is_locating(serde.cipher):
+        if not is_sealing(serde.cipher):
             raise ConfigurationError("the serializer's cipher cannot bind values to their row")
         self._serde = serde
-        self._cipher = cast(LocatingCipher, serde.cipher)
+        self._cipher = cast(SealingCipher, serde.cipher)
         self._identity = identity
         self._index_keys = identity.index_keys
         self._store = identity.store_id
@@ -178,7 +178,7 @@ class Sealer:
     def identity(self) -> StoreIdentity:
         return self._identity
 
-    def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, LocatingCipher]:
+    def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, SealingCipher]:
         """The serializer and cipher for one thread's rows (one pair per store here).
 
         A hook: per-tenant sealing (secure_serde/sealing/_tenant_inner.py)
@@ -366,9 +366,9 @@ class Sealer:
         serde, _ = self._crypto(location.thread_id, writing=False)
         route = serde.read_rule.route(cell.type_tag)
         cipher = route.cipher
-        if cipher is None or not is_locating(cipher):
+        if cipher is None or not is_sealing(cipher):
             raise BindingError("a sealed record is not under a cipher that binds its place")
-        plaintext = cast(LocatingCipher, cipher).decrypt_at(
+        plaintext = cast(SealingCipher, cipher).decrypt_at(
             cipher_name, cell.ciphertext, _RECORD_TAG, location.encode()
         )
         return self._records.loads_typed((_RECORD_TAG, plaintext))
@@ -541,9 +541,9 @@ class Sealer:
         _, target_cipher = self._crypto(target.thread_id, writing=True)
         route = source_serde.read_rule.route(cell.type_tag)
         cipher = route.cipher
-        if cipher is None or not is_locating(cipher):
+        if cipher is None or not is_sealing(cipher):
             raise BindingError("a sealed cell is not under a cipher that binds its place")
-        plaintext = cast(LocatingCipher, cipher).decrypt_at(
+        plaintext = cast(SealingCipher, cipher).decrypt_at(
             route.cipher_name,
             cell.ciphertext,
             route.inner,

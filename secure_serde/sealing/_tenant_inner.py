@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import (
 )
 
 from secure_serde._errors import BindingError
-from secure_serde.ciphers import LocatingCipher
+from secure_serde.ciphers import SealingCipher
 from secure_serde.sealing._codec import Sealer
 from secure_serde.sealing._identity import StoreIdentity
 from secure_serde.sealing._index import TOKEN_PREFIX, BlindIndex
@@ -118,12 +118,12 @@ class TenantSealer(Sealer):
         super().__init__(serde, scoped, indexed, plaintext)
         self._keys = keys
         self._tenant = tenant
-        self._serdes: OrderedDict[str, tuple[LocatingCipher, EncryptedSerializer]] = OrderedDict()
+        self._serdes: OrderedDict[str, tuple[SealingCipher, EncryptedSerializer]] = OrderedDict()
 
-    def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, LocatingCipher]:
+    def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, SealingCipher]:
         primary = self._serde
         cipher = cast(
-            LocatingCipher, self._keys.thread_cipher(self._tenant, thread, primary, create=writing)
+            SealingCipher, self._keys.thread_cipher(self._tenant, thread, primary, create=writing)
         )
         hit = self._serdes.get(thread)
         if hit is not None and hit[0] is cipher:

@@ -35,7 +35,7 @@ from secure_serde._errors import (
     UnknownTenantError,
 )
 from secure_serde._scrub import scrubbed
-from secure_serde.ciphers import EnvKeyCipher, LocatingCipher, is_locating
+from secure_serde.ciphers import EnvKeyCipher, SealingCipher, is_sealing
 from secure_serde.ciphers._headers import current_test
 from secure_serde.crypto import SecretHolder, hkdf_sha256
 from secure_serde.sealing._index import INDEX_KEY_SIZE, BlindIndex
@@ -268,7 +268,7 @@ class TenantKeys:
                 self._cache.popitem(last=False)
 
     @scrubbed
-    def _new_row(self, tenant: str, scope: str, kind: int, wrapper: LocatingCipher) -> KeyRow:
+    def _new_row(self, tenant: str, scope: str, kind: int, wrapper: SealingCipher) -> KeyRow:
         key_id = os.urandom(_KEY_ID_SIZE).hex()
         thread = scope[len(THREAD_PREFIX) :] if kind == _THREAD_KIND else ""
         context = _TENANT_CONTEXT if kind == _TENANT_KIND else _THREAD_CONTEXT
@@ -284,10 +284,10 @@ class TenantKeys:
         wrapped = _live(row)
         route = primary.read_rule.route(f"{_TENANT_CONTEXT}+{row.cipher_name}")
         cipher = route.cipher
-        if cipher is None or not is_locating(cipher):
+        if cipher is None or not is_sealing(cipher):
             raise ConfigurationError("the primary cipher cannot unwrap tenant keys")
         location = _wrap_location(_TENANT_KIND, row.tenant, "", row.key_id)
-        key = cast(LocatingCipher, cipher).decrypt_at(
+        key = cast(SealingCipher, cipher).decrypt_at(
             row.cipher_name, wrapped, _TENANT_CONTEXT, location
         )
         if len(key) != KEY_SIZE:
@@ -426,15 +426,15 @@ class TenantKeys:
 
     @scrubbed
     def _rewrapped(
-        self, row: KeyRow, serde: EncryptedSerializer, primary: LocatingCipher
+        self, row: KeyRow, serde: EncryptedSerializer, primary: SealingCipher
     ) -> tuple[str, bytes]:
         wrapped = _live(row)
         route = serde.read_rule.route(f"{_TENANT_CONTEXT}+{row.cipher_name}")
         cipher = route.cipher
-        if cipher is None or not is_locating(cipher):
+        if cipher is None or not is_sealing(cipher):
             raise DecryptionError(f"no cipher reads tenant keys under {row.cipher_name!r}")
         location = _wrap_location(_TENANT_KIND, row.tenant, "", row.key_id)
-        key = cast(LocatingCipher, cipher).decrypt_at(
+        key = cast(SealingCipher, cipher).decrypt_at(
             row.cipher_name, wrapped, _TENANT_CONTEXT, location
         )
         moved = primary.encrypt_at(key, _TENANT_CONTEXT, location)
@@ -460,10 +460,10 @@ def _live(row: KeyRow) -> bytes:
     return row.wrapped
 
 
-def _primary_cipher(serde: EncryptedSerializer) -> LocatingCipher:
-    if not isinstance(serde, EncryptedSerializer) or not is_locating(serde.cipher):
+def _primary_cipher(serde: EncryptedSerializer) -> SealingCipher:
+    if not isinstance(serde, EncryptedSerializer) or not is_sealing(serde.cipher):
         raise ConfigurationError(
             "tenant keys are wrapped under an EncryptedSerializer's cipher that binds values"
             " to their place (EnvKeyCipher, KeyRotationCipher, KmsEnvelopeCipher)"
         )
-    return cast(LocatingCipher, serde.cipher)
+    return cast(SealingCipher, serde.cipher)

@@ -47,7 +47,7 @@ from secure_serde._errors import (
     StrictDecodeError,
     UnknownCipherError,
 )
-from secure_serde.ciphers import BoundCipher
+from secure_serde.ciphers import TagAuthenticatingCipher, tag_ciphers
 from secure_serde.serde._compress import UNBOUND_COMPRESSED, compression_of
 from secure_serde.serde._migration import Migration
 
@@ -89,7 +89,7 @@ class Route:
     type_tag: str
     inner: str
     cipher_name: str
-    cipher: BoundCipher | None
+    cipher: TagAuthenticatingCipher | None
     decode: Decode
 
     @property
@@ -125,22 +125,17 @@ class ReadRule:
     __slots__ = ("_ciphers", "_migration")
 
     def __init__(
-        self, ciphers: Iterable[BoundCipher], migration: Migration = Migration.NONE
+        self, ciphers: Iterable[TagAuthenticatingCipher], migration: Migration = Migration.NONE
     ) -> None:
-        by_name: dict[str, tuple[BoundCipher, bool]] = {}
-        for candidate in ciphers:
-            if not isinstance(candidate, BoundCipher):
-                raise ConfigurationError(
-                    f"{type(candidate).__name__} does not bind the type tag; use a cipher"
-                    " from secure_serde.ciphers (or implement BoundCipher)"
-                )
+        by_name: dict[str, tuple[TagAuthenticatingCipher, bool]] = {}
+        for candidate in tag_ciphers(ciphers):
             for name in sorted(candidate.cipher_names):
                 if name in by_name and by_name[name][0] is not candidate:
                     raise ConfigurationError(
                         f"two ciphers both read cipher name {name!r}; put their keys in one"
                         " KeyRotationCipher instead"
                     )
-                by_name[name] = (candidate, candidate.binds_context(name))
+                by_name[name] = (candidate, candidate.authenticates_tag(name))
         if not isinstance(migration, Migration):
             raise ConfigurationError(
                 f"migration must be a secure_serde.Migration, not {type(migration).__name__}"
@@ -153,7 +148,7 @@ class ReadRule:
         return self._migration
 
     @property
-    def ciphers(self) -> tuple[BoundCipher, ...]:
+    def ciphers(self) -> tuple[TagAuthenticatingCipher, ...]:
         """Every cipher that reads, in the order given, each once."""
         return tuple(dict.fromkeys(cipher for cipher, _ in self._ciphers.values()))
 

@@ -30,7 +30,13 @@ from secure_serde._errors import (
 )
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde._scrub import scrubbed
-from secure_serde.ciphers import BoundCipher, EnvKeyCipher, LocatingCipher, is_locating
+from secure_serde.ciphers import (
+    EnvKeyCipher,
+    SealingCipher,
+    TagAuthenticatingCipher,
+    is_sealing,
+    tag_ciphers,
+)
 from secure_serde.crypto import ENV_VAR, MODE_EAX, Location
 from secure_serde.serde._compress import CompressedSerializer, inner_with_allowlist
 from secure_serde.serde._langgraph import register_allowlist_wrapper
@@ -60,7 +66,8 @@ class EncryptedSerializer:
     """Encrypts every value the inner serializer produces, and refuses what it did not.
 
     Args:
-        cipher: encrypts new values. Any secure_serde cipher (`BoundCipher`).
+        cipher: encrypts new values. Any secure_serde cipher (`TagAuthenticatingCipher`;
+            one with 0.3's method names works with a `DeprecationWarning` until 0.5).
         serde: the inner serializer; ``None`` means a fresh
             ``JsonPlusSerializer()`` for this instance.
         migration: what unauthenticated rows may still be read
@@ -83,20 +90,16 @@ class EncryptedSerializer:
 
     def __init__(
         self,
-        cipher: BoundCipher,
+        cipher: TagAuthenticatingCipher,
         serde: SerializerProtocol | None = None,
         *,
         migration: Migration | None = None,
-        decrypt_only: Iterable[BoundCipher] = (),
+        decrypt_only: Iterable[TagAuthenticatingCipher] = (),
     ) -> None:
-        if not isinstance(cipher, BoundCipher):
-            raise ConfigurationError(
-                f"{type(cipher).__name__} does not bind the type tag; use a cipher"
-                " from secure_serde.ciphers (or implement BoundCipher)"
-            )
-        self._rule = ReadRule((cipher, *decrypt_only), Migration.resolve(migration))
+        cipher, *readers = tag_ciphers((cipher, *decrypt_only))
+        self._rule = ReadRule((cipher, *readers), Migration.resolve(migration))
         self._cipher = cipher
-        self._encrypt = cipher.encrypt_bound
+        self._encrypt = cipher.encrypt_with_tag
         self._serde: SerializerProtocol = JsonPlusSerializer() if serde is None else serde
         self._strict = StrictDecoder.for_serde(self._serde)
         self._routes: dict[str, Route] = {}
@@ -107,7 +110,7 @@ class EncryptedSerializer:
         )
 
     @property
-    def cipher(self) -> BoundCipher:
+    def cipher(self) -> TagAuthenticatingCipher:
         return self._cipher
 
     @property
@@ -130,7 +133,7 @@ class EncryptedSerializer:
         return self._strict
 
     @property
-    def decrypt_ciphers(self) -> tuple[BoundCipher, ...]:
+    def decrypt_ciphers(self) -> tuple[TagAuthenticatingCipher, ...]:
         """Every cipher that reads, the encrypting one first."""
         return self._rule.ciphers
 
@@ -187,7 +190,7 @@ class EncryptedSerializer:
             raise DecryptionError(
                 f"a stored {route.cipher_name!r} value is {type(payload).__name__}, not bytes"
             )
-        return self._decode(route, cipher.decrypt_bound(route.cipher_name, payload, route.inner))
+        return self._decode(route, cipher.decrypt_with_tag(route.cipher_name, payload, route.inner))
 
     def _route(self, type_tag: str, payload: object = None) -> Route:
         if not isinstance(type_tag, str):
@@ -230,23 +233,23 @@ class EncryptedSerializer:
             )
         return value
 
-    # -- Binding to a row (issue 10). Additive: the sealed savers' entry points. --
+    # -- Sealing for a location (issue 10): the sealed savers' entry points. --
 
     @property
     def binds_locations(self) -> bool:
-        """True when the encrypting cipher can bind values to their row (format v2)."""
-        return is_locating(self._cipher)
+        """True when the encrypting cipher can seal values for their location (format v3)."""
+        return is_sealing(self._cipher)
 
     def dumps_typed_at(self, obj: Any, location: Location) -> tuple[str, bytes]:
-        """`dumps_typed`, with the value bound to ``location``: it reads back only there."""
+        """`dumps_typed`, with the value sealed for ``location``: it opens only there."""
         cipher = self._cipher
-        if not is_locating(cipher):
+        if not is_sealing(cipher):
             raise ConfigurationError(
-                f"{type(cipher).__name__} cannot bind values to their row; use a cipher"
+                f"{type(cipher).__name__} cannot seal values for their location; use a cipher"
                 " from secure_serde.ciphers"
             )
         type_tag, data = _encoded(self._serde, obj)
-        cipher_name, ciphertext = cast(LocatingCipher, cipher).encrypt_at(
+        cipher_name, ciphertext = cast(SealingCipher, cipher).encrypt_at(
             data, type_tag, location.encode()
         )
         return f"{type_tag}+{cipher_name}", ciphertext
@@ -276,9 +279,9 @@ class EncryptedSerializer:
         if route is None:
             route = self._route(type_tag)  # the read rule's typed refusals
         cipher = route.cipher
-        if cipher is not None and is_locating(cipher):
+        if cipher is not None and is_sealing(cipher):
             plaintext = self._decrypt_at(
-                cast(LocatingCipher, cipher),
+                cast(SealingCipher, cipher),
                 route.cipher_name,
                 payload,
                 route.inner,
@@ -309,7 +312,7 @@ class EncryptedSerializer:
 
     @staticmethod
     def _decrypt_at(  # noqa: PLR0913 - the cipher, its name, the payload and where it is bound
-        cipher: LocatingCipher,
+        cipher: SealingCipher,
         cipher_name: str,
         payload: bytes,
         inner: str,

@@ -86,7 +86,7 @@ def test_a_bound_value_reads_only_at_its_location(cipher: KmsEnvelopeCipher) -> 
     with pytest.raises(BindingError):
         cipher.decrypt_at("kms", blob, "msgpack", elsewhere.encode())
     with pytest.raises(DecryptionError):
-        cipher.decrypt_bound("kms", blob, "msgpack")
+        cipher.decrypt_with_tag("kms", blob, "msgpack")
 
 
 def test_commitment_is_checked_before_decryption(cipher: KmsEnvelopeCipher) -> None:
@@ -94,14 +94,14 @@ def test_commitment_is_checked_before_decryption(cipher: KmsEnvelopeCipher) -> N
     commitment_at = 7 + len(WRAPPED) + 12
     blob[commitment_at] ^= 1
     with pytest.raises(DecryptionError, match="commitment"):
-        cipher.decrypt_bound("kms", bytes(blob), "msgpack")
+        cipher.decrypt_with_tag("kms", bytes(blob), "msgpack")
 
 
 def test_v1_values_are_unbound(cipher: KmsEnvelopeCipher) -> None:
     v1 = cipher._seal_with_nonce(
         b"old", "msgpack", data_key=DATA_KEY, wrapped_key=WRAPPED, nonce=NONCE
     )
-    assert cipher.decrypt_bound("kms", v1, "msgpack") == b"old"
+    assert cipher.decrypt_with_tag("kms", v1, "msgpack") == b"old"
     with pytest.raises(UnboundValueError):
         cipher.decrypt_at("kms", v1, "msgpack", LOCATION.encode())
 

@@ -30,7 +30,7 @@ def test_defaults_keep_one_data_key_for_many_writes(
     cipher = KmsEnvelopeCipher(cmk, client=kms_client, clock=clock)
     keys = set()
     for _ in range(500):
-        keys.add(_wrapped(cipher.encrypt_bound(b"v" * 1000, "msgpack")[1]))
+        keys.add(_wrapped(cipher.encrypt_with_tag(b"v" * 1000, "msgpack")[1]))
         clock.advance(0.5)  # 250 s in all, under the 300 s default
     assert len(keys) == 1
     assert counter.calls == {"GenerateDataKey": 1}

@@ -22,7 +22,7 @@ from secure_serde import (
     UnknownCipherError,
     UnknownKeyError,
 )
-from secure_serde.ciphers import BoundCipher, KmsEnvelopeCipher
+from secure_serde.ciphers import KmsEnvelopeCipher, TagAuthenticatingCipher
 from secure_serde.ciphers import _kms_format as fmt
 from tests.ciphers.kms_support import KmsCallCounter, new_cmk
 
@@ -34,7 +34,7 @@ STATE = {
 
 def test_round_trip_through_the_serializer(kms_client: Any, cmk: str, counter: Any) -> None:
     cipher = KmsEnvelopeCipher(cmk, client=kms_client, encryption_context={"tenant": "acme"})
-    assert isinstance(cipher, BoundCipher)
+    assert isinstance(cipher, TagAuthenticatingCipher)
     serde = EncryptedSerializer(cipher)
     type_tag, blob = serde.dumps_typed(STATE)
     assert type_tag == "msgpack+kms"
@@ -69,7 +69,7 @@ def test_works_alone_as_a_langgraph_cipher(kms_client: Any, cmk: str) -> None:
     assert (name, cipher.decrypt(name, raw)) == ("kms", b"alone")
     # encrypt() binds the empty context, so a bound read under a type tag fails.
     with pytest.raises(DecryptionError):
-        cipher.decrypt_bound("kms", raw, "msgpack")
+        cipher.decrypt_with_tag("kms", raw, "msgpack")
 
 
 def test_relabelled_and_tampered_rows_are_refused(kms_client: Any, cmk: str) -> None:
@@ -132,13 +132,13 @@ def test_a_header_naming_an_allowed_cmk_over_a_foreign_wrapped_key_is_refused(
     kms_client: Any, counter: KmsCallCounter
 ) -> None:
     allowed, foreign = new_cmk(kms_client), new_cmk(kms_client)
-    _, blob = KmsEnvelopeCipher(foreign, client=kms_client).encrypt_bound(b"payload", "msgpack")
+    _, blob = KmsEnvelopeCipher(foreign, client=kms_client).encrypt_with_tag(b"payload", "msgpack")
     forged = blob[:1] + fmt.cmk_id(allowed) + blob[5:]
     reader = KmsEnvelopeCipher(allowed, client=kms_client)
     counter.reset()
     # Decrypt is sent with KeyId=allowed; KMS refuses a blob wrapped under another key.
     with pytest.raises(KmsDecryptionError) as info:
-        reader.decrypt_bound("kms", forged, "msgpack")
+        reader.decrypt_with_tag("kms", forged, "msgpack")
     assert info.value.key_arn == allowed
     assert counter.calls == {"Decrypt": 1}
 
@@ -243,18 +243,18 @@ def test_no_region_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_secrets_stay_out_of_repr_pickles_and_errors(kms_client: Any, cmk: str) -> None:
     cipher = KmsEnvelopeCipher(cmk, client=kms_client, encryption_context={"tenant": "t-secret"})
-    _, blob = cipher.encrypt_bound(b"payload", "msgpack")
+    _, blob = cipher.encrypt_with_tag(b"payload", "msgpack")
     wrapped = fmt.parse_header(blob).wrapped_key
     data_key = kms_client.decrypt(
         CiphertextBlob=wrapped, KeyId=cmk, EncryptionContext=cipher.encryption_context
     )["Plaintext"]
     texts = [repr(cipher), str(cipher), repr(cipher.cache_info())]
     with pytest.raises(DecryptionError) as bad_tag:
-        cipher.decrypt_bound("kms", blob, "pickle")
+        cipher.decrypt_with_tag("kms", blob, "pickle")
     texts.append(str(bad_tag.value))
     other = KmsEnvelopeCipher(cmk, client=kms_client, encryption_context={"tenant": "x"})
     with pytest.raises(KmsDecryptionError) as bad_context:
-        other.decrypt_bound("kms", blob, "msgpack")
+        other.decrypt_with_tag("kms", blob, "msgpack")
     texts.append(str(bad_context.value))
     for text in texts:
         for secret in (data_key.hex(), data_key.hex().upper(), repr(data_key), "t-secret"):
@@ -275,7 +275,7 @@ def test_concurrent_writers_share_keys_within_limits(
 
     def write(worker: int) -> None:
         start.wait()
-        out = [cipher.encrypt_bound(b"w%d-%d" % (worker, i), "msgpack") for i in range(100)]
+        out = [cipher.encrypt_with_tag(b"w%d-%d" % (worker, i), "msgpack") for i in range(100)]
         with lock:
             results.extend(out)
 
@@ -293,7 +293,7 @@ def test_concurrent_writers_share_keys_within_limits(
     assert max(per_key.values()) <= 50
     assert len(per_key) == 16 == counter.calls["GenerateDataKey"]
     reader = KmsEnvelopeCipher(cmk, client=kms_client)
-    assert sorted(reader.decrypt_bound(n, b, "msgpack") for n, b in results) == sorted(
+    assert sorted(reader.decrypt_with_tag(n, b, "msgpack") for n, b in results) == sorted(
         b"w%d-%d" % (w, i) for w in range(8) for i in range(100)
     )
     assert counter.calls["Decrypt"] == 16
@@ -303,16 +303,16 @@ def test_every_buffer_type_reads_on_the_cached_and_the_parsing_path(
     kms_client: Any, cmk: str
 ) -> None:
     cipher = KmsEnvelopeCipher(cmk, client=kms_client, max_messages=1)
-    first = cipher.encrypt_bound(b"first", "msgpack")[1]
-    second = cipher.encrypt_bound(b"second", "msgpack")[1]  # a second data key
+    first = cipher.encrypt_with_tag(b"first", "msgpack")[1]
+    second = cipher.encrypt_with_tag(b"second", "msgpack")[1]  # a second data key
     for blob, expected in ((first, b"first"), (second, b"second"), (first, b"first")):
         for buffer in (blob, bytearray(blob), memoryview(blob)):
-            assert cipher.decrypt_bound("kms", buffer, "msgpack") == expected
+            assert cipher.decrypt_with_tag("kms", buffer, "msgpack") == expected
         tampered = blob[:-1] + bytes([blob[-1] ^ 1])
         with pytest.raises(DecryptionError):
-            cipher.decrypt_bound("kms", tampered, "msgpack")
+            cipher.decrypt_with_tag("kms", tampered, "msgpack")
         with pytest.raises(DecryptionError):
-            cipher.decrypt_bound("kms", blob, "json")
+            cipher.decrypt_with_tag("kms", blob, "json")
 
 
 def test_a_forked_child_starts_with_empty_caches(

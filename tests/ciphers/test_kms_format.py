@@ -87,7 +87,7 @@ def test_frozen_vectors(
     assert len(blob) - len(plaintext) == 35 + len(WRAPPED) == 219
     # The cipher's real read path opens it, once the data key is cached.
     cipher._remember(DATA_KEY, WRAPPED)
-    assert cipher.decrypt_bound("kms", blob, type_tag) == plaintext
+    assert cipher.decrypt_with_tag("kms", blob, type_tag) == plaintext
     assert counter.total == 0
 
 
@@ -136,11 +136,11 @@ def test_cipher_refuses_a_vector_under_another_type_tag_or_context(
     blob = _expected(VECTORS[0][3])
     cipher._remember(DATA_KEY, WRAPPED)
     with pytest.raises(DecryptionError):
-        cipher.decrypt_bound("kms", blob, "pickle")
+        cipher.decrypt_with_tag("kms", blob, "pickle")
     other = KmsEnvelopeCipher(ARN, client=kms_client, encryption_context={"tenant": "acme"})
     other._remember(DATA_KEY, WRAPPED)
     with pytest.raises(DecryptionError):
-        other.decrypt_bound("kms", blob, "msgpack")
+        other.decrypt_with_tag("kms", blob, "msgpack")
     assert counter.total == 0
 
 
@@ -152,7 +152,7 @@ def test_every_truncation_is_refused_before_kms(
     cipher._remember(DATA_KEY, WRAPPED)
     for cut in range(len(blob)):
         with pytest.raises(DecryptionError):
-            cipher.decrypt_bound("kms", blob[:cut], "msgpack")
+            cipher.decrypt_with_tag("kms", blob[:cut], "msgpack")
     assert counter.total == 0
 
 
@@ -171,7 +171,7 @@ def test_bad_headers_are_refused(
 ) -> None:
     cipher, counter = vector_cipher
     with pytest.raises(DecryptionError, match=message):
-        cipher.decrypt_bound("kms", mutate(_expected(VECTORS[0][3])), "msgpack")
+        cipher.decrypt_with_tag("kms", mutate(_expected(VECTORS[0][3])), "msgpack")
     assert counter.total == 0
 
 
@@ -182,7 +182,7 @@ def test_a_foreign_cmk_id_is_refused_by_name_without_a_kms_call(
     blob = bytearray(_expected(VECTORS[0][3]))
     blob[1:5] = b"\xde\xad\xbe\xef"
     with pytest.raises(UnknownKeyError, match="deadbeef") as info:
-        cipher.decrypt_bound("kms", bytes(blob), "msgpack")
+        cipher.decrypt_with_tag("kms", bytes(blob), "msgpack")
     assert info.value.key_id == "deadbeef"
     assert counter.total == 0
 

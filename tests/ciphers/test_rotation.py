@@ -49,28 +49,28 @@ def test_encrypts_under_the_primary_and_decrypts_by_the_header_id() -> None:
 def test_the_key_is_chosen_by_id_never_by_trying_keys() -> None:
     both = KeyRotationCipher({"a": KEY_A, "b": KEY_B}, "b")
     a_only = KeyRotationCipher({"a": KEY_A}, "a")
-    _, blob = a_only.encrypt_bound(b"payload", "msgpack")
-    assert both.decrypt_bound("aesgcm", blob, "msgpack") == b"payload"
+    _, blob = a_only.encrypt_with_tag(b"payload", "msgpack")
+    assert both.decrypt_with_tag("aesgcm", blob, "msgpack") == b"payload"
     # Claim B's id in the header: trial decryption would still find A and succeed.
     relabelled = blob[:1] + bytes.fromhex(both.primary_key_id) + blob[5:]
     with pytest.raises(DecryptionError) as info:
-        both.decrypt_bound("aesgcm", relabelled, "msgpack")
+        both.decrypt_with_tag("aesgcm", relabelled, "msgpack")
     assert not isinstance(info.value, UnknownKeyError)
 
 
 def test_unknown_and_retired_keys_are_named_by_key_id_and_label_never_the_key() -> None:
     a = KeyRotationCipher({"a": KEY_A}, "a")
     c = KeyRotationCipher({"c": KEY_C}, "c")
-    _, under_c = c.encrypt_bound(b"x", "")
+    _, under_c = c.encrypt_with_tag(b"x", "")
     with pytest.raises(UnknownKeyError) as unknown:
-        a.decrypt_bound("aesgcm", under_c, "")
+        a.decrypt_with_tag("aesgcm", under_c, "")
     assert unknown.value.key_id == c.primary_key_id
     assert c.primary_key_id in str(unknown.value)
 
     retiring = KeyRotationCipher({"a": KEY_A, "b": KEY_B}, "b", retired=["a"])
-    _, under_a = a.encrypt_bound(b"x", "")
+    _, under_a = a.encrypt_with_tag(b"x", "")
     with pytest.raises(RetiredKeyError) as retired:
-        retiring.decrypt_bound("aesgcm", under_a, "")
+        retiring.decrypt_with_tag("aesgcm", under_a, "")
     assert retired.value.key_id == a.primary_key_id
     assert str(retired.value) == f"key id {a.primary_key_id} (label 'a') is retired"
     for exc in (unknown.value, retired.value):
@@ -266,4 +266,4 @@ def test_retired_ids_given_as_an_iterator_are_still_retired() -> None:
         retired=iter(["old"]),  # type: ignore[arg-type]
     )
     with pytest.raises(RetiredKeyError):
-        cipher.decrypt_bound("aesgcm", blob, "bytes")
+        cipher.decrypt_with_tag("aesgcm", blob, "bytes")

@@ -84,7 +84,7 @@ def test_frozen_vectors_decrypt_only_at_their_location(
     if location:
         # A bound value read unbound (by a stock saver, say) fails too.
         with pytest.raises(DecryptionError):
-            cipher.decrypt_bound("aesgcm", blob, vector["context"])
+            cipher.decrypt_with_tag("aesgcm", blob, vector["context"])
 
 
 @pytest.mark.parametrize("vector", VECTORS, ids=_ids)
@@ -144,7 +144,7 @@ def test_commitment_is_checked_before_decryption() -> None:
         forged = bytearray(blob)
         forged[at] ^= 1
         with pytest.raises(DecryptionError, match="commitment"):
-            cipher.decrypt_bound("aesgcm", bytes(forged), "msgpack")
+            cipher.decrypt_with_tag("aesgcm", bytes(forged), "msgpack")
 
 
 def test_a_commitment_made_under_another_key_is_refused() -> None:
@@ -155,13 +155,13 @@ def test_a_commitment_made_under_another_key_is_refused() -> None:
     a_id = bytes.fromhex(one.keyring.primary.key_id_hex)
     relabelled = blob[:1] + a_id + blob[5:]
     with pytest.raises(DecryptionError, match="commitment"):
-        one.decrypt_bound("aesgcm", relabelled, "msgpack")
+        one.decrypt_with_tag("aesgcm", relabelled, "msgpack")
 
 
 def test_v1_values_are_unbound_and_refused_where_a_binding_is_required() -> None:
     cipher = EnvKeyCipher(key=b"k" * 32)
     v1 = cipher.keyring._seal_v1_with_nonce(b"old", "msgpack", b"\x01" * 12)
-    assert cipher.decrypt_bound("aesgcm", v1, "msgpack") == b"old"
+    assert cipher.decrypt_with_tag("aesgcm", v1, "msgpack") == b"old"
     with pytest.raises(UnboundValueError):
         cipher.decrypt_at("aesgcm", v1, "msgpack", Location.metadata("t", "", "c").encode())
 

@@ -81,9 +81,9 @@ def test_frozen_vectors_decrypt_only_at_their_location(vector: dict[str, Any]) -
     if location:
         # A bound value read unbound (by a stock saver, say) fails too.
         with pytest.raises(DecryptionError):
-            cipher.decrypt_bound("aesgcm", blob, vector["context"])
+            cipher.decrypt_with_tag("aesgcm", blob, vector["context"])
     else:
-        assert cipher.decrypt_bound("aesgcm", blob, vector["context"]) == plaintext
+        assert cipher.decrypt_with_tag("aesgcm", blob, vector["context"]) == plaintext
 
 
 def test_the_commitment_is_one_per_key_and_differs_between_keys() -> None:
@@ -139,25 +139,25 @@ def test_split_refuses_another_version() -> None:
 def test_a_changed_commitment_is_refused_before_decryption() -> None:
     """Every commitment byte is checked, and the refusal names the commitment, not the tag."""
     cipher = EnvKeyCipher(key=b"k" * 32)
-    _, blob = cipher.encrypt_bound(b"secret", "msgpack")
+    _, blob = cipher.encrypt_with_tag(b"secret", "msgpack")
     for at in range(5, 21):
         forged = bytearray(blob)
         forged[at] ^= 1
         for stored in (bytes(forged), forged):
             with pytest.raises(DecryptionError, match="commitment"):
-                cipher.decrypt_bound("aesgcm", stored, "msgpack")
+                cipher.decrypt_with_tag("aesgcm", stored, "msgpack")
 
 
 def test_every_other_byte_is_authenticated() -> None:
     cipher = EnvKeyCipher(key=b"k" * 32)
-    _, blob = cipher.encrypt_bound(b"secret", "msgpack")
+    _, blob = cipher.encrypt_with_tag(b"secret", "msgpack")
     location = Location.metadata("t", "", "c").encode()
     _, bound = cipher.encrypt_at(b"secret", "msgpack", location)
     for at in range(21, len(blob)):
         forged = bytearray(blob)
         forged[at] ^= 1
         with pytest.raises(DecryptionError, match="authentication"):
-            cipher.decrypt_bound("aesgcm", bytes(forged), "msgpack")
+            cipher.decrypt_with_tag("aesgcm", bytes(forged), "msgpack")
         forged = bytearray(bound)
         forged[at] ^= 1
         with pytest.raises(BindingError):
@@ -168,34 +168,34 @@ def test_a_value_under_another_keys_id_fails_its_commitment() -> None:
     """Same key id slot, other key: the commitment names the key, so it fails first."""
     one = KeyRotationCipher({"a": b"a" * 32, "b": b"b" * 32}, primary="a")
     two = KeyRotationCipher({"a": b"a" * 32, "b": b"b" * 32}, primary="b")
-    _, blob = two.encrypt_bound(b"secret", "msgpack")
-    assert one.decrypt_bound("aesgcm", blob, "msgpack") == b"secret"
+    _, blob = two.encrypt_with_tag(b"secret", "msgpack")
+    assert one.decrypt_with_tag("aesgcm", blob, "msgpack") == b"secret"
     a_id = bytes.fromhex(one.keyring.primary.key_id_hex)
     relabelled = blob[:1] + a_id + blob[5:]
     with pytest.raises(DecryptionError, match="commitment"):
-        one.decrypt_bound("aesgcm", relabelled, "msgpack")
+        one.decrypt_with_tag("aesgcm", relabelled, "msgpack")
 
 
 def test_unknown_and_retired_keys_are_refused_by_name() -> None:
     old = KeyRotationCipher({"old": b"o" * 32}, primary="old")
-    _, blob = old.encrypt_bound(b"secret", "msgpack")
+    _, blob = old.encrypt_with_tag(b"secret", "msgpack")
     with pytest.raises(UnknownKeyError):
-        EnvKeyCipher(key=b"n" * 32).decrypt_bound("aesgcm", blob, "msgpack")
+        EnvKeyCipher(key=b"n" * 32).decrypt_with_tag("aesgcm", blob, "msgpack")
     retiring = KeyRotationCipher(
         {"old": b"o" * 32, "new": b"n" * 32}, primary="new", retired=["old"]
     )
     with pytest.raises(RetiredKeyError):
-        retiring.decrypt_bound("aesgcm", blob, "msgpack")
+        retiring.decrypt_with_tag("aesgcm", blob, "msgpack")
     rotated = KeyRotationCipher({"old": b"o" * 32, "new": b"n" * 32}, primary="new")
-    assert rotated.decrypt_bound("aesgcm", blob, "msgpack") == b"secret"
+    assert rotated.decrypt_with_tag("aesgcm", blob, "msgpack") == b"secret"
 
 
 def test_v1_and_v2_values_stay_readable_beside_v3() -> None:
     cipher = EnvKeyCipher(key=b"k" * 32)
     v1 = cipher.keyring._seal_v1_with_nonce(b"one", "msgpack", b"\x01" * 12)
     v2 = cipher.keyring._seal_with_nonce(b"two", "msgpack", b"\x02" * 12)
-    _, v3 = cipher.encrypt_bound(b"three", "msgpack")
+    _, v3 = cipher.encrypt_with_tag(b"three", "msgpack")
     assert [v1[0], v2[0], v3[0]] == [1, 2, 3]
-    assert cipher.decrypt_bound("aesgcm", v1, "msgpack") == b"one"
-    assert cipher.decrypt_bound("aesgcm", v2, "msgpack") == b"two"
-    assert cipher.decrypt_bound("aesgcm", v3, "msgpack") == b"three"
+    assert cipher.decrypt_with_tag("aesgcm", v1, "msgpack") == b"one"
+    assert cipher.decrypt_with_tag("aesgcm", v2, "msgpack") == b"two"
+    assert cipher.decrypt_with_tag("aesgcm", v3, "msgpack") == b"three"

@@ -111,7 +111,7 @@ def blob(data: bytes) -> None:
     stored = source.rest()
     kms.cipher.is_current("kms", stored)
     with contextlib.suppress(SecureSerdeError):
-        kms.cipher.decrypt_bound("kms", stored, context)
+        kms.cipher.decrypt_with_tag("kms", stored, context)
 
 
 def context_from_env(data: bytes) -> None:

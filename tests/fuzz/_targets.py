@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import ormsgpack
 from Crypto.Cipher import AES
+from secure_serde.stores._envelope import METADATA_TABLE, SEALED_METADATA_KEY, envelope_cell
 
 from secure_serde import EncryptedSerializer, Migration, SecureSerdeError
 from secure_serde.ciphers import KeyRotationCipher, _kms_format
@@ -32,7 +33,6 @@ from secure_serde.ciphers._rotation import KEYRING_FILE_VAR
 from secure_serde.crypto import _format as v1_format
 from secure_serde.pickling import EXT_PICKLE, TAG
 from secure_serde.stores import RowRef, parse_envelope
-from secure_serde.stores._envelope import METADATA_TABLE, SEALED_METADATA_KEY, envelope_cell
 from secure_serde.stores._v03_metadata import V03Metadata
 from tests.fuzz import _fixtures as fx
 from tests.fuzz._input import Input
@@ -231,7 +231,7 @@ def pickle_fallback(data: bytes) -> None:
     serdes = _pickle()
     serde = serdes["numpy" if mode & 2 else "pandas"]
     payload = embed_pickle(source.rest()) if mode & 1 else source.rest()
-    cipher_name, blob = serde.cipher.encrypt_bound(payload, TAG)
+    cipher_name, blob = serde.cipher.encrypt_with_tag(payload, TAG)
     with contextlib.suppress(SecureSerdeError):
         serde.loads_typed((f"{TAG}+{cipher_name}", blob))
     if mode & 4:

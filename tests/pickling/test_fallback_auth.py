@@ -90,7 +90,7 @@ def test_the_marker_detects_an_unpickled_row() -> None:
 def test_authenticated_rows_are_read() -> None:
     cipher = EnvKeyCipher(KEY)
     serde = EncryptedSerializer(cipher, inner())
-    name, ciphertext = cipher.encrypt_bound(marked_payload(), TAG)
+    name, ciphertext = cipher.encrypt_with_tag(marked_payload(), TAG)
     assert serde.loads_typed((f"{TAG}+{name}", ciphertext)) == {"x": "ran"}
     assert RAN == ["ran"]
 
@@ -98,7 +98,7 @@ def test_authenticated_rows_are_read() -> None:
 def test_the_vouching_does_not_reach_code_run_while_rebuilding() -> None:
     cipher = EnvKeyCipher(KEY)
     payload = ormsgpack.packb([ormsgpack.Ext(EXT_PICKLE, pickle.dumps(NestedRead(), protocol=5))])
-    name, ciphertext = cipher.encrypt_bound(payload, TAG)
+    name, ciphertext = cipher.encrypt_with_tag(payload, TAG)
     serde = EncryptedSerializer(cipher, inner())
     assert serde.loads_typed((f"{TAG}+{name}", ciphertext)) == ["refused"]
     assert RAN == []

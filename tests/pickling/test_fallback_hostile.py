@@ -71,7 +71,7 @@ def cipher() -> EnvKeyCipher:
 
 def read_encrypted(pickled: bytes) -> Any:
     payload = ormsgpack.packb({"x": ormsgpack.Ext(EXT_PICKLE, pickled)})
-    name, ciphertext = cipher().encrypt_bound(payload, TAG)
+    name, ciphertext = cipher().encrypt_with_tag(payload, TAG)
     serde = EncryptedSerializer(cipher(), PickleFallbackSerializer(allowed=ALLOWED))
     return serde.loads_typed((f"{TAG}+{name}", ciphertext))["x"]
 

@@ -160,7 +160,7 @@ def survey(
         assert tag is not None
         assert data is not None
         inner, _, name = tag.rpartition("+")
-        plaintext = by_name[name].decrypt_bound(name, data, inner)
+        plaintext = by_name[name].decrypt_with_tag(name, data, inner)
         digests[(cell.ref.table, cell.ref.key)] = sha256(inner.encode() + plaintext).digest()
         kid = data[1:5].hex() if name == "aesgcm" else name
         counts[kid] = counts.get(kid, 0) + 1
@@ -325,7 +325,7 @@ def build_sqlite_store(path: Path, serde: EncryptedSerializer, copies: int, turn
             opened = []
             for row in cursor.fetchall():
                 inner, _, name = row[type_at].rpartition("+")
-                opened.append((row, inner, cipher.decrypt_bound(name, row[data_at], inner)))
+                opened.append((row, inner, cipher.decrypt_with_tag(name, row[data_at], inner)))
             insert = (
                 f"INSERT INTO {table} ({', '.join(columns)})"  # noqa: S608
                 f" VALUES ({', '.join('?' for _ in columns)})"
@@ -335,7 +335,7 @@ def build_sqlite_store(path: Path, serde: EncryptedSerializer, copies: int, turn
                 for row, inner, plaintext in opened:
                     clone = list(row)
                     clone[0] = clone_name(row[0], copy)
-                    clone[data_at] = cipher.encrypt_bound(plaintext, inner)[1]
+                    clone[data_at] = cipher.encrypt_with_tag(plaintext, inner)[1]
                     rows.append(clone)
                 conn.executemany(insert, rows)
         conn.commit()

@@ -82,7 +82,7 @@ def _survey(path: Path, serde: EncryptedSerializer) -> tuple[dict[Any, bytes], d
             for row in conn.execute(f"SELECT {key}, type, {data} FROM {table}"):  # noqa: S608
                 tag, blob = row[-2], row[-1]
                 inner, _, name = tag.rpartition("+")
-                plaintext = cipher.decrypt_bound(name, blob, inner)
+                plaintext = cipher.decrypt_with_tag(name, blob, inner)
                 digests[(table, *row[:-2])] = hashlib.sha256(tag.encode() + plaintext).digest()
                 counts[blob[1:5].hex()] = counts.get(blob[1:5].hex(), 0) + 1
     finally:

@@ -219,7 +219,7 @@ def zstd_bomb(size: int, *, declare_size: bool) -> bytes:
 
 def sealed(type_tag: str, payload: bytes) -> tuple[str, bytes]:
     """A row as EncryptedSerializer writes it: ``payload`` sealed under inner tag ``type_tag``."""
-    name, ciphertext = EnvKeyCipher(KEY).encrypt_bound(payload, type_tag)
+    name, ciphertext = EnvKeyCipher(KEY).encrypt_with_tag(payload, type_tag)
     return f"{type_tag}+{name}", ciphertext
 
 

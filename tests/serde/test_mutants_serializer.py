@@ -95,7 +95,7 @@ def test_a_cipher_alone_refuses_a_name_it_does_not_read(legacy_mode: int | None)
     cipher = EnvKeyCipher(key=KEY, legacy_mode=legacy_mode)
     blob = BuiltinSerializer.from_pycryptodome_aes(key=KEY).dumps_typed({"a": 1})[1]
     with pytest.raises(UnknownCipherError) as raised:
-        cipher.decrypt_bound("rot13", blob, "msgpack")
+        cipher.decrypt_with_tag("rot13", blob, "msgpack")
     assert raised.value.cipher_name == "rot13"
 
 

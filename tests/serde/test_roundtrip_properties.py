@@ -176,7 +176,7 @@ def test_both_constructors_read_each_other(writer_is_drop_in: bool, value: Any) 
     )
     tag, blob = writer.dumps_typed(value)
     plain_tag, plain_bytes = PLAIN.dumps_typed(value)
-    assert read_by.cipher.decrypt_bound(CIPHER_NAME, blob, plain_tag) == bytes(plain_bytes)
+    assert read_by.cipher.decrypt_with_tag(CIPHER_NAME, blob, plain_tag) == bytes(plain_bytes)
     cs.assert_same(read_by.loads_typed((tag, blob)), plain_roundtrip(value))
 
 
@@ -226,7 +226,7 @@ def test_overhead_is_exactly_49_bytes(value: Any) -> None:
     assert blob[0] == 3
     assert blob[1:5] == bytes.fromhex(serde.cipher.key_id)  # type: ignore[attr-defined]
     # The encrypted bytes are exactly plain JsonPlus's bytes.
-    assert serde.cipher.decrypt_bound(CIPHER_NAME, blob, plain_tag) == bytes(plain_bytes)
+    assert serde.cipher.decrypt_with_tag(CIPHER_NAME, blob, plain_tag) == bytes(plain_bytes)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=SLOW_OK)

@@ -191,13 +191,13 @@ class _AltCipher(EnvKeyCipher):
     def cipher_names(self) -> frozenset[str]:
         return frozenset({"altgcm"})
 
-    def encrypt_bound(self, plaintext: Any, context: str) -> tuple[str, bytes]:
-        return "altgcm", self._alt.seal(plaintext, context)
+    def encrypt_with_tag(self, plaintext: Any, tag: str) -> tuple[str, bytes]:
+        return "altgcm", self._alt.seal(plaintext, tag)
 
-    def decrypt_bound(self, ciphername: str, ciphertext: Any, context: str) -> bytes:
+    def decrypt_with_tag(self, ciphername: str, ciphertext: Any, tag: str) -> bytes:
         if ciphername != "altgcm":
             raise UnknownCipherError(ciphername, cipher_name=ciphername)
-        return self._alt.open(ciphertext, context)
+        return self._alt.open(ciphertext, tag)
 
 
 def test_decrypt_only_ciphers_read_but_never_write() -> None:
@@ -223,7 +223,7 @@ def test_plain_langgraph_ciphers_are_refused_with_a_hint() -> None:
         def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
             return ciphertext
 
-    with pytest.raises(ConfigurationError, match="BoundCipher"):
+    with pytest.raises(ConfigurationError, match=r"authenticate the type tag.*TagAuthenticating"):
         EncryptedSerializer(_Cipher())  # type: ignore[arg-type]
 
 
@@ -296,4 +296,4 @@ def test_standalone_cipher_protocol() -> None:
     assert cipher.decrypt(name, blob) == b"standalone"
     # The standalone path binds an empty context, so it cannot pose as a serializer row.
     with pytest.raises(DecryptionError):
-        cipher.decrypt_bound(name, blob, "bytes")
+        cipher.decrypt_with_tag(name, blob, "bytes")

@@ -1,6 +1,7 @@
-"""`V1Cipher`: the surface shared by the ciphers that write the ``aesgcm`` formats from a `Keyring`.
+"""`AesGcmCipher`: what the ciphers writing the ``aesgcm`` formats from a `Keyring` share.
 
-(The name is historical: they write format v3 now, and read v1, v2 and v3.)
+They write format v3, the current format version, and read v1, v2 and v3 (the
+class was ``AesGcmCipher`` in 0.3, in ``ciphers/_v1cipher.py``).
 
 `EnvKeyCipher` and `KeyRotationCipher` differ only in where their keys come
 from and in how they police legacy rows; encrypting, decrypting and the
@@ -16,12 +17,12 @@ from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
 from secure_serde.crypto import Buffer, SecretHolder, format_v1
 
-__all__ = ["V1Cipher"]
+__all__ = ["AesGcmCipher"]
 
 _V1: Final = format_v1.CIPHER_NAME
 
 
-class V1Cipher(SecretHolder):
+class AesGcmCipher(SecretHolder):
     """Writes v3 under the keyring's primary; reads v1-v3 by key id, and legacy rows if given."""
 
     __slots__ = ("_keyring", "_legacy", "_names")
@@ -43,28 +44,26 @@ class V1Cipher(SecretHolder):
         return _V1, self._keyring.seal(plaintext, "")
 
     def decrypt(self, ciphername: str, ciphertext: bytes) -> bytes:
-        return self.decrypt_bound(ciphername, ciphertext, "")
+        return self.decrypt_with_tag(ciphername, ciphertext, "")
 
-    def encrypt_bound(self, plaintext: Buffer, context: str) -> tuple[str, bytes]:
-        return _V1, self._keyring.seal(plaintext, context)
+    def encrypt_with_tag(self, plaintext: Buffer, tag: str) -> tuple[str, bytes]:
+        return _V1, self._keyring.seal(plaintext, tag)
 
-    def encrypt_at(self, plaintext: Buffer, context: str, location: bytes) -> tuple[str, bytes]:
-        return _V1, self._keyring.seal(plaintext, context, location)
+    def encrypt_at(self, plaintext: Buffer, tag: str, location: bytes) -> tuple[str, bytes]:
+        return _V1, self._keyring.seal(plaintext, tag, location)
 
-    def decrypt_at(
-        self, ciphername: str, ciphertext: Buffer, context: str, location: bytes
-    ) -> bytes:
+    def decrypt_at(self, ciphername: str, ciphertext: Buffer, tag: str, location: bytes) -> bytes:
         if ciphername == _V1:
-            return self._keyring.open(ciphertext, context, location, require_binding=True)
+            return self._keyring.open(ciphertext, tag, location, require_binding=True)
         if ciphername == LEGACY_CIPHER_NAME and self._legacy is not None:
-            raise UnboundValueError("a langgraph built-in value carries no binding to its row")
+            raise UnboundValueError("a langgraph built-in value is not sealed for its location")
         raise UnknownCipherError(
             f"{type(self).__name__} cannot decrypt cipher {ciphername!r}", cipher_name=ciphername
         )
 
-    def decrypt_bound(self, ciphername: str, ciphertext: Buffer, context: str) -> bytes:
+    def decrypt_with_tag(self, ciphername: str, ciphertext: Buffer, tag: str) -> bytes:
         if ciphername == _V1:
-            return self._keyring.open(ciphertext, context)
+            return self._keyring.open(ciphertext, tag)
         if ciphername == LEGACY_CIPHER_NAME and self._legacy is not None:
             return self._open_legacy(self._legacy, ciphertext)
         raise UnknownCipherError(
@@ -75,5 +74,5 @@ class V1Cipher(SecretHolder):
         """Hook for subclasses that refuse legacy rows under some conditions."""
         return reader.open(ciphertext)
 
-    def binds_context(self, ciphername: str) -> bool:
+    def authenticates_tag(self, ciphername: str) -> bool:
         return ciphername == _V1
