@@ -1,4 +1,4 @@
-"""Frozen vectors for every stored layout besides format v1 (tests/test_format.py).
+"""Frozen vectors for every stored layout besides format v1 (tests/crypto/test_format.py).
 
 Each layout is pinned twice: the library reads (and where it writes, writes) the frozen bytes,
 and the bytes are rebuilt from the documented layout with bare ``cryptography``/``hashlib``
@@ -26,7 +26,7 @@ from langgraph.types import Send
 from secure_serde import EncryptedSerializer, PickleFallbackSerializer
 from secure_serde.ciphers import EnvKeyCipher, KmsEnvelopeCipher
 from secure_serde.ciphers import _kms_format as kms_format
-from secure_serde.serde._langgraph import DeltaSnapshot
+from secure_serde.serde import langgraph_internals
 from secure_serde.stores import SEALED_METADATA_KEY, parse_envelope
 from tests.ciphers.kms_support import new_cmk
 
@@ -117,7 +117,9 @@ def test_a_blob_in_the_frozen_layout_decrypts_through_kms(
 VALUES: dict[str, Callable[[], Any]] = {
     "dict_with_fraction": lambda: {"ratio": Fraction(1, 3)},
     "send_with_fraction": lambda: Send("node", {"ratio": Fraction(2, 7)}),
-    "delta_snapshot_with_fraction": lambda: DeltaSnapshot([Fraction(5, 2), "text"]),
+    "delta_snapshot_with_fraction": lambda: langgraph_internals.DeltaSnapshot(
+        [Fraction(5, 2), "text"]
+    ),
     "list_with_fraction": lambda: [1, "two", Fraction(-3, 4)],
 }
 
