@@ -236,14 +236,15 @@ class IndexKeys:
 
 @dataclass(frozen=True)
 class FilterPlan:
-    """A ``list(filter=)`` split into what the inner saver matches and what is checked here.
+    """A ``list(filter=)`` (or a store's ``search(filter=)``) split by who matches what.
 
-    ``inner`` goes to the inner saver (tokens for indexed keys, values for
-    plaintext keys). ``checked`` holds every indexed key, each checked
-    against the authenticated metadata of the rows the inner saver returns
-    (a mismatch is a forged token). ``residual`` holds the other keys: the
-    inner saver cannot see them, so rows are matched here, and the inner
-    saver's ``limit`` no longer applies.
+    ``inner`` goes to the inner saver or store (tokens for indexed keys,
+    values for plaintext keys, the filter as given for searchable fields).
+    ``checked`` holds every indexed key, each checked against the
+    authenticated metadata or value of what the inner one returns (a
+    mismatch is a forged or moved token). ``residual`` holds the other keys:
+    the inner one cannot see them, so rows are matched here, and its
+    ``limit`` (and ``offset``) no longer apply.
     """
 
     inner: dict[str, Any] | None

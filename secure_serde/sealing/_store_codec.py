@@ -25,7 +25,6 @@ field.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 from langgraph.store.base import Item, PutOp, SearchItem
@@ -34,30 +33,13 @@ from secure_serde._errors import BindingError, BlindIndexError, ConfigurationErr
 from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import StoreIdentity
-from secure_serde.sealing._index import canonical
+from secure_serde.sealing._index import FilterPlan, canonical
 from secure_serde.serde import EncryptedSerializer
 
-__all__ = ["SEALED_FIELD", "ItemCodec", "StoreFilter", "check_fields"]
+__all__ = ["SEALED_FIELD", "ItemCodec", "check_fields"]
 
 SEALED_FIELD: Final = "__secure_serde__"
 _EQ: Final = "$eq"
-
-
-@dataclass(frozen=True)
-class StoreFilter:
-    """A ``search(filter=)`` split into what the inner store matches and what is checked here.
-
-    ``inner`` goes to the inner store (tokens for indexed fields, the filter
-    as given for searchable fields). ``checked`` holds the indexed fields:
-    every item the inner store matched on a token must hold that value in its
-    sealed value (a mismatch is a moved token). ``residual`` holds every
-    other field: the inner store cannot see them, so items are matched here,
-    after opening, and the inner store's limit and offset no longer apply.
-    """
-
-    inner: dict[str, Any] | None
-    checked: dict[str, Any]
-    residual: dict[str, Any]
 
 
 def check_fields(indexed: Collection[str], searchable: Collection[str]) -> None:
@@ -141,9 +123,9 @@ class ItemCodec:
 
     # -- filters -------------------------------------------------------------------------
 
-    def plan_filter(self, wanted: Mapping[str, Any] | None) -> StoreFilter:
+    def plan_filter(self, wanted: Mapping[str, Any] | None) -> FilterPlan:
         if not wanted:
-            return StoreFilter(None, {}, {})
+            return FilterPlan(None, {}, {})
         inner: dict[str, Any] = {}
         checked: dict[str, Any] = {}
         residual: dict[str, Any] = {}
@@ -157,7 +139,7 @@ class ItemCodec:
                 checked[name] = value
             else:
                 residual[name] = value
-        return StoreFilter(inner or None, checked, residual)
+        return FilterPlan(inner or None, checked, residual)
 
     def _equality(self, name: str, given: Any) -> Any:
         if isinstance(given, Mapping):
@@ -210,7 +192,7 @@ class ItemCodec:
         )
 
     @staticmethod
-    def matches(opened: Item, plan: StoreFilter) -> bool:
+    def matches(opened: Item, plan: FilterPlan) -> bool:
         """Whether an opened item passes the filter; a moved token is a typed refusal."""
         value = opened.value
         for name, wanted in plan.checked.items():

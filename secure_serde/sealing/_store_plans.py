@@ -32,7 +32,8 @@ from langgraph.store.base import (
 )
 
 from secure_serde._errors import BindingError, ConfigurationError
-from secure_serde.sealing._store_codec import ItemCodec, StoreFilter
+from secure_serde.sealing._index import FilterPlan
+from secure_serde.sealing._store_codec import ItemCodec
 from secure_serde.sealing._store_identity import RESERVED_LABEL, Plan
 
 __all__ = ["gather", "plan_for"]
@@ -125,7 +126,7 @@ def _search(codec: ItemCodec, op: SearchOp) -> Plan:
 
 
 def _scan(
-    codec: ItemCodec, op: SearchOp, prefix: tuple[str, ...], plan: StoreFilter
+    codec: ItemCodec, op: SearchOp, prefix: tuple[str, ...], plan: FilterPlan
 ) -> Generator[list[Op], list[Result], list[Item]]:
     """Read the inner store page by page; ``offset`` and ``limit`` applied here."""
     wanted = op.offset + op.limit

@@ -17,7 +17,6 @@ import functools
 import inspect
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
 from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -30,7 +29,6 @@ from secure_serde.sealing._saver import _VARIANTS, SealedSaver, register_tenant_
 from secure_serde.sealing._tenant_inner import TenantInner, TenantSealer
 from secure_serde.sealing._tenants import TenantKeys, check_tenant_id
 from secure_serde.sealing._walks import overrides
-from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["tenant_variant"]
 
@@ -128,32 +126,17 @@ class _Routing(SealedSaver):
     _scopes: OrderedDict[str, SealedSaver]
     _scopes_lock: threading.Lock
 
-    def __init__(  # noqa: PLR0913 - SealedSaver's public constructor
-        self,
-        inner: BaseCheckpointSaver[Any],
-        *,
-        serde: EncryptedSerializer,
-        indexed_metadata: Any = (),
-        plaintext_metadata: Any = (),
-        tenant_keys: Any = None,
-        tenant: Callable[[RunnableConfig], Any] | None = None,
-    ) -> None:
-        if not isinstance(tenant_keys, TenantKeys):
+    def __init__(self, inner: BaseCheckpointSaver[Any], **kwargs: Any) -> None:
+        keys, tenant = kwargs.get("tenant_keys"), kwargs.get("tenant")
+        if not isinstance(keys, TenantKeys):
             raise ConfigurationError(
                 "tenant_keys= takes secure_serde.TenantKeys.open(LOCATION), not"
-                f" {type(tenant_keys).__name__}"
+                f" {type(keys).__name__}"
             )
         if tenant is not None and not callable(tenant):
             raise ConfigurationError("tenant= takes a callable from the config to a tenant id")
-        super().__init__(
-            inner,
-            serde=serde,
-            indexed_metadata=indexed_metadata,
-            plaintext_metadata=plaintext_metadata,
-            tenant_keys=tenant_keys,
-            tenant=tenant,
-        )
-        self._keys = tenant_keys
+        super().__init__(inner, **kwargs)
+        self._keys = keys
         self._scopes = OrderedDict()
         self._scopes_lock = threading.Lock()
 
@@ -218,31 +201,7 @@ class _Routing(SealedSaver):
 
     # Every call that carries a config runs on its tenant's saver: see _CONFIG_CALLS below.
 
-    # -- calls without a config: refused here ----------------------------------------------
-
-    def delete_thread(self, thread_id: str) -> None:
-        raise TenantRequiredError(_NO_CONFIG.format(method="delete_thread"))
-
-    async def adelete_thread(self, thread_id: str) -> None:
-        raise TenantRequiredError(_NO_CONFIG.format(method="adelete_thread"))
-
-    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        raise TenantRequiredError(_NO_CONFIG.format(method="copy_thread"))
-
-    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
-        raise TenantRequiredError(_NO_CONFIG.format(method="acopy_thread"))
-
-    def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
-        raise TenantRequiredError(_NO_CONFIG.format(method="prune"))
-
-    async def _aprune(self, thread_ids: Sequence[str], strategy: str) -> None:
-        raise TenantRequiredError(_NO_CONFIG.format(method="aprune"))
-
-    def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
-        raise TenantRequiredError(_NO_CONFIG.format(method="delete_for_runs"))
-
-    async def _adelete_for_runs(self, run_ids: Sequence[str]) -> None:
-        raise TenantRequiredError(_NO_CONFIG.format(method="adelete_for_runs"))
+    # Calls without a config are refused here: see _refused below.
 
 
 # SealedSaver's calls that carry a config, wrapped below for both savers of this module.
@@ -296,6 +255,29 @@ def _routed(name: str) -> Any:
 for _call in _CONFIG_CALLS:
     setattr(_Scoped, _call, _checked(_call))
     setattr(_Routing, _call, _routed(_call))
+
+
+def _refused(method: str) -> Any:
+    """SealedSaver's ``method`` for the routing saver: no config names a tenant, so refused."""
+    message = _NO_CONFIG.format(method=method.lstrip("_"))
+    if method.lstrip("_").startswith("a"):
+
+        async def refused_async(self: _Routing, *args: Any, **kwargs: Any) -> None:
+            raise TenantRequiredError(message)
+
+        return refused_async
+
+    def refused(self: _Routing, *args: Any, **kwargs: Any) -> None:
+        raise TenantRequiredError(message)
+
+    return refused
+
+
+for _call in (
+    "delete_thread", "adelete_thread", "copy_thread", "acopy_thread",
+    "_prune", "_aprune", "_delete_for_runs", "_adelete_for_runs",
+):  # fmt: skip
+    setattr(_Routing, _call, _refused(_call))
 
 
 def _named(cls: type[SealedSaver]) -> type[SealedSaver]:
