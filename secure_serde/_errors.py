@@ -207,7 +207,7 @@ class MetadataDowngradeError(DecryptionError):
     value in the record, or the stored keys are not the ones it wrote; and by
     the 0.3 reader when a key 0.3's savers sealed is in plaintext, or the
     metadata envelope is gone: such a value is not authenticated, and is read
-    only under ``Migration(plaintext_metadata=True)`` (unsealed metadata).
+    only under ``Migration(unsealed_metadata=True)``.
     ``keys`` names the keys (never their values).
     """
 

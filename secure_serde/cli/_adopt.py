@@ -32,7 +32,7 @@ __all__ = ["register"]
 # its checkpoint JSON, where nothing authenticates them; without it such a checkpoint does
 # not read even leniently and is refused as misplaced.
 _LENIENT: Final = Migration(
-    plaintext=True, inline_values=True, unbound=True, plaintext_metadata=True
+    plaintext=True, inline_values=True, unbound=True, unsealed_metadata=True
 )
 
 

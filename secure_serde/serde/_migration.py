@@ -13,15 +13,22 @@ what is *read* does not widen what can *run*, with one named exception:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, fields
-from typing import ClassVar
+from typing import ClassVar, Final, cast
 
 from secure_serde._errors import ConfigurationError
 
 __all__ = ["Migration"]
 
+_UNSET: Final = cast(bool, object())
+_RENAMED: Final = (
+    "Migration.plaintext_metadata is deprecated: use Migration.unsealed_metadata (the old"
+    " spelling goes in 0.5; the saver option plaintext_metadata= is another thing and stays)"
+)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class Migration:
     """What a store being migrated may still contain.
 
@@ -33,20 +40,54 @@ class Migration:
         legacy_pickle: ``pickle+aes`` rows of langgraph's built-in format,
             whose type tag is not authenticated. They are unpickled by the
             inner serializer: a relabelled ``bytes+aes`` value would run.
-        unbound: in the sealed savers, values written without a binding to
-            their row (by the stock saver or an older secure_serde).
-        plaintext_metadata: in the sealed savers, metadata keys that should
-            be sealed but are found in plaintext.
+        unbound: unbound values, where a location is expected: values
+            written with no location (by the stock saver's ``serde=`` or an
+            older secure_serde), read by 0.3's savers' reader.
+        unsealed_metadata: in 0.3's savers' stores, metadata keys that 0.3
+            sealed but that are found in plaintext. Its 0.3 spelling
+            ``plaintext_metadata`` (keyword and attribute) works with a
+            `DeprecationWarning` until 0.5; it is not the saver option
+            ``plaintext_metadata=``, which names keys kept in the clear on purpose.
     """
 
     plaintext: bool = False
     inline_values: bool = False
     legacy_pickle: bool = False
     unbound: bool = False
-    plaintext_metadata: bool = False
+    unsealed_metadata: bool = False
 
     NONE: ClassVar[Migration]
     EVERYTHING: ClassVar[Migration]
+
+    def __init__(  # noqa: PLR0913 - one keyword per switch, and the old spelling of one
+        self,
+        plaintext: bool = False,
+        inline_values: bool = False,
+        legacy_pickle: bool = False,
+        unbound: bool = False,
+        unsealed_metadata: bool = _UNSET,
+        *,
+        plaintext_metadata: bool = _UNSET,
+    ) -> None:
+        if plaintext_metadata is not _UNSET:
+            if unsealed_metadata is not _UNSET:
+                raise ConfigurationError(
+                    "Migration takes unsealed_metadata= or its deprecated spelling"
+                    " plaintext_metadata=, not both"
+                )
+            warnings.warn(_RENAMED, DeprecationWarning, stacklevel=2)
+            unsealed_metadata = plaintext_metadata
+        elif unsealed_metadata is _UNSET:
+            unsealed_metadata = False
+        switches = (plaintext, inline_values, legacy_pickle, unbound, unsealed_metadata)
+        for field, value in zip(fields(self), switches, strict=True):
+            object.__setattr__(self, field.name, value)
+
+    @property
+    def plaintext_metadata(self) -> bool:
+        """Deprecated spelling of `unsealed_metadata` (until 0.5)."""
+        warnings.warn(_RENAMED, DeprecationWarning, stacklevel=2)
+        return self.unsealed_metadata
 
     def enabled(self) -> tuple[str, ...]:
         """The names of the switches that are on, for logs and reprs."""
@@ -71,5 +112,5 @@ Migration.NONE = Migration()
 # Every read switch except legacy pickles, whose tags no one ever authenticated:
 # what `secure-serde rewrap` needs to bring a stock or 0.1 store up to date.
 Migration.EVERYTHING = Migration(
-    plaintext=True, inline_values=True, unbound=True, plaintext_metadata=True
+    plaintext=True, inline_values=True, unbound=True, unsealed_metadata=True
 )

@@ -75,7 +75,7 @@ class V03Reader(BaseCheckpointSaver[str]):
             serde's keyring). ``seal_metadata=False`` opens sealed entries
             without checking them, as a viewer.
         migration: what unauthenticated content may still be read, as for
-            0.3's savers (``unbound``, ``plaintext_metadata``,
+            0.3's savers (``unbound``, ``unsealed_metadata``,
             ``inline_values``); each such read is logged.
 
     Raises:

@@ -8,7 +8,7 @@ errors:
 
 * with a policy (``seal_metadata=True``): a key that should be sealed found
   in plaintext, or no sealed entry, raises `MetadataDowngradeError` outside
-  ``Migration.plaintext_metadata`` (an index entry with no sealed entry:
+  ``Migration.unsealed_metadata`` (an index entry with no sealed entry:
   `BlindIndexError`); the entry must name its own row (`MetadataMovedError`;
   an entry naming none only under ``Migration.unbound``); every index token
   must be the MAC of the sealed value it claims to index (`BlindIndexError`);
@@ -104,11 +104,11 @@ class V03Metadata:
                     "indexed_metadata needs a key for its blind indexes: the serde's cipher"
                     " holds no local key (KMS?); pass index_key="
                 )
-        self._allow = migration.plaintext_metadata
+        self._allow = migration.unsealed_metadata
         self._unbound = migration.unbound
         self._downgrade_log = RateLimitedWarning(
             "secure_serde read %d checkpoint(s) with metadata that should be sealed in"
-            " plaintext (latest keys %s) because Migration.plaintext_metadata is on"
+            " plaintext (latest keys %s) because Migration.unsealed_metadata is on"
         )
         self._unbound_log = RateLimitedWarning(
             "secure_serde read %d checkpoint(s) whose sealed metadata names no row"
@@ -150,7 +150,7 @@ class V03Metadata:
             what = f"key(s) {exposed} that should be sealed are" if exposed else "the entry is"
             raise MetadataDowngradeError(
                 f"sealed metadata was removed or bypassed: {what} stored in plaintext"
-                " (Migration.plaintext_metadata is off)",
+                " (Migration.unsealed_metadata is off)",
                 keys=tuple(exposed),
             )
         self._downgrade_log.record(exposed or ["<no sealed entry>"])

@@ -72,7 +72,7 @@ def serde(migration: Migration | None = None) -> EncryptedSerializer:
     return EncryptedSerializer(EnvKeyCipher(VECTOR_KEY), migration=migration)
 
 
-LENIENT: Final = Migration(plaintext=True, unbound=True, plaintext_metadata=True)
+LENIENT: Final = Migration(plaintext=True, unbound=True, unsealed_metadata=True)
 
 
 @contextmanager
@@ -240,7 +240,7 @@ def test_a_postgres_row_that_does_not_authenticate_is_misplaced(
         conn.execute(
             "UPDATE checkpoint_writes SET task_id = task_id || 'x' WHERE thread_id = 'review-2'"
         )
-    lenient = Migration(plaintext=True, unbound=True, plaintext_metadata=True)
+    lenient = Migration(plaintext=True, unbound=True, unsealed_metadata=True)
     with (
         V03Reader(postgres_url, serde=pg_serde(), indexed_metadata=INDEXED) as source,
         V03Reader(postgres_url, serde=pg_serde(lenient), migration=lenient) as loose,

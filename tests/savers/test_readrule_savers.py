@@ -17,7 +17,7 @@ checkpoint's record, its sealed metadata included, is one sealed cell in the met
   never read: the record comes from its seal.
 
 0.3's savers read records with no seal under ``Migration(unbound=True)`` and downgraded
-metadata under ``Migration.plaintext_metadata``; `SealedSaver` has no such switch (a bound
+metadata under ``Migration.unsealed_metadata``; `SealedSaver` has no such switch (a bound
 store stays bound), so those reads are gone with them.
 """
 
