@@ -22,7 +22,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 
 from secure_serde import BindingError, DecryptionError, EncryptedSerializer, UnboundValueError
 from secure_serde.ciphers import KmsEnvelopeCipher
-from secure_serde.crypto._binding import Location
+from secure_serde.crypto import Location
 from secure_serde.savers.sqlite import SqliteSaver
 from tests.ciphers.kms_support import KmsCallCounter, new_cmk
 

@@ -253,7 +253,7 @@ def test_missing_keyring_file_is_a_configuration_error(
 def test_retired_ids_given_as_an_iterator_are_still_retired() -> None:
     """An iterator must not be used up by validation and then retire nothing."""
     from secure_serde.ciphers import Keyring
-    from secure_serde.crypto._keys import Key
+    from secure_serde.crypto import Key
 
     old, new = Key.derive(b"o" * 32, label="old"), Key.derive(b"n" * 32, label="new")
     blob = Keyring([old], old)._seal_with_nonce(b"secret", "bytes", b"\x00" * 12)

@@ -28,7 +28,7 @@ from secure_serde import (
 )
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import EXT_PICKLE, PANDAS, TAG
-from secure_serde.serde import _langgraph as lg
+from secure_serde.serde import langgraph_internals as lg
 from tests import strategies as cs
 from tests import strategies_pandas  # noqa: F401  (registers exact frame comparison)
 

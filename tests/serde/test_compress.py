@@ -477,7 +477,7 @@ def test_compressed_tag_on_a_legacy_row_is_refused_before_decryption() -> None:
         EncryptedSerializer as LangGraphEncryptedSerializer,
     )
 
-    from secure_serde.passes._plan import Planner, Unreadable
+    from secure_serde.passes import Planner, Unreadable
     from secure_serde.stores import Cell, RowRef
 
     legacy = LangGraphEncryptedSerializer.from_pycryptodome_aes(key=KEY)

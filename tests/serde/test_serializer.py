@@ -26,7 +26,7 @@ from secure_serde import (
     UnknownKeyError,
 )
 from secure_serde.ciphers import EnvKeyCipher, Keyring
-from secure_serde.crypto._keys import Key
+from secure_serde.crypto import Key
 from tests.planted import PlantedPickle
 from tests.serdes_support import env_serde
 
