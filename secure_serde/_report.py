@@ -28,6 +28,7 @@ __all__ = [
     "RewrapProgress",
     "RewrapReport",
     "Tally",
+    "counted",
 ]
 
 # Failures are kept for the report; past this many only the count grows,
@@ -146,6 +147,11 @@ class Tally:
             details=MappingProxyType(dict(details or {})),
             elapsed=elapsed,
         )
+
+
+def counted(name: str) -> Any:
+    """A report property: the report's count ``name`` (0 when the pass counted none)."""
+    return property(lambda report: report.counts.get(name, 0))
 
 
 def _frozen(counts: Mapping[str, int]) -> Mapping[str, int]:

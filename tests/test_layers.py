@@ -3,7 +3,8 @@
 Layers, bottom to top; a module imports only from its own layer or lower ones:
 
 0. core: the helpers at the top of the package (``_errors``, the pass report ``_report``
-   and its row records ``_rows``, ``_lazy``, ``_scrub``, ``_ratelog``, ``_version``);
+   and its row records ``_rows``, the pass engine's loop ``_engine``, ``_lazy``,
+   ``_scrub``, ``_ratelog``, ``_version``);
 1. ``crypto``: primitives, the ciphertext formats, locations, keys;
 2. ``ciphers``;
 3. ``serde``: the serializer, the read rule, strict decoding, compression, the
@@ -40,7 +41,7 @@ ROOT: Final = Path(__file__).resolve().parent.parent / "secure_serde"
 PACKAGE: Final = "secure_serde"
 
 CORE: Final = frozenset(
-    {"_errors", "_lazy", "_ratelog", "_report", "_rows", "_scrub", "_version"}
+    {"_engine", "_errors", "_lazy", "_ratelog", "_report", "_rows", "_scrub", "_version"}
 )
 # layer name -> rank; equal ranks are siblings that must not import each other.
 RANKS: Final = {

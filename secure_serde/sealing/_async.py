@@ -8,7 +8,7 @@ _walks.py, shared by both.
 from __future__ import annotations
 
 import inspect
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
 )
 
 from secure_serde._errors import StoreIdentityError
+from secure_serde._report import PassProgress
 from secure_serde.sealing import _saver_plans as plans
 from secure_serde.sealing._codec import Sealer, ids
 from secure_serde.sealing._identity import (
@@ -34,7 +35,13 @@ from secure_serde.sealing._identity import (
     unenumerable,
 )
 from secure_serde.sealing._inner import guarded_async, read_errors, unreadable
-from secure_serde.sealing._reindex import ReindexReport, release_reindex
+from secure_serde.sealing._reindex import (
+    BATCH,
+    ReindexReport,
+    begin_reindex,
+    reindex_plan,
+    release_reindex,
+)
 from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["AsyncMethods"]
@@ -155,13 +162,19 @@ class AsyncMethods:
         await self._arun(plans.delete_for_runs_plan(run_ids))
 
     async def areindex(
-        self, *, dry_run: bool = False, rotate: bool = True, max_rows: int | None = None
+        self,
+        *,
+        dry_run: bool = False,
+        rotate: bool = True,
+        max_rows: int | None = None,
+        batch_size: int = BATCH,
+        progress: Callable[[PassProgress], None] | None = None,
     ) -> ReindexReport:
         """The async twin of `SealedSaver.reindex`."""
-        plans.begin_reindex(self, max_rows)
+        begin_reindex(self, max_rows, batch_size)
         try:
-            plan = plans.reindex_plan(self, dry_run=dry_run, rotate=rotate, max_rows=max_rows)
-            return (await self._arun(plan)).report()
+            plan = reindex_plan(self, dry_run, rotate, max_rows, batch_size, progress)
+            return await self._arun(plan)
         finally:
             release_reindex(self.inner)
 

@@ -5,7 +5,9 @@ and every write, each at its own place; the history of every namespace must
 reach a root. A row that fails is listed with its typed error class and the
 pass goes on with the next. Cells are counted by whether the primary key
 sealed them (told from their header, never decrypted twice), so rotation can
-be checked. Nothing here writes.
+be checked. Nothing here writes: the pass is a planner on the pass engine
+(secure_serde/_engine.py) that never plans a change, run a batch of
+checkpoints at a time; each finding is one of its `PassReport`'s failures.
 
 **Tenant rows.** A store of ``SealedSaver(..., tenant_keys=...)`` keeps each
 tenant's rows under inner thread ids ``sst1:<token>:<thread>``, where the
@@ -23,13 +25,17 @@ counted apart (``tenant_cells``), and rotate with ``TenantKeys.rewrap``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, Final
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
+from secure_serde._engine import ReadOnly, Skip, Unreadable, batches_of, run_batches
 from secure_serde._errors import (
     ConfigurationError,
     HistoryError,
@@ -38,11 +44,13 @@ from secure_serde._errors import (
     UnknownTenantError,
     UnreadableRowError,
 )
-from secure_serde._report import Kept
+from secure_serde._report import Kept, PassReport, Tally, counted
+from secure_serde._rows import CheckpointRow, RowFailure
 from secure_serde.ciphers._headers import current_test
 from secure_serde.sealing import _cell
 from secure_serde.sealing._codec import RECORD_KEY, Sealer
 from secure_serde.sealing._identity import IDENTITY_THREAD
+from secure_serde.sealing._reindex import thread_of
 from secure_serde.sealing._saver import SealedSaver
 from secure_serde.sealing._tenant_inner import TenantInner, tenant_prefix, tenant_thread_prefix
 from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
@@ -51,6 +59,8 @@ from secure_serde.sealing._walks import key_of
 __all__ = ["AuditFinding", "SealedAuditReport", "ShreddedRow", "audit_sealed"]
 
 SHREDDED: Final = "shredded"
+OPENS: Final = Skip("opens")
+BATCH: Final = 100
 
 
 @dataclass(frozen=True)
@@ -79,35 +89,56 @@ class ShreddedRow:
 
 
 @dataclass(frozen=True)
-class SealedAuditReport:
-    """What a pass over a SealedSaver store found.
+class SealedAuditReport(PassReport):
+    """What a pass over a SealedSaver store found: a `PassReport` named ``"audit"``.
 
-    ``findings`` lists the first 1,000 rows that do not open, ``finding_count``
-    counts them all. ``shredded`` counts the checkpoints of shredded tenants and
-    threads (the first 1,000 listed in ``shredded_rows``); they are not findings.
-    ``tenant_checkpoints`` counts the checkpoints opened with a tenant's keys,
-    ``tenant_cells`` their cells (under thread keys, not under the primary:
-    ``TenantKeys.rewrap`` rotates those).
+    ``findings`` lists the first 1,000 rows that do not open (the report's
+    ``failures``), ``finding_count`` counts them all. ``shredded`` counts the
+    checkpoints of shredded tenants and threads (the first 1,000 listed in
+    ``shredded_rows``); they are not findings. ``tenant_checkpoints`` counts
+    the checkpoints opened with a tenant's keys, ``tenant_cells`` their cells
+    (under thread keys, not under the primary: ``TenantKeys.rewrap`` rotates
+    those). The other counts are the report's ``counts``.
     """
 
-    threads: int
-    checkpoints: int
-    values: int
-    writes: int
-    records: int
-    under_primary: int
-    not_under_primary: int
-    findings: tuple[AuditFinding, ...] = field(default=())
-    finding_count: int = 0
-    shredded: int = 0
-    shredded_rows: tuple[ShreddedRow, ...] = field(default=())
-    tenant_checkpoints: int = 0
-    tenant_cells: int = 0
+    shredded_rows: tuple[ShreddedRow, ...] = ()
+
+    values = counted("values")
+    records = counted("records")
+    under_primary = counted("under_primary")
+    not_under_primary = counted("not_under_primary")
+    tenant_checkpoints = counted("tenant_checkpoints")
+    tenant_cells = counted("tenant_cells")
+
+    @property
+    def checkpoints(self) -> int:
+        return self.scanned
+
+    @property
+    def shredded(self) -> int:
+        return self.skipped.get(SHREDDED, 0)
+
+    @property
+    def finding_count(self) -> int:
+        return self.failure_count
+
+    @property
+    def findings(self) -> tuple[AuditFinding, ...]:
+        return tuple(
+            AuditFinding(
+                f.ref.thread_id,
+                f.ref.checkpoint_ns,
+                str(f.ref.checkpoint_id),
+                "" if f.error is None else f.error.__name__,
+                f.reason,
+            )
+            for f in self.failures
+        )
 
     @property
     def clean(self) -> bool:
         """Every row opens (or was shredded), every history is complete, store cells current."""
-        return not self.findings and self.finding_count == 0 and self.not_under_primary == 0
+        return self.failure_count == 0 and self.not_under_primary == 0
 
 
 class _Tenants:
@@ -163,7 +194,7 @@ class _Tenants:
         return hit
 
 
-def audit_sealed(  # noqa: C901 - one pass: each outcome of a row is one branch
+def audit_sealed(
     saver: SealedSaver,
     *,
     thread_ids: Iterable[str] | None = None,
@@ -175,7 +206,8 @@ def audit_sealed(  # noqa: C901 - one pass: each outcome of a row is one branch
     ``thread_ids``: the store's threads, listed one by one (the CLI reads them from the
     table). A thread whose rows the inner saver cannot even decode is then a finding, and
     the pass goes on; without them, one ``list(None)`` reads every thread, and such a row
-    stops the pass with `UnreadableRowError`.
+    stops the pass with `UnreadableRowError`. ``progress`` gets the count of checkpoints
+    read so far after every batch (a thread, or `BATCH` of its checkpoints).
 
     ``tenant_keys``: the tenant key store of a store written by
     ``SealedSaver(..., tenant_keys=...)`` (taken from ``saver`` itself when it is
@@ -186,99 +218,91 @@ def audit_sealed(  # noqa: C901 - one pass: each outcome of a row is one branch
         raise ConfigurationError(
             f"tenant_keys= takes a TenantKeys, not {type(tenant_keys).__name__}"
         )
+    started = time.monotonic()
     keys = tenant_keys if tenant_keys is not None else getattr(saver, "tenant_keys", None)
-    tenants = _Tenants(saver, keys if isinstance(keys, TenantKeys) else None)
-    sealer = saver._ready()
-    is_current, _, _ = current_test(saver._encrypting.cipher)
-    counts = {
-        "values": 0,
-        "writes": 0,
-        "records": 0,
-        "current": 0,
-        "other": 0,
-        "tenant": 0,
-        "tenant_cells": 0,
-    }
-    findings: Kept[AuditFinding] = Kept()
-    shredded: Kept[ShreddedRow] = Kept()
-    seen: set[tuple[str, str, str]] = set()
-    parents: dict[tuple[str, str, str], tuple[str, str, str]] = {}
-    threads: set[str] = set()
+    planner = _Planner(saver, _Tenants(saver, keys if isinstance(keys, TenantKeys) else None))
+    tally = Tally()
+    on_batch = None if progress is None else (lambda done: progress(done.scanned))
+    batches = _batches(saver, thread_ids, tally)
+    # Read-only: run as a dry run, so nothing is ever applied.
+    applier: ReadOnly[CheckpointTuple] = ReadOnly(lambda found: CheckpointRow.at(*key_of(found)))
+    run_batches(batches, planner, applier, dry_run=True, tally=tally, on_batch=on_batch)
+    for child, parent in planner.parents.items():
+        if parent not in planner.seen:
+            why = f"the parent {parent[2]!r} of this checkpoint is missing"
+            tally.fail(RowFailure(CheckpointRow.at(*child), why, HistoryError))
+    tally.counts.update(planner.counts)
+    tally.counts["threads"] = len(planner.threads)
+    base = tally.report("audit", dry_run=False, elapsed=time.monotonic() - started)
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(PassReport)}
+    return SealedAuditReport(**fields, shredded_rows=tuple(planner.shredded.items))
 
-    def count(tag: str, ciphertext: bytes, kind: str, tenant: bool) -> None:
-        counts[kind] += 1
-        if tenant:
-            counts["tenant_cells"] += 1
-            return
-        cipher_name = tag.rpartition("+")[2]
-        counts["current" if is_current(cipher_name, ciphertext) else "other"] += 1
 
-    for found in _every_row(saver, thread_ids, findings):
-        thread, ns, checkpoint_id = key_of(found)
-        threads.add(thread)
-        seen.add((thread, ns, checkpoint_id))
+class _Planner:
+    """Per checkpoint: opens (its cells counted), shredded, or a finding; never a change."""
+
+    def __init__(self, saver: SealedSaver, tenants: _Tenants) -> None:
+        self._tenants = tenants
+        self._sealer = saver._ready()
+        self._is_current, _, _ = current_test(saver._encrypting.cipher)
+        self.counts: Counter[str] = Counter()
+        self.shredded: Kept[ShreddedRow] = Kept()
+        self.seen: set[tuple[str, str, str]] = set()
+        self.parents: dict[tuple[str, str, str], tuple[str, str, str]] = {}
+        self.threads: set[str] = set()
+
+    def plan(self, found: CheckpointTuple) -> Skip | Unreadable:
+        thread, ns, _ = key = key_of(found)
+        self.threads.add(thread)
+        self.seen.add(key)
         prefix = tenant_thread_prefix(thread)
-        opener, row = sealer, found
+        opener, row = self._sealer, found
         tenant: str | None = None
         try:
             if prefix is not None:
-                tenant = tenants.tenant_of(prefix)
-                if tenants.shredded.covers(tenant, thread[len(prefix) :]):
-                    shredded.append(ShreddedRow(thread, ns, checkpoint_id, tenant))
-                    continue
-                adapter, opener = tenants.sealer(tenant)
+                tenant = self._tenants.tenant_of(prefix)
+                if self._tenants.shredded.covers(tenant, thread[len(prefix) :]):
+                    return self._shred(key, tenant)
+                adapter, opener = self._tenants.sealer(tenant)
                 row = adapter.own(found)
             opened = opener.open(row)
         except ShreddedError as exc:
             # Shredded while the pass ran (the tombstones were read at its start).
-            shredded.append(ShreddedRow(thread, ns, checkpoint_id, exc.tenant_id))
-            continue
+            return self._shred(key, exc.tenant_id)
         except UnknownTenantError as exc:
-            if prefix is not None and tenant is None and _opens(sealer, found):
-                # An application thread that only looks like a tenant's: a store row.
-                prefix, opener, row = None, sealer, found
-                opened = sealer.open(found)
-            else:
-                findings.append(_finding(found, exc))
-                continue
+            if prefix is None or tenant is not None or not _opens(self._sealer, found):
+                return Unreadable(type(exc), str(exc))
+            # An application thread that only looks like a tenant's: a store row.
+            prefix, opened = None, self._sealer.open(found)
         except SecureSerdeError as exc:
-            findings.append(_finding(found, exc))
-            continue
+            return Unreadable(type(exc), str(exc))
         in_tenant = prefix is not None
-        if in_tenant:
-            counts["tenant"] += 1
+        self.counts["tenant_checkpoints"] += in_tenant
         if opened.parent_id is not None and not opened.detached:
-            parents[(thread, ns, checkpoint_id)] = (thread, ns, opened.parent_id)
+            self.parents[key] = (thread, ns, opened.parent_id)
         record = _cell.from_text(found.metadata.get(RECORD_KEY), _cell.RECORD)
-        count(record.type_tag, record.ciphertext, "records", in_tenant)
+        self._count(record.type_tag, record.ciphertext, "records", in_tenant)
         stored = found.checkpoint.get("channel_values") or {}
         for channel in opened.with_values:
             cell = _cell.unpack(stored[channel], _cell.VALUE)
-            count(cell.type_tag, cell.ciphertext, "values", in_tenant)
+            self._count(cell.type_tag, cell.ciphertext, "values", in_tenant)
         for _, _, raw in found.pending_writes or ():
             cell = _cell.unpack(raw, _cell.WRITE)
-            count(cell.type_tag, cell.ciphertext, "writes", in_tenant)
-        if progress is not None:
-            progress(len(seen))
-    for child, parent in parents.items():
-        if parent not in seen:
-            error = HistoryError(f"the parent {parent[2]!r} of this checkpoint is missing")
-            findings.append(AuditFinding(*child, type(error).__name__, str(error)))
-    return SealedAuditReport(
-        threads=len(threads),
-        checkpoints=len(seen),
-        values=counts["values"],
-        writes=counts["writes"],
-        records=counts["records"],
-        under_primary=counts["current"],
-        not_under_primary=counts["other"],
-        findings=tuple(findings.items),
-        finding_count=findings.total,
-        shredded=shredded.total,
-        shredded_rows=tuple(shredded.items),
-        tenant_checkpoints=counts["tenant"],
-        tenant_cells=counts["tenant_cells"],
-    )
+            self._count(cell.type_tag, cell.ciphertext, "writes", in_tenant)
+        return OPENS
+
+    def _shred(self, key: tuple[str, str, str], tenant: str) -> Skip:
+        self.shredded.append(ShreddedRow(*key, tenant))
+        return Skip(SHREDDED)
+
+    def _count(self, tag: str, ciphertext: bytes, kind: str, tenant: bool) -> None:
+        self.counts[kind] += 1
+        if tenant:
+            self.counts["tenant_cells"] += 1
+        elif self._is_current(tag.rpartition("+")[2], ciphertext):
+            self.counts["under_primary"] += 1
+        else:
+            self.counts["not_under_primary"] += 1
 
 
 def _opens(sealer: Sealer, found: CheckpointTuple) -> bool:
@@ -289,10 +313,10 @@ def _opens(sealer: Sealer, found: CheckpointTuple) -> bool:
     return True
 
 
-def _every_row(
-    saver: SealedSaver, thread_ids: Iterable[str] | None, findings: Kept[AuditFinding]
-) -> Iterator[CheckpointTuple]:
-    """Every checkpoint of every thread but the identity's.
+def _batches(
+    saver: SealedSaver, thread_ids: Iterable[str] | None, tally: Tally
+) -> Iterator[Sequence[CheckpointTuple]]:
+    """Every checkpoint of every thread but the identity's, a thread (or `BATCH` rows) at a time.
 
     Without ``thread_ids``: one unpaged ``list(None)``. ``before`` pages are ordered
     across threads by some savers (SQL) and per thread by others (InMemorySaver), so
@@ -311,14 +335,8 @@ def _every_row(
         except UnreadableRowError as exc:
             if thread is None:
                 raise
-            findings.append(AuditFinding(thread, "", "", type(exc).__name__, str(exc)))
+            where = CheckpointRow.at(thread, "", "", "thread")
+            tally.fail(RowFailure(where, str(exc), type(exc)))
             continue
-        for found in rows:
-            configurable: dict[str, Any] = found.config.get("configurable") or {}
-            if str(configurable.get("thread_id")) != IDENTITY_THREAD:
-                yield found
-
-
-def _finding(found: CheckpointTuple, exc: SecureSerdeError) -> AuditFinding:
-    thread, ns, checkpoint_id = key_of(found)
-    return AuditFinding(thread, ns, checkpoint_id, type(exc).__name__, str(exc))
+        rows = [found for found in rows if thread_of(found) != IDENTITY_THREAD]
+        yield from batches_of(rows, BATCH)

@@ -1,4 +1,4 @@
-"""The re-index pass's bookkeeping, shared by `SealedSaver.reindex` and ``areindex``; no I/O here.
+"""`SealedSaver.reindex` and ``areindex``: the blind-index key's rotation, a planner on the engine.
 
 A re-index rotates the store's blind-index key (secure_serde/sealing/_index.py):
 
@@ -7,53 +7,75 @@ A re-index rotates the store's blind-index key (secure_serde/sealing/_index.py):
    old keys stay in the identity, for reading. Every process that opens the
    store from then on writes tokens under the new key, and a filter asks the
    inner saver once per key the identity holds.
-2. **Move.** Every checkpoint whose tokens are under another key is read,
-   checked (its record opens; no value is decrypted), and re-put
-   through the inner saver's ``put`` with the same cells and a record and
-   tokens under the current key. Rows under the current key are skipped, so
-   an interrupted pass resumes where it stopped and a finished one writes
-   nothing. A row whose tokens name a key the identity no longer holds is
-   re-tokenized the same way: its sealed metadata vouches for the values.
-3. **Drop.** Once a scan finds no row under an older key (and none it could
-   not read), the older keys are dropped from the identity.
+2. **Move.** Every checkpoint is listed (the inner ``list(None)``) and handed
+   to the pass engine (secure_serde/_engine.py) in batches, with progress
+   after every batch. The planner (`ReindexPlanner`) skips a row under the
+   current key, refuses one whose record does not open (listed with its error
+   class), and plans a re-put of any other through the inner saver's ``put``,
+   with the same cells and a record and tokens under the current key; no
+   value is decrypted. A row whose tokens name a key the identity no longer
+   holds is re-tokenized the same way: its sealed metadata vouches for the
+   values. The applier (`Puts`) reads each row again just before its put: a
+   row deleted meanwhile is counted as vanished, one re-put meanwhile is
+   planned afresh. An interrupted pass resumes where it stopped and a
+   finished one writes nothing; a dry run plans every row and writes nothing.
+3. **Drop.** Once a scan moves no row (and refuses none), the older keys are
+   dropped from the identity.
+
+Its I/O is yielded as a `SealedSaver` plan's asks (_saver_plans.py), so
+``reindex`` and ``areindex`` (on an async-only inner saver too) run the same steps.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import Final
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
+from secure_serde._engine import (
+    CURRENT,
+    Planned,
+    Skip,
+    Step,
+    Unreadable,
+    batch_steps,
+    batches_of,
+    reporter,
+)
 from secure_serde._errors import (
     BlindIndexError,
     ConfigurationError,
     SecureSerdeError,
     StoreIdentityError,
 )
-from secure_serde._report import MAX_LISTED_FAILURES, Detail, PassReport, Tally
-from secure_serde._rows import CheckpointRow, RowFailure
+from secure_serde._report import Detail, PassProgress, PassReport, Tally
+from secure_serde._rows import CheckpointRow
 from secure_serde.sealing._codec import Sealer
-from secure_serde.sealing._identity import IDENTITY_THREAD
-from secure_serde.sealing._walks import key_of
+from secure_serde.sealing._identity import IDENTITY_THREAD, drop_put, open_identity, rotate_put
+from secure_serde.sealing._record import new_versions_of
+from secure_serde.sealing._saver_plans import IDENTITY, READY, Host, Plan
+from secure_serde.sealing._walks import PutArgs, key_of, resealed
 
 __all__ = [
+    "BATCH",
     "MAX_ROUNDS",
+    "Puts",
+    "ReindexPlanner",
     "ReindexReport",
-    "ReindexScan",
-    "ReindexTally",
-    "check_max_rows",
+    "begin_reindex",
     "claim_reindex",
-    "concurrent",
-    "merged",
+    "reindex_plan",
     "release_reindex",
-    "row_config",
-    "unenumerable_store",
+    "thread_of",
 ]
+
+BATCH: Final = 100
+REMAINING: Final = "remaining"
 
 # Inner savers (by id) with a re-index running in this process: a second one is refused.
 _REINDEXING: set[int] = set()
@@ -78,98 +100,14 @@ def release_reindex(inner: object) -> None:
         _REINDEXING.discard(id(inner))
 
 
-@dataclass
-class ReindexTally:
-    """What one `SealedSaver.reindex` call did (or, with ``dry_run``, would do), as it runs.
-
-    `report` freezes it into the `PassReport` (named ``"reindex"``) the call
-    returns. ``key_id``: the current index key's id after the call (on a dry
-    run that would rotate, ``None``: the key does not exist yet).
-    ``rewritten``: rows re-put (a dry run: rows it would re-put). ``current``:
-    rows already under the current key, skipped. ``refused``: rows that did
-    not open (typed errors; each listed as a failure); while any is left the
-    old keys are kept. ``remaining``: rows still under an older key when the
-    call stopped (``max_rows``). ``dropped``: ids of the index keys removed
-    from the identity. ``complete``: the store holds one index key and every
-    row is under it.
-    """
-
-    key_id: str | None
-    dry_run: bool
-    rotated: bool = False
-    rewritten: int = 0
-    current: int = 0
-    refused: int = 0
-    remaining: int = 0
-    dropped: tuple[str, ...] = ()
-    complete: bool = False
-    failures: list[RowFailure] = field(default_factory=list)
-    started: float = field(default_factory=time.monotonic)
-
-    def refuse(self, key: tuple[str, str, str], error: type[SecureSerdeError]) -> None:
-        self.refused += 1
-        if len(self.failures) < MAX_LISTED_FAILURES:
-            reason = f"{error.__name__}: the checkpoint's record does not open; left as it is"
-            self.failures.append(RowFailure(CheckpointRow.at(*key), reason, error))
-
-    def report(self) -> PassReport:
-        tally = Tally(
-            scanned=self.current + self.rewritten + self.refused + self.remaining,
-            changed=self.rewritten,
-            failure_count=self.refused,
-            failures=list(self.failures),
-        )
-        tally.skipped["current"] = self.current
-        tally.counts["remaining"] = self.remaining
-        details: dict[str, Detail] = {
-            "key_id": self.key_id,
-            "rotated": self.rotated,
-            "dropped": self.dropped,
-            "complete": self.complete,
-        }
-        elapsed = time.monotonic() - self.started
-        return tally.report("reindex", dry_run=self.dry_run, elapsed=elapsed, details=details)
-
-
 # Deprecated alias (0.4.0): reindex returns the one report type of every pass.
 ReindexReport = PassReport
 
 
-class ReindexScan:
-    """One scan of every checkpoint: which rows are not under the current index key."""
-
-    def __init__(self, sealer: Sealer, *, rotating: bool) -> None:
-        self.sealer = sealer
-        # A dry run before the new key exists: every row with a token would move.
-        self.rotating = rotating
-        self.todo: list[tuple[str, str, str]] = []
-        self.current = 0
-
-    def see(self, found: CheckpointTuple) -> None:
-        configurable = found.config.get("configurable") or {}
-        if str(configurable.get("thread_id")) == IDENTITY_THREAD:
-            return
-        try:
-            generation = self.sealer.row_generation(found.metadata)
-        except BlindIndexError:
-            # A key the identity no longer holds (or a hostile token): re-tokenized from the
-            # sealed metadata if the record opens, refused otherwise.
-            self.todo.append(key_of(found))
-            return
-        if generation is None or (
-            not self.rotating and generation is self.sealer.index_keys.current
-        ):
-            self.current += 1
-        else:
-            self.todo.append(key_of(found))
-
-    def is_current(self, found: CheckpointTuple) -> bool:
-        """Whether a row read back for moving is under the current key already (moved since)."""
-        try:
-            generation = self.sealer.row_generation(found.metadata)
-        except BlindIndexError:
-            return False
-        return generation is None or generation is self.sealer.index_keys.current
+def thread_of(found: CheckpointTuple) -> str:
+    """The thread id a stored row names, the identity's included (`key_of` refuses that one)."""
+    configurable: dict[str, Any] = found.config.get("configurable") or {}
+    return str(configurable.get("thread_id"))
 
 
 def row_config(key: tuple[str, str, str]) -> RunnableConfig:
@@ -177,14 +115,6 @@ def row_config(key: tuple[str, str, str]) -> RunnableConfig:
     return {
         "configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
     }
-
-
-def merged(rows: Iterable[CheckpointTuple]) -> list[CheckpointTuple]:
-    """Rows of one filter asked once per index key: each once, newest checkpoint id first."""
-    seen: dict[tuple[str, str, str], CheckpointTuple] = {}
-    for found in rows:
-        seen.setdefault(key_of(found), found)
-    return [seen[key] for key in sorted(seen, key=lambda k: (k[2], k[0], k[1]), reverse=True)]
 
 
 def check_max_rows(max_rows: int | None) -> None:
@@ -206,3 +136,165 @@ def unenumerable_store(inner: object) -> ConfigurationError:
         f"{type(inner).__name__} cannot list every thread, so reindex() cannot find every"
         " checkpoint to move: the store keeps its index keys"
     )
+
+
+@dataclass(frozen=True)
+class Move:
+    """One planned re-put: the row as the scan read it, and its put arguments."""
+
+    found: CheckpointTuple
+    put_args: PutArgs
+
+
+class ReindexPlanner:
+    """Per checkpoint: current, refused, left for a later call (``max_rows``), or moved."""
+
+    def __init__(self, sealer: Sealer, *, dry_run: bool, rotating: bool, budget: int | None):
+        self._sealer = sealer
+        self._dry_run = dry_run
+        # A dry run before the new key exists: every row with a token would move.
+        self._rotating = rotating
+        self._budget = budget
+        self.planned = 0
+
+    def plan(self, found: CheckpointTuple) -> Skip | Unreadable | Planned:
+        if self._is_current(found):
+            return CURRENT
+        if self._budget is not None and self.planned >= self._budget:
+            return Skip(REMAINING)
+        try:
+            opened = self._sealer.open(found, channels=(), retoken=True)
+        except SecureSerdeError as exc:
+            why = "the checkpoint's record does not open; left as it is"
+            return Unreadable.of(type(exc), why)
+        self.planned += 1
+        if self._dry_run:
+            return Planned(None)
+        return Planned(Move(found, resealed(self._sealer, found, opened, detached=opened.detached)))
+
+    def _is_current(self, found: CheckpointTuple) -> bool:
+        try:
+            generation = self._sealer.row_generation(found.metadata)
+        except BlindIndexError:
+            # A key the identity no longer holds (or a hostile token): re-tokenized from the
+            # sealed metadata if the record opens, refused otherwise.
+            return False
+        current = generation is self._sealer.index_keys.current and not self._rotating
+        return generation is None or current
+
+
+class Puts:
+    """Re-puts through the inner saver, each after reading its row again (asks of a plan)."""
+
+    def apply(self, changes: Sequence[object]) -> Step[Sequence[bool]]:
+        done = []
+        for move in changes:
+            if not isinstance(move, Move):  # pragma: no cover - the planner's own changes
+                raise ConfigurationError("reindex applies only its own moves")
+            fresh = yield ("read", row_config(key_of(move.found)))
+            same = fresh is not None and dict(fresh.metadata) == dict(move.found.metadata)
+            if same:
+                args = move.put_args
+                yield ("call", "put", (*args, new_versions_of(args[1])), {})
+            done.append(same)
+        return done
+
+    def reload(self, change: object) -> Step[CheckpointTuple | None]:
+        if not isinstance(change, Move):  # pragma: no cover - the planner's own changes
+            return None
+        found: CheckpointTuple | None = yield ("read", row_config(key_of(change.found)))
+        return found
+
+    def ref(self, unit: CheckpointTuple) -> CheckpointRow:
+        return CheckpointRow.at(*key_of(unit))
+
+
+def begin_reindex(saver: Host, max_rows: int | None, batch_size: int = BATCH) -> None:
+    """The checks before a re-index, then its claim on the inner saver."""
+    if saver._tenant_keys is not None:
+        raise ConfigurationError(
+            "reindex() rotates the store's own index key; per-tenant index keys are"
+            " rotated with the tenant's keys (docs/tenants.md)"
+        )
+    check_max_rows(max_rows)
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise ConfigurationError("reindex(batch_size=) takes a count of rows, 1 or more")
+    claim_reindex(saver.inner)
+
+
+def reindex_plan(  # noqa: PLR0913 - the saver, then reindex's keyword options
+    saver: Host,
+    dry_run: bool,
+    rotate: bool,
+    max_rows: int | None,
+    batch_size: int = BATCH,
+    progress: Callable[[PassProgress], None] | None = None,
+) -> Plan[PassReport]:
+    """Begin (or resume), move every row in rounds of batches, then drop the older keys.
+
+    A round that moves no row (and refuses none) ends the pass complete; rows
+    still arriving under an older key after `MAX_ROUNDS` rounds leave it incomplete.
+    """
+    started = time.monotonic()
+    yield READY
+    found = yield IDENTITY
+    identity = open_identity(found, saver._encrypting)
+    begin = rotate and len(identity.index_keys.generations) == 1
+    if begin and not dry_run:
+        put_args, new_id = rotate_put(found, saver._encrypting)
+        yield ("call", "put", (*put_args, {}), {})
+        identity = open_identity((yield IDENTITY), saver._encrypting)
+        if identity.index_keys.current.key_id != new_id:
+            raise concurrent()
+    sealer = saver._sealer = saver._sealer_for(identity)
+    details: dict[str, Detail] = {
+        "key_id": None if begin and dry_run else sealer.index_keys.current.key_id,
+        "rotated": begin and not dry_run,
+        "dropped": (),
+        "complete": False,
+    }
+    planner = ReindexPlanner(sealer, dry_run=dry_run, rotating=begin and dry_run, budget=max_rows)
+    tally, total = Tally(), 0
+    for _ in range(MAX_ROUNDS):
+        rows = yield from _listed(saver)
+        tally.skipped.clear()  # current and remaining: as this scan found them
+        total, moved = total + len(rows), tally.changed
+        on_batch = reporter(progress, total, started)
+        batches = batches_of(rows, batch_size)
+        yield from batch_steps(
+            batches, planner, Puts(), dry_run=dry_run, tally=tally, on_batch=on_batch
+        )
+        if dry_run or tally.failure_count or tally.skipped[REMAINING]:
+            break
+        if tally.changed == moved:
+            details["dropped"] = yield from _drop_old(saver, sealer)
+            details["complete"] = True
+            break
+    tally.counts[REMAINING] = tally.skipped.pop(REMAINING, 0)
+    elapsed = time.monotonic() - started
+    return tally.report("reindex", dry_run=dry_run, elapsed=elapsed, details=details)
+
+
+def _listed(saver: Host) -> Plan[list[CheckpointTuple]]:
+    """Every checkpoint of the store but the identity's (one inner ``list(None)``)."""
+    try:
+        rows: list[CheckpointTuple] = yield ("rows", None, {})
+    except ValueError as exc:
+        if isinstance(exc, SecureSerdeError):
+            raise
+        raise unenumerable_store(saver.inner) from None
+    return [row for row in rows if thread_of(row) != IDENTITY_THREAD]
+
+
+def _drop_old(saver: Host, sealer: Sealer) -> Plan[tuple[str, ...]]:
+    """Every row is under the current key: the older keys leave the identity."""
+    old = tuple(g.key_id for g in sealer.index_keys.generations[1:])
+    if old:
+        found = yield IDENTITY
+        held = open_identity(found, saver._encrypting).index_keys.generations
+        if [g.key_id for g in held] != [g.key_id for g in sealer.index_keys.generations]:
+            raise concurrent()
+        yield ("call", "put", (*drop_put(found, saver._encrypting), {}), {})
+        fresh = yield IDENTITY
+        saver._sealer = saver._sealer_for(open_identity(fresh, saver._encrypting))
+    return old

@@ -24,6 +24,7 @@ from langgraph.checkpoint.base import (
 )
 
 from secure_serde._errors import ConfigurationError, StoreIdentityError
+from secure_serde._report import PassProgress
 from secure_serde.sealing import _saver_plans as plans
 from secure_serde.sealing._async import AsyncMethods
 from secure_serde.sealing._codec import RECORD_KEY, Sealer, ids
@@ -38,7 +39,13 @@ from secure_serde.sealing._identity import (
     unenumerable,
 )
 from secure_serde.sealing._inner import guarded, read_errors, unreadable
-from secure_serde.sealing._reindex import ReindexReport, release_reindex
+from secure_serde.sealing._reindex import (
+    BATCH,
+    ReindexReport,
+    begin_reindex,
+    reindex_plan,
+    release_reindex,
+)
 from secure_serde.sealing._walks import overrides
 from secure_serde.serde import EncryptedSerializer
 
@@ -276,7 +283,13 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
     # -- the blind-index key's rotation --------------------------------------------------
 
     def reindex(
-        self, *, dry_run: bool = False, rotate: bool = True, max_rows: int | None = None
+        self,
+        *,
+        dry_run: bool = False,
+        rotate: bool = True,
+        max_rows: int | None = None,
+        batch_size: int = BATCH,
+        progress: Callable[[PassProgress], None] | None = None,
     ) -> ReindexReport:
         """Rotate the store's blind-index key: begin (or resume), move every row, drop the old.
 
@@ -288,12 +301,13 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         the current key are skipped. Once no row is left under an older key, those keys leave the
         store identity. ``max_rows`` stops after that many re-puts (run again to
         resume). ``dry_run`` writes nothing and counts what a call would do.
-        Filters find every row throughout. See docs/keys.md.
+        Rows go in batches of ``batch_size``; ``progress`` gets a `PassProgress`
+        after every batch. Filters find every row throughout. See docs/keys.md.
         """
-        plans.begin_reindex(self, max_rows)
+        begin_reindex(self, max_rows, batch_size)
         try:
-            plan = plans.reindex_plan(self, dry_run=dry_run, rotate=rotate, max_rows=max_rows)
-            return self._run(plan).report()
+            plan = reindex_plan(self, dry_run, rotate, max_rows, batch_size, progress)
+            return self._run(plan)
         finally:
             release_reindex(self.inner)
 

@@ -14,29 +14,17 @@ awaiting it, so only the I/O differs. An ask is one of:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from typing import Any, Final, Protocol, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 from langgraph.checkpoint.serde.types import TASKS
 
-from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde.sealing._codec import Opened, Sealer, ids, reduced
-from secure_serde.sealing._identity import StoreIdentity, drop_put, open_identity, rotate_put
+from secure_serde.sealing._identity import StoreIdentity
 from secure_serde.sealing._index import plan_filters
 from secure_serde.sealing._record import new_versions_of
-from secure_serde.sealing._reindex import (
-    MAX_ROUNDS,
-    ReindexScan,
-    ReindexTally,
-    check_max_rows,
-    claim_reindex,
-    concurrent,
-    merged,
-    row_config,
-    unenumerable_store,
-)
 from secure_serde.sealing._walks import (
     History,
     ListWalk,
@@ -57,8 +45,8 @@ from secure_serde.serde import EncryptedSerializer
 __all__ = [
     "IDENTITY",
     "READY",
+    "Host",
     "Plan",
-    "begin_reindex",
     "copy_plan",
     "delete_for_runs_plan",
     "get_plan",
@@ -66,7 +54,6 @@ __all__ = [
     "list_plan",
     "parents_plan",
     "prune_plan",
-    "reindex_plan",
     "with_sends",
 ]
 
@@ -130,6 +117,14 @@ def list_plan(
         asked = {"filter": plan.inner, "before": inner_before, "limit": walk.inner_limit}
         listed.extend((yield ("rows", walk.inner_config, asked)))
     return walk, merged(listed) if len(plans) > 1 else listed
+
+
+def merged(rows: Iterable[CheckpointTuple]) -> list[CheckpointTuple]:
+    """Rows of one filter asked once per index key: each once, newest checkpoint id first."""
+    seen: dict[tuple[str, str, str], CheckpointTuple] = {}
+    for found in rows:
+        seen.setdefault(key_of(found), found)
+    return [seen[key] for key in sorted(seen, key=lambda k: (k[2], k[0], k[1]), reverse=True)]
 
 
 def parents_plan(walk: ListWalk) -> Plan[None]:
@@ -226,99 +221,3 @@ def delete_for_runs_plan(run_ids: Sequence[str]) -> Plan[None]:
         rows = yield from _opened_rows(sealer, config)
         yield from _detach(sealer, orphans_after(rows, doomed))
     yield ("call", "delete_for_runs", (tokens,), {})
-
-
-# -- the blind-index key's rotation (`SealedSaver.reindex` documents it) ------------------
-
-
-def begin_reindex(saver: Host, max_rows: int | None) -> None:
-    """The checks before a re-index, then its claim on the inner saver."""
-    if saver._tenant_keys is not None:
-        raise ConfigurationError(
-            "reindex() rotates the store's own index key; per-tenant index keys are"
-            " rotated with the tenant's keys (docs/tenants.md)"
-        )
-    check_max_rows(max_rows)
-    claim_reindex(saver.inner)
-
-
-def reindex_plan(
-    saver: Host, *, dry_run: bool, rotate: bool, max_rows: int | None
-) -> Plan[ReindexTally]:
-    yield READY
-    found = yield IDENTITY
-    identity = open_identity(found, saver._encrypting)
-    begin = rotate and len(identity.index_keys.generations) == 1
-    if begin and not dry_run:
-        put_args, new_id = rotate_put(found, saver._encrypting)
-        yield _put(put_args, {})
-        identity = open_identity((yield IDENTITY), saver._encrypting)
-        if identity.index_keys.current.key_id != new_id:
-            raise concurrent()
-    sealer = saver._sealer = saver._sealer_for(identity)
-    report = ReindexTally(
-        key_id=None if begin and dry_run else sealer.index_keys.current.key_id,
-        dry_run=dry_run,
-        rotated=begin and not dry_run,
-    )
-    for _ in range(MAX_ROUNDS):
-        scan = ReindexScan(sealer, rotating=begin and dry_run)
-        yield from _scan(saver, scan)
-        report.current = scan.current
-        if dry_run or not scan.todo:
-            report.rewritten = len(scan.todo) if dry_run else report.rewritten
-            break
-        for index, key in enumerate(scan.todo):
-            if max_rows is not None and report.rewritten >= max_rows:
-                report.remaining = len(scan.todo) - index
-                return report
-            yield from _move(sealer, scan, key, report)
-        if report.refused:
-            return report
-    else:
-        report.remaining = len(scan.todo)
-        return report
-    if not dry_run:
-        yield from _drop_old(saver, sealer, report)
-    return report
-
-
-def _scan(saver: Host, scan: ReindexScan) -> Plan[None]:
-    try:
-        for row in (yield ("rows", None, {})):
-            scan.see(row)
-    except ValueError as exc:
-        if isinstance(exc, SecureSerdeError):
-            raise
-        raise unenumerable_store(saver.inner) from None
-
-
-def _drop_old(saver: Host, sealer: Sealer, report: ReindexTally) -> Plan[None]:
-    """Every row is under the current key: the older keys leave the identity."""
-    old = [g.key_id for g in sealer.index_keys.generations[1:]]
-    if old:
-        found = yield IDENTITY
-        held = open_identity(found, saver._encrypting).index_keys.generations
-        if [g.key_id for g in held] != [g.key_id for g in sealer.index_keys.generations]:
-            raise concurrent()
-        yield _put(drop_put(found, saver._encrypting), {})
-        fresh = yield IDENTITY
-        saver._sealer = saver._sealer_for(open_identity(fresh, saver._encrypting))
-        report.dropped = tuple(old)
-    report.complete = True
-
-
-def _move(
-    sealer: Sealer, scan: ReindexScan, key: tuple[str, str, str], report: ReindexTally
-) -> Plan[None]:
-    try:
-        found = yield ("read", row_config(key))
-        if found is None or scan.is_current(found):
-            return
-        opened = sealer.open(found, channels=(), retoken=True)
-    except SecureSerdeError as exc:
-        report.refuse(key, type(exc))
-        return
-    put_args = resealed(sealer, found, opened, detached=opened.detached)
-    yield _put(put_args, new_versions_of(put_args[1]))
-    report.rewritten += 1

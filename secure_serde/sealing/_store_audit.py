@@ -6,19 +6,26 @@ itself (``get`` without refreshing its TTL), so every item is opened at its
 own location: a tampered, moved, copied or plaintext item is a finding, with
 its namespace, key and typed error class, and the pass goes on. Cells are
 counted by whether the primary key sealed them (from their header), the
-store identity's included, so rotation can be checked. Nothing here writes.
+store identity's included, so rotation can be checked. Nothing here writes:
+the pass is a planner on the pass engine (secure_serde/_engine.py) that never
+plans a change, a page of items per batch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import dataclasses
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from langgraph.store.base import Item
 
+from secure_serde._engine import ReadOnly, Skip, Unreadable, run_batches
 from secure_serde._errors import SecureSerdeError
-from secure_serde._report import Kept
+from secure_serde._report import PassReport, counted
+from secure_serde._rows import RowRef
 from secure_serde.ciphers._headers import current_test
 from secure_serde.sealing import _cell
 from secure_serde.sealing._store import SealedStore
@@ -28,6 +35,7 @@ from secure_serde.sealing._store_identity import RESERVED_NAMESPACE
 __all__ = ["StoreAuditReport", "StoreItemFinding", "audit_store_items"]
 
 PAGE: Final = 500
+OPENS: Final = Skip("opens")
 
 
 @dataclass(frozen=True)
@@ -41,24 +49,39 @@ class StoreItemFinding:
 
 
 @dataclass(frozen=True)
-class StoreAuditReport:
-    """What a pass over a SealedStore's items found.
+class StoreAuditReport(PassReport):
+    """What a pass over a SealedStore's items found: a `PassReport` named ``"audit"``.
 
     ``items`` counts the application's items (the store identity is not
     one); ``under_primary`` and ``not_under_primary`` count cells, the
-    identity's included.
+    identity's included. ``findings`` lists the first 1,000 items that do not
+    open (the report's ``failures``), ``finding_count`` counts them all.
     """
 
-    items: int
-    under_primary: int
-    not_under_primary: int
-    findings: tuple[StoreItemFinding, ...] = field(default=())  # the first 1,000
-    finding_count: int = 0
+    items = counted("items")
+    under_primary = counted("under_primary")
+    not_under_primary = counted("not_under_primary")
+
+    @property
+    def finding_count(self) -> int:
+        return self.failure_count
+
+    @property
+    def findings(self) -> tuple[StoreItemFinding, ...]:
+        return tuple(
+            StoreItemFinding(
+                _namespace(str(f.ref.get("prefix"))),
+                str(f.ref.get("key")),
+                "" if f.error is None else f.error.__name__,
+                f.reason,
+            )
+            for f in self.failures
+        )
 
     @property
     def clean(self) -> bool:
         """Every item opens at its location, and every cell is under the primary key."""
-        return not self.findings and self.finding_count == 0 and self.not_under_primary == 0
+        return self.failure_count == 0 and self.not_under_primary == 0
 
 
 def audit_store_items(store: SealedStore, *, page: int = PAGE) -> StoreAuditReport:
@@ -68,46 +91,59 @@ def audit_store_items(store: SealedStore, *, page: int = PAGE) -> StoreAuditRepo
         StoreIdentityError: the store's identity does not open under these keys
             (nothing in it can be checked).
     """
+    started = time.monotonic()
     store._ready()  # the identity first: a store sealed under other keys stops here
-    is_current, _, _ = current_test(store._serde.cipher)
-    items = current = other = 0
-    findings: Kept[StoreItemFinding] = Kept()
-    for found in _every_item(store, page):
+    planner = _Planner(store)
+    # Read-only: run as a dry run, so nothing is ever applied.
+    applier: ReadOnly[Item] = ReadOnly(_ref)
+    tally = run_batches(_pages(store, page), planner, applier, dry_run=True)
+    tally.counts.update(planner.counts)
+    base = tally.report("audit", dry_run=False, elapsed=time.monotonic() - started)
+    return StoreAuditReport(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)})
+
+
+class _Planner:
+    """Per item: read through the `SealedStore` and its cell counted, or a finding."""
+
+    def __init__(self, store: SealedStore) -> None:
+        self._store = store
+        self._is_current, _, _ = current_test(store._serde.cipher)
+        self.counts: Counter[str] = Counter()
+
+    def plan(self, found: Item) -> Skip | Unreadable:
         namespace = tuple(found.namespace)
-        if namespace != RESERVED_NAMESPACE:
-            items += 1
-            try:
-                store.get(namespace, found.key, refresh_ttl=False)
-            except SecureSerdeError as exc:
-                findings.append(
-                    StoreItemFinding(namespace, found.key, type(exc).__name__, str(exc))
-                )
-                continue
-        kind = _cell.IDENTITY if namespace == RESERVED_NAMESPACE else _cell.ITEM
-        value = found.value if isinstance(found.value, dict) else {}
         try:
+            if namespace != RESERVED_NAMESPACE:
+                self.counts["items"] += 1
+                self._store.get(namespace, found.key, refresh_ttl=False)
+            kind = _cell.IDENTITY if namespace == RESERVED_NAMESPACE else _cell.ITEM
+            value = found.value if isinstance(found.value, dict) else {}
             cell = _cell.from_text(value.get(SEALED_FIELD), kind)
         except SecureSerdeError as exc:
-            findings.append(StoreItemFinding(namespace, found.key, type(exc).__name__, str(exc)))
-            continue
-        if is_current(cell.type_tag.rpartition("+")[2], cell.ciphertext):
-            current += 1
-        else:
-            other += 1
-    return StoreAuditReport(items, current, other, tuple(findings.items), findings.total)
+            return Unreadable(type(exc), str(exc))
+        current = self._is_current(cell.type_tag.rpartition("+")[2], cell.ciphertext)
+        self.counts["under_primary" if current else "not_under_primary"] += 1
+        return OPENS
 
 
-def _every_item(store: SealedStore, page: int) -> Iterator[Item]:
-    """Every item of the inner store, as stored, each once (paged by offset)."""
+def _ref(found: Item) -> RowRef:
+    return RowRef("store", (("prefix", ".".join(found.namespace)), ("key", found.key)))
+
+
+def _namespace(prefix: str) -> tuple[str, ...]:
+    return tuple(prefix.split(".")) if prefix else ()
+
+
+def _pages(store: SealedStore, page: int) -> Iterator[Sequence[Item]]:
+    """Every item of the inner store, as stored, each once, a page at a time (by offset)."""
     seen: set[tuple[tuple[str, ...], str]] = set()
     offset = 0
     while True:
         batch = store.inner.search((), limit=page, offset=offset)
-        for found in batch:
-            where = (tuple(found.namespace), found.key)
-            if where not in seen:
-                seen.add(where)
-                yield found
+        fresh = [found for found in batch if (tuple(found.namespace), found.key) not in seen]
+        seen.update((tuple(found.namespace), found.key) for found in fresh)
+        if fresh:
+            yield fresh
         if len(batch) < page:
             return
         offset += page
