@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from secure_serde.ciphers._env import EnvKeyCipher
     from secure_serde.ciphers._headers import StoredHeader, read_header
     from secure_serde.ciphers._keyring import Keyring
+    from secure_serde.ciphers._keyring_file import KeyringEntry, KeyringFile
     from secure_serde.ciphers._kms import KmsCacheInfo, KmsEnvelopeCipher
     from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
     from secure_serde.ciphers._protocol import (
@@ -22,12 +23,7 @@ if TYPE_CHECKING:
     from secure_serde.ciphers._protocol import SealingCipher as LocatingCipher  # noqa: F401
     from secure_serde.ciphers._protocol import TagAuthenticatingCipher as BoundCipher  # noqa: F401
     from secure_serde.ciphers._protocol import is_sealing as is_locating  # noqa: F401
-    from secure_serde.ciphers._rotation import (
-        KEYRING_FILE_VAR,
-        KeyRotationCipher,
-        check_keyring_fields,
-        keyring_json,
-    )
+    from secure_serde.ciphers._rotation import KEYRING_FILE_VAR, KeyRotationCipher
 else:
     from secure_serde._lazy import lazy_attributes
 
@@ -37,9 +33,9 @@ else:
             "EnvKeyCipher": "secure_serde.ciphers._env",
             "KEYRING_FILE_VAR": "secure_serde.ciphers._rotation",
             "KeyRotationCipher": "secure_serde.ciphers._rotation",
-            "check_keyring_fields": "secure_serde.ciphers._rotation",
-            "keyring_json": "secure_serde.ciphers._rotation",
             "Keyring": "secure_serde.ciphers._keyring",
+            "KeyringEntry": "secure_serde.ciphers._keyring_file",
+            "KeyringFile": "secure_serde.ciphers._keyring_file",
             "KmsCacheInfo": "secure_serde.ciphers._kms",
             "KmsEnvelopeCipher": "secure_serde.ciphers._kms",
             "LEGACY_CIPHER_NAME": "secure_serde.ciphers._legacy",
@@ -64,15 +60,15 @@ __all__ = [
     "EnvKeyCipher",
     "KeyRotationCipher",
     "Keyring",
+    "KeyringEntry",
+    "KeyringFile",
     "KmsCacheInfo",
     "KmsEnvelopeCipher",
     "LegacyAesReader",
     "SealingCipher",
     "StoredHeader",
     "TagAuthenticatingCipher",
-    "check_keyring_fields",
     "is_sealing",
-    "keyring_json",
     "read_header",
     "tag_ciphers",
 ]

@@ -285,18 +285,11 @@ def _read_keyring_file(path: Path) -> dict[str, Any]:
         problem = f"cannot read keyring file {path}: {exc.strerror}"
     if problem is not None:
         raise ConfigurationError(problem)
-    config = keyring_json(data, path)
-    if not isinstance(config, dict):
-        raise ConfigurationError(f"keyring file {path} must hold a JSON object")
-    unknown = sorted(set(config) - _FILE_FIELDS)
-    if unknown:
-        raise ConfigurationError(f"keyring file {path} has unknown fields {unknown}")
-    check_keyring_fields(config, path)
-    return config
+    return check_keyring_fields(keyring_json(data, path), path)
 
 
 def keyring_json(data: bytes, path: Path) -> Any:
-    """The JSON value of a keyring file's bytes (shared with ``secure-serde keyring``)."""
+    """The JSON value of a keyring file's bytes (`KeyringFile` reads with it too)."""
     try:
         return json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's stack
@@ -305,8 +298,19 @@ def keyring_json(data: bytes, path: Path) -> Any:
     raise ConfigurationError(problem)
 
 
-def check_keyring_fields(config: dict[str, Any], path: Path) -> None:
-    """The type of each field of a keyring file's object (shared with ``secure-serde keyring``)."""
+def check_keyring_fields(config: object, path: Path) -> dict[str, Any]:
+    """``config``, a keyring file's JSON value, once each field's type is checked.
+
+    Unknown fields are counted, never named: a key pasted as a field name is not printed.
+    """
+    if not isinstance(config, dict):
+        raise ConfigurationError(f"keyring file {path} must hold a JSON object with 'keys'")
+    unknown = set(config) - _FILE_FIELDS
+    if unknown:
+        raise ConfigurationError(
+            f"keyring file {path} has unknown fields ({len(unknown)}); known:"
+            f" {sorted(_FILE_FIELDS)}"
+        )
     keys = config.get("keys", {})
     if not isinstance(keys, dict) or not all(isinstance(v, str) for v in keys.values()):
         raise ConfigurationError(f"'keys' in keyring file {path} must map labels to key strings")
@@ -323,3 +327,4 @@ def check_keyring_fields(config: dict[str, Any], path: Path) -> None:
         raise ConfigurationError(
             f"'legacy_mode' in keyring file {path} must be one of {sorted(_LEGACY_MODES)}"
         )
+    return config

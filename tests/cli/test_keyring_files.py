@@ -174,11 +174,11 @@ def test_a_hard_linked_keyring_is_refused_before_any_edit(
 
 
 def test_the_edit_api_raises_the_typed_error(tmp_path: Path) -> None:
-    from secure_serde.cli._keyring import edit_target
+    from secure_serde.ciphers import KeyringFile
 
     link = _link(tmp_path, tmp_path / "missing.json")
     with pytest.raises(KeyringFileError):
-        edit_target(link)
+        _ = KeyringFile(link).target
 
 
 # -- show --reveal on a keyring others may read ------------------------------------------------
