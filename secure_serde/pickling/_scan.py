@@ -1,38 +1,17 @@
 """A static check of a pickle's opcodes, run before a single one of them executes.
 
-`scan` walks the opcode stream (its own walker over a table built from
-``pickletools.opcodes``, about four times faster than ``pickletools.genops``)
-and keeps a symbolic stack: it knows which items are globals (and which ones), which are
-string literals, and which are the results of calls. It refuses:
-
-* any global outside the admitted set, ``STACK_GLOBAL`` whose names are not
-  literals, and the extension registry (``EXT*``);
-* nested reduce chains: a ``REDUCE``/``NEWOBJ`` whose callable is not an
-  admitted global but the result of an earlier call. The one exception is
-  ``builtins.getattr(<admitted class>, "<literal>")`` for the admitted
-  (module, class, attribute) triples that pandas' own pickles use
-  (``ZoneInfo._unpickle``); the unpickler enforces the same triples at run
-  time;
-* calls to globals admitted only as arguments (``numpy.ndarray``);
-* ``BUILD``/``APPEND``/``SETITEM`` aimed at a global: that would set
-  attributes on an admitted class, process-wide;
-* ``BUILD`` states that plant a dunder name, a key no string literal
-  spells or a callable global (in the state dict, a slot-state dict, or a
-  dict nested in a tuple state, which some admitted ``__setstate__``
-  methods apply with ``setattr``), or that an admitted dict type built by
-  a call, whose keys the scan cannot see. Otherwise a first
-  BUILD can put ``{"__setstate__": numpy.ndarray}`` on an instance and a
-  second BUILD calls it, or ``{"extend": f}`` and APPENDS calls ``f``. A
-  dict that a BUILD applied may not be changed afterwards;
-* persistent ids, out-of-band buffers, the protocol-0/1 ``INST``/``OBJ``
-  calls and text-protocol arguments, none of which this library writes;
-* truncated, malformed or trailing bytes and stack underflows.
-
-The same check runs when a value is pickled, so a pickle that could not be
-read back is never written. `scan` returns the pickle's `Layout`: where its
-``BUILD`` and ``FRAME`` opcodes are, which the unpickler uses to hand every
-``BUILD`` to its run-time check (`secure_serde.pickling._unpickler`).
-`locate` finds the same positions without the symbolic stack.
+`scan` walks the opcodes (with its own table from ``pickletools.opcodes``,
+about four times faster than ``pickletools.genops``) over a symbolic stack
+that knows which items are globals, string literals, dicts, lists and call
+results, so it can refuse what no admitted name should make possible:
+foreign or computed globals, calling a call result (but for the admitted
+``getattr`` triples such as ``ZoneInfo._unpickle``), calling a global
+admitted only as an argument, changing a global, BUILD states that could
+plant a callable or a dunder name (SECURITY.md lists the rules and why),
+opcodes this library never writes, and malformed or trailing bytes. It runs
+on write too, so nothing is written that could not be read back. It returns
+the `Layout` the unpickler needs to hand every BUILD to its run-time check;
+`locate` finds that layout without the symbolic stack.
 """
 
 from __future__ import annotations
@@ -48,8 +27,7 @@ __all__ = ["GETATTR", "Admission", "Layout", "is_dunder", "locate", "scan"]
 GETATTR: Final = ("builtins", "getattr")
 
 _STRINGS: Final = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8"})
-# Never written by this library: persistent ids, out-of-band buffers, the
-# extension registry, protocol-0/1 calls and text-protocol arguments.
+# Never written by this library, so never read: less for a hostile pickle to work with.
 _REFUSED: Final = frozenset(
     {
         "PERSID", "BINPERSID", "NEXT_BUFFER", "READONLY_BUFFER", "EXT1", "EXT2", "EXT4",
@@ -60,7 +38,6 @@ _REFUSED: Final = frozenset(
 _CALLS: Final = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX"})
 _MUTATORS: Final = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"})
 _CALLABLE_KINDS: Final = frozenset({"global", "method"})
-_DTYPES: Final = frozenset({("numpy", "dtype")})
 _GETS: Final = frozenset({"BINGET", "LONG_BINGET"})
 _PUTS: Final = frozenset({"BINPUT", "LONG_BINPUT"})
 
@@ -111,27 +88,21 @@ _FRAME: Final = b"\x95"
 
 @dataclass(frozen=True)
 class Layout:
-    """Where a scanned pickle's BUILD and FRAME opcodes are, as cuts of its bytes.
+    """``(start, end, replacement)`` cuts: each BUILD becomes ``TUPLE2 BINPERSID``.
 
-    ``cuts`` holds ``(start, end, replacement)`` triples in order: every
-    ``BUILD`` becomes ``TUPLE2 BINPERSID`` and every ``FRAME`` (9 bytes)
-    is dropped, since its length would no longer match; one FRAME around
-    the whole result takes their place. The C unpickler then calls
-    ``persistent_load((instance, state))`` where the pickle said BUILD,
-    which checks the state before applying it.
+    Each FRAME is dropped (its length would no longer match) and one frame
+    around the whole result takes their place.
     """
 
     cuts: tuple[tuple[int, int, bytes], ...]
 
     def reroute(self, data: bytes) -> bytes:
-        """``data`` with every BUILD rerouted, in one frame."""
         size = len(data) + sum(len(new) - (end - start) for start, end, new in self.cuts)
         view = memoryview(data)
         parts: list[bytes | memoryview] = [_FRAME + size.to_bytes(8, "little")]
         last = 0
         for start, end, replacement in self.cuts:
-            parts.append(view[last:start])
-            parts.append(replacement)
+            parts += (view[last:start], replacement)
             last = end
         parts.append(view[last:])
         return b"".join(parts)
@@ -159,11 +130,9 @@ def _arg_end(data: bytes, start: int, prefix: int, name: str) -> tuple[int, int]
 
 
 def locate(data: bytes) -> Layout:
-    """The `Layout` of ``data``, walking its opcodes with no other check.
+    """The `Layout` of ``data``, for an unpickler handed no scan verdict.
 
-    For an unpickler that was handed no scan verdict: every BUILD is found
-    the way the unpickler will parse it. Persistent ids are refused here,
-    since a rerouted BUILD is one; anything malformed is `UnsafePickleError`.
+    Persistent ids are refused, since a rerouted BUILD is one.
     """
     table = _TABLE
     size = len(data)
@@ -199,15 +168,12 @@ def locate(data: bytes) -> Layout:
 
 @dataclass(frozen=True)
 class Admission:
-    """What a pickle may name: globals, and attributes reachable through ``getattr``.
+    """What a pickle may name: ``(module, qualname)`` globals and ``getattr`` triples.
 
-    ``globals`` holds ``(module, qualified name)`` pairs; ``methods`` holds
-    ``(module, qualified name, attribute)`` triples; ``uncallable`` globals
-    may appear only as arguments (``numpy.ndarray``: calling it allocates
-    whatever shape the pickle asks for). ``data`` globals are admitted
-    globals that are not callable (``pandas.NA``), which a BUILD state may
-    hold. ``mappings`` are admitted dict types (``builtins.dict``), whose
-    call results the scan cannot see into.
+    ``uncallable`` globals may only be arguments (calling ``numpy.ndarray``
+    allocates any shape asked for); ``data`` ones are not callable
+    (``pandas.NA``), so a BUILD state may hold them; ``mappings`` are dict
+    types, whose call results the scan cannot see into.
     """
 
     globals: frozenset[tuple[str, str]]
@@ -223,15 +189,14 @@ _DATA: Final[tuple[Any, ...]] = ("data",)
 
 
 def is_dunder(name: str) -> bool:
-    """Whether ``name`` is a special name (``__setstate__``, ``__class__``, ``__dict__``...)."""
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
 
 
-def _bad_state(what: str) -> UnsafePickleError:
+def bad_state(what: str) -> UnsafePickleError:
     return UnsafePickleError(f"refusing a pickle with a BUILD state that sets {what}")
 
 
-def _forbidden(module: str, name: str) -> ForbiddenGlobalError:
+def forbidden(module: str, name: str) -> ForbiddenGlobalError:
     return ForbiddenGlobalError(
         f"refusing a pickle that names {module}.{name}, which is not admitted",
         module=module,
@@ -244,12 +209,11 @@ def _malformed(reason: str) -> UnsafePickleError:
 
 
 def _pop(stack: list[tuple[Any, ...]], count: int) -> list[tuple[Any, ...]]:
-    if count > len(stack):
+    start = len(stack) - count
+    if start < 0:
         raise _malformed("stack underflow")
-    if count == 0:
-        return []
-    items = stack[-count:]
-    del stack[-count:]
+    items = stack[start:]
+    del stack[start:]
     if _MARK in items:
         raise _malformed("unexpected mark")
     return items
@@ -266,7 +230,7 @@ def _pop_mark(stack: list[tuple[Any, ...]], marks: list[int]) -> list[tuple[Any,
 
 def _check_global(module: str, name: str, admission: Admission) -> tuple[Any, ...]:
     if (module, name) not in admission.globals:
-        raise _forbidden(module, name)
+        raise forbidden(module, name)
     return ("global", module, name)
 
 
@@ -294,7 +258,7 @@ def _call(
         triple = (items[0][1], items[0][2], items[1][1])
         if triple in admission.methods:
             return ("method", *triple)
-        raise _forbidden(triple[0], f"{triple[1]}.{triple[2]}")
+        raise forbidden(triple[0], f"{triple[1]}.{triple[2]}")
     raise UnsafePickleError("refusing a pickle that calls getattr on something computed")
 
 
@@ -303,25 +267,19 @@ def _check_state(
 ) -> None:
     """Refuse a BUILD state that plants a dunder name or a callable; seal the dicts it applies.
 
-    BUILD applies the state itself and what it holds through tuples: a
-    slot-state dict, and the dict that some admitted ``__setstate__``
-    methods ``setattr`` from a tuple state (pandas' ``NDArrayBacked``). In
-    those dicts every key must be a string literal and not a dunder name,
-    and no value may be a callable global; no item of those tuples may be
-    one either. Deeper values are data (``Int8Dtype`` caches a class in a
-    nested dict). Call results stay opaque: they were checked when they
-    were called. With ``nested=False`` (a numpy dtype, whose C
-    ``__setstate__`` reads a fields dict keyed by field names, ``__0__``
-    included), only the state itself may not be a dict with such keys.
+    BUILD applies the state and, through its tuples, a slot-state dict or
+    the dict pandas' ``NDArrayBacked.__setstate__`` ``setattr``s; deeper
+    values are data (``Int8Dtype`` caches a class in a nested dict).
+    ``nested=False`` is for a numpy dtype, whose fields dict may hold ``__0__``.
     """
     pending = [state]
     while pending:
         item = pending.pop()
         if _is_callable(item, admission):
-            raise _bad_state(f"a callable ({item[1]}.{item[2]})")
+            raise bad_state(f"a callable ({item[1]}.{item[2]})")
         if item[0] == "called" and item[1:3] in admission.mappings:
             # dict(pairs) fills a dict the scan cannot see into.
-            raise _bad_state(f"a dict built by a call ({item[1]}.{item[2]})")
+            raise bad_state(f"a dict built by a call ({item[1]}.{item[2]})")
         if item[0] == "tuple":
             pending += item[1]
             continue
@@ -330,11 +288,11 @@ def _check_state(
         sealed[id(item[1])] = item[1]
         for key, value in item[1]:
             if key[0] == "str" and is_dunder(key[1]):
-                raise _bad_state("a dunder name")
+                raise bad_state("a dunder name")
             if key[0] == "called" or _is_callable(key, admission):
-                raise _bad_state("a name that no string literal spells")
+                raise bad_state("a name that no string literal spells")
             if _is_callable(value, admission):
-                raise _bad_state(f"a callable ({value[1]}.{value[2]})")
+                raise bad_state(f"a callable ({value[1]}.{value[2]})")
 
 
 def _is_callable(item: tuple[Any, ...], admission: Admission) -> bool:
@@ -342,26 +300,19 @@ def _is_callable(item: tuple[Any, ...], admission: Admission) -> bool:
 
 
 def _add_to(target: tuple[Any, ...], items: list[tuple[Any, ...]], sealed: dict[int, Any]) -> None:
-    """Record what SETITEM(S)/APPEND(S) add to a tracked dict or list."""
-    if target[0] in _CALLABLE_KINDS:
-        raise UnsafePickleError("refusing a pickle that changes a global")
     if target[0] not in ("dict", "list"):
         return
     if id(target[1]) in sealed:
         raise UnsafePickleError("refusing a pickle that changes a BUILD state after its BUILD")
     if target[0] == "dict":
-        if len(items) % 2:
-            raise _malformed("odd number of dict items")
+        # An odd count makes zip raise ValueError: a malformed pickle.
         target[1].extend(zip(items[::2], items[1::2], strict=True))
     else:
         target[1].extend(items)
 
 
 def scan(data: bytes, admission: Admission) -> Layout:  # noqa: C901 - one opcode dispatch over one stack model; split, the model would scatter
-    """Raise `UnsafePickleError` (or `ForbiddenGlobalError`) unless ``data`` is safe to load.
-
-    Returns where its BUILD and FRAME opcodes are (`Layout`).
-    """
+    """Raise `UnsafePickleError` (or `ForbiddenGlobalError`) unless ``data`` is safe to load."""
     stack: list[tuple[Any, ...]] = []
     marks: list[int] = []
     memo: dict[int, tuple[Any, ...]] = {}
@@ -411,10 +362,6 @@ def scan(data: bytes, admission: Admission) -> Layout:  # noqa: C901 - one opcod
             here, pos = pos, stop
             if name in _STRINGS:
                 stack.append(("str", str(data[start:stop], "utf-8", "surrogatepass")))
-            elif name == "MEMOIZE":
-                if not stack or stack[-1] is _MARK:
-                    raise _malformed("nothing to memoize")
-                memo[len(memo)] = stack[-1]
             elif name == "MARK":
                 marks.append(len(stack))
                 stack.append(_MARK)
@@ -459,21 +406,20 @@ def scan(data: bytes, admission: Admission) -> Layout:  # noqa: C901 - one opcod
                 target, state = _pop(stack, 2)
                 if target[0] in _CALLABLE_KINDS:
                     raise UnsafePickleError("refusing a pickle that applies BUILD to a global")
-                _check_state(state, sealed, admission, target[1:] not in _DTYPES)
+                _check_state(state, sealed, admission, target[1:] != ("numpy", "dtype"))
                 stack.append(target)
                 cuts.append(_cut(code, here))
-            elif name == "EMPTY_DICT":
-                stack.append(("dict", []))
-            elif name == "EMPTY_LIST":
-                stack.append(("list", []))
+            elif name in ("EMPTY_DICT", "EMPTY_LIST"):
+                stack.append(("dict" if name == "EMPTY_DICT" else "list", []))
             elif name == "DICT":
                 items = _pop_mark(stack, marks)
                 stack.append(("dict", []))
                 _add_to(stack[-1], items, sealed)
             elif name == "LIST":
                 stack.append(("list", _pop_mark(stack, marks)))
-            elif name == "POP_MARK":
+            elif name in ("POP_MARK", "FROZENSET"):
                 _pop_mark(stack, marks)
+                stack += [_DATA] * after
             elif name == "DUP":
                 top = _pop(stack, 1)[0]
                 stack += (top, top)
@@ -482,9 +428,6 @@ def scan(data: bytes, admission: Admission) -> Layout:  # noqa: C901 - one opcod
                 end = pos
             elif name == "FRAME":
                 cuts.append(_cut(code, here))
-            elif name == "FROZENSET":
-                _pop_mark(stack, marks)
-                stack.append(_DATA)
             else:
                 _pop(stack, before)
                 stack += [_DATA] * after

@@ -1,26 +1,14 @@
 """Loading one embedded pickle: the static scan, then an unpickler that knows only admitted globals.
 
-The scan (`_scan.scan`) proves, before anything runs, that every global the
-pickle names is admitted, that no call result is called again and that no
-BUILD state plants a dunder name or a callable. The unpickler enforces the
-allowlist again at run time in ``find_class``, hands out a ``getattr`` that
-reaches only the admitted (class, attribute) pairs, and checks every BUILD
-state on the real objects before applying it. Any failure, including one
-inside an admitted helper, raises `UnsafePickleError`; the value is never
-replaced by a default.
-
-The unpickler is the C ``pickle.Unpickler``, which has no hook for BUILD.
-So every BUILD is rerouted before loading: the scan (or, without a scan
-verdict, `_scan.locate`) records where each BUILD opcode is, and each one
-becomes ``TUPLE2 BINPERSID`` (`_scan.Layout`). The C unpickler then pairs
-the instance with its state and calls ``persistent_load`` with the pair,
-which checks the state and applies it exactly as BUILD would. The pickle's
-own persistent ids are refused by the scan and by `_scan.locate`, so every
-``persistent_load`` call is a rerouted BUILD. The pickle's FRAME opcodes
-are replaced by one frame around the whole pickle, since rerouting changes
-their contents' length; framing only tells the C unpickler how much to read
-at once, and one frame makes that a single read. 0.3's pure-Python
-unpickler did the same checks at about five times the cost of the C one.
+The unpickler checks again at run time what the scan proved: ``find_class``
+resolves only admitted globals, ``getattr`` reaches only admitted
+attributes, and every BUILD state is checked on the real objects. It is the
+C ``pickle.Unpickler`` (0.3's pure-Python one cost about five times more),
+which has no hook for BUILD, so each BUILD is first rewritten as ``TUPLE2
+BINPERSID`` (`_scan.Layout`) and arrives at ``persistent_load`` as an
+``(instance, state)`` pair; the pickle's own persistent ids are refused, so
+every call there is a BUILD. Any failure, in an admitted helper too, raises
+`UnsafePickleError`: a value is never replaced by a default.
 """
 
 from __future__ import annotations
@@ -33,8 +21,9 @@ import types
 from collections.abc import Callable
 from typing import Any, Final
 
-from secure_serde._errors import ForbiddenGlobalError, UnsafePickleError
-from secure_serde.pickling._scan import GETATTR, Admission, Layout, is_dunder, locate, scan
+from secure_serde._errors import UnsafePickleError
+from secure_serde.pickling import _scan
+from secure_serde.pickling._scan import Admission, Layout
 from secure_serde.pickling._verdicts import ScanVerdicts
 
 __all__ = ["PICKLE_PROTOCOL", "dump", "load"]
@@ -62,19 +51,10 @@ def _empty_only(reconstruct: Callable[..., Any]) -> Callable[..., Any]:
 _PLAIN: Final = frozenset({str, bytes, bytearray, int, float, bool, complex, type(None)})
 
 
-def _bad_state(what: str) -> UnsafePickleError:
-    return UnsafePickleError(f"refusing a pickle with a BUILD state that sets {what}")
-
-
 def check_state(state: Any, nested: bool = True) -> None:
-    """Refuse a BUILD state that sets a dunder name or a callable.
+    """The scan's `_check_state` rule, on the real objects.
 
-    The scan's rule, on the real objects: the state, the tuples it holds
-    and the dicts BUILD applies (the state dict, a slot-state dict, a dict
-    in a tuple state) may hold no callable; those dicts' keys may not be
-    dunder names, nor str subclasses, which can equal one. ``nested=False``
-    (a numpy dtype's state, whose fields dict is keyed by field names)
-    checks dict keys only in the state itself.
+    A key may not be a ``str`` subclass either, which can compare equal to a dunder name.
     """
     pending = [state]
     while pending:
@@ -82,15 +62,15 @@ def check_state(state: Any, nested: bool = True) -> None:
         if type(item) in _PLAIN:
             continue
         if callable(item):
-            raise _bad_state(f"a callable ({type(item).__name__})")
+            raise _scan.bad_state(f"a callable ({type(item).__name__})")
         if isinstance(item, tuple):
             pending += item
         elif isinstance(item, dict) and (nested or item is state):
             for key, value in item.items():
-                if isinstance(key, str) and (type(key) is not str or is_dunder(key)):
-                    raise _bad_state("a dunder name")
+                if isinstance(key, str) and (type(key) is not str or _scan.is_dunder(key)):
+                    raise _scan.bad_state("a dunder name")
                 if callable(value):
-                    raise _bad_state(f"a callable ({type(value).__name__})")
+                    raise _scan.bad_state(f"a callable ({type(value).__name__})")
 
 
 _APPLY_BUILD: Final[Callable[[Any], None]] = pickle._Unpickler.dispatch[pickle.BUILD[0]]
@@ -109,12 +89,7 @@ class _BuildStack:
 
 
 def _checked_build(pair: Any) -> Any:
-    """BUILD, for a rerouted ``(instance, state)`` pair: check the state, then apply it.
-
-    The same checks the pure-Python unpickler ran in its BUILD handler;
-    applying goes through ``pickle``'s own BUILD, so the semantics are
-    BUILD's (``__setstate__``, else the instance and slot dicts).
-    """
+    """BUILD, for a rerouted ``(instance, state)`` pair: check the state, then apply it as BUILD."""
     if type(pair) is not tuple or len(pair) != 2:
         raise UnsafePickleError("refusing a pickle that uses persistent ids")
     inst, state = pair
@@ -165,19 +140,16 @@ _MAX_ADMISSIONS: Final = 64
 
 
 def _resolved_for(admission: Admission) -> dict[tuple[str, str], Any]:
-    table = _RESOLVED.get(admission)
-    if table is None:
-        table = {}
-        if len(_RESOLVED) < _MAX_ADMISSIONS:
-            table = _RESOLVED.setdefault(admission, table)
-    return table
+    if admission in _RESOLVED or len(_RESOLVED) < _MAX_ADMISSIONS:
+        return _RESOLVED.setdefault(admission, {})
+    return {}
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
-    """The C unpickler, with every BUILD rerouted to `_checked_build` (see the module doc).
+    """The C unpickler, with every BUILD rerouted to `_checked_build`.
 
-    ``layout`` is the scan's `Layout` of ``data``; without one, `_scan.locate`
-    finds the BUILDs here, and a pickle it cannot walk is refused by `load`.
+    Without the scan's ``layout``, `_scan.locate` finds the BUILDs, and a
+    pickle it cannot walk is refused by `load`.
     """
 
     def __init__(self, data: bytes, admission: Admission, layout: Layout | None = None) -> None:
@@ -186,7 +158,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         self._refusal: UnsafePickleError | None = None
         if layout is None:
             try:
-                layout = locate(data)
+                layout = _scan.locate(data)
             except UnsafePickleError as exc:
                 self._refusal = exc
         rerouted = b"" if layout is None else layout.reroute(data)
@@ -198,22 +170,14 @@ class _RestrictedUnpickler(pickle.Unpickler):
         return super().load()
 
     def find_class(self, module: str, name: str) -> Any:
-        found = self._resolved.get((module, name))
-        if found is None:
-            found = self._find_class(module, name)
-        return found
-
-    def _find_class(self, module: str, name: str) -> Any:
-        """The admission check, then the real lookup, remembered for this admission."""
         key = (module, name)
-        if key == GETATTR and self._admission.methods:
+        found = self._resolved.get(key)
+        if found is not None:
+            return found
+        if key == _scan.GETATTR and self._admission.methods:
             return self._guarded_getattr()
         if key not in self._admission.globals:
-            raise ForbiddenGlobalError(
-                f"refusing a pickle that names {module}.{name}, which is not admitted",
-                module=module,
-                name=name,
-            )
+            raise _scan.forbidden(module, name)
         found = pickle.Unpickler.find_class(self, module, name)
         if key in _EMPTY_ONLY:
             found = _empty_only(found)
@@ -243,10 +207,9 @@ class _RestrictedUnpickler(pickle.Unpickler):
 def load(data: bytes, admission: Admission, verdicts: ScanVerdicts | None = None) -> Any:
     """Rebuild the value pickled in ``data``, or raise `UnsafePickleError`.
 
-    ``verdicts`` skips the static scan of bytes that already passed it under
-    ``admission``; the run-time checks always run.
+    ``verdicts`` may spare the static scan, never the run-time checks.
     """
-    layout = scan(data, admission) if verdicts is None else verdicts.scan(data, admission)
+    layout = (_scan.scan if verdicts is None else verdicts.scan)(data, admission)
     try:
         return _RestrictedUnpickler(data, admission, layout).load()
     except UnsafePickleError:
@@ -259,15 +222,7 @@ def load(data: bytes, admission: Admission, verdicts: ScanVerdicts | None = None
 
 
 def dump(value: Any, admission: Admission, verdicts: ScanVerdicts | None = None) -> bytes:
-    """Pickle ``value`` and prove it could be read back under ``admission``.
-
-    Raises the scan's `UnsafePickleError` (a `ForbiddenGlobalError` when the
-    pickle needs a global that is not admitted); callers turn it into a
-    write-side error.
-    """
+    """Pickle ``value``, or raise the scan's refusal if it could not be read back."""
     data = pickle.dumps(value, protocol=PICKLE_PROTOCOL)
-    if verdicts is None:
-        scan(data, admission)
-    else:
-        verdicts.scan(data, admission)
+    (_scan.scan if verdicts is None else verdicts.scan)(data, admission)
     return data
