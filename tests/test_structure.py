@@ -215,3 +215,15 @@ def test_a_private_import_across_folders_is_found() -> None:
         "pkg._top": ("from pkg.a._x import thing\n", False),
     }
     assert private_cross_folder(sources) == ["pkg._top -> pkg.a._x", "pkg.b._z -> pkg.a._x"]
+
+
+# --- The tests mirror the package (issue 24) ------------------------------------------------
+
+TESTS: Final = Path(__file__).resolve().parent
+
+
+def test_each_package_folder_has_its_test_folder() -> None:
+    """``secure_serde/<folder>/`` is tested in ``tests/<folder>/``, a package like the others."""
+    folders = sorted(p.parent.name for p in ROOT.glob("*/__init__.py"))
+    assert len(folders) > 5
+    assert [f for f in folders if not (TESTS / f / "__init__.py").is_file()] == []
