@@ -35,8 +35,6 @@ RETIRED = (
 NOT_YET = frozenset(
     {
         "secure_serde/crypto/_binding.py",
-        "secure_serde/cli/_audit.py",
-        "secure_serde/cli/_audit_scan.py",
         "secure_serde/cli/_audit_sealed.py",
         "secure_serde/cli/_inspect_read.py",
         "secure_serde/sealing/_async.py",

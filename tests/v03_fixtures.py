@@ -1,5 +1,5 @@
 """The frozen stores secure_serde 0.3 wrote (tests/vectors/v03/), for tests of the tools that
-still read that layout: audit, inspect and rewrap.
+still read that layout (inspect, adopt) and of those that refuse it (audit, rewrap).
 
 0.3's savers are gone, so nothing can write these stores any more; a test takes a fresh copy
 (`sqlite_copy`, `load_postgres`), keeping only the threads it needs, and damages the copy where
@@ -11,7 +11,6 @@ the saver options each was written with.
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import shutil
 import sqlite3
@@ -23,8 +22,6 @@ from typing import Any, Final
 from psycopg.types.json import Jsonb
 
 from secure_serde import EncryptedSerializer
-from secure_serde.ciphers import KeyRotationCipher
-from secure_serde.stores import open_store
 from tests import canary_support as canary
 from tests.fixtures_services import saver_connection
 from tests.rewrap.rewrap_support import KEY_A, rotation_serde
@@ -140,21 +137,3 @@ def assert_shown(entries: list[dict[str, Any]], history: list[dict[str, Any]]) -
         assert shown == {k: v for k, v in want.items() if k in shown}
         assert entry["step"] == snapshot["metadata"]["step"]
         assert entry["parent_checkpoint_id"] == snapshot["parent_checkpoint_id"]
-
-
-def opened_cells(location: str | Path, serde: EncryptedSerializer) -> dict[Any, bytes]:
-    """Each cell's identity -> digest of its inner type tag and plaintext, each opened at the
-    location its row names: a cell not bound there, or under a key ``serde`` lacks, raises."""
-    cipher = serde.cipher
-    assert isinstance(cipher, KeyRotationCipher)
-    found: dict[Any, bytes] = {}
-    with open_store(str(location)) as store:
-        for cell in store.iter_cells():
-            if cell.data is None:
-                continue
-            assert cell.type_tag is not None
-            assert cell.location is not None, cell.ref
-            inner, _, name = cell.type_tag.rpartition("+")
-            plain = cipher.decrypt_at(name, cell.data, inner, cell.location.encode())
-            found[(cell.ref.table, cell.ref.key)] = hashlib.sha256(inner.encode() + plain).digest()
-    return found

@@ -20,7 +20,6 @@ from secure_serde.cli._audit_scan import (
     LANGGRAPH_METADATA_KEYS,
     STATE_METADATA_KEYS,
     AuditReport,
-    BindingCounts,
     CipherGroup,
     audit_store,
 )
@@ -34,8 +33,6 @@ from secure_serde.passes import RowFailure
 from secure_serde.serde import compression_line
 from secure_serde.stores import (
     DEFAULT_BATCH_SIZE,
-    INDEX_METADATA_KEY,
-    SEALED_METADATA_KEY,
     RowRef,
     open_store,
     sealed_store_display,
@@ -185,12 +182,6 @@ def _failures_json(
     }
 
 
-def _binding_json(kind: str, counts: BindingCounts) -> dict[str, int]:
-    if kind == "checkpoints":
-        return {"sealed": counts.bound, "unsealed": counts.unbound, "unchecked": counts.unchecked}
-    return {"bound": counts.bound, "unbound": counts.unbound, "unchecked": counts.unchecked}
-
-
 def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
     """The ``--json`` document: the same facts as the text report, and the exit code."""
     inline = report.inline
@@ -240,18 +231,10 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
                 ],
             }
         ),
-        "binding": {
-            kind: None if counts is None else _binding_json(kind, counts)
-            for kind, counts in report.binding_summary().items()
-        },
         "metadata": {
             "checkpoints": report.metadata.checkpoints,
             "not_objects": report.metadata.not_objects,
             "keys": report.metadata.counts,
-            "sealed": report.metadata.counts.get(SEALED_METADATA_KEY, 0),
-            "indexed": report.metadata.indexed,
-            # Key names inside the sealed entries (with keys; null with --no-decrypt).
-            "sealed_keys": dict(report.sealed_keys) if report.decrypted else None,
             "truncated": report.metadata.truncated,
             "flagged": flagged,
             "allowed": sorted(report.allowed_metadata_keys),
@@ -354,7 +337,6 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
                 f" JSON {'/'.join(channel.json_types)}",
                 file=out,
             )
-    _print_binding(report, out)
     _print_metadata(report, out)
     findings = report.findings()
     print(f"findings: {len(findings)}", file=out)
@@ -363,39 +345,6 @@ def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
         for index, (line, why) in enumerate(fixes_for(kind, report)):
             # A shell comment: the line runs as printed, explanation included.
             print(f"    {'or: ' if index else 'fix:'} {line}  # {why}", file=out)
-
-
-# Per kind of value: its name, and the words for bound and unbound (a record is sealed or not).
-_BINDING_NAMES: Final = {
-    "checkpoints": ("checkpoint records", "sealed", "not"),
-    "blobs": ("channel values (checkpoint_blobs)", "bound", "unbound"),
-    "writes": ("pending writes", "bound", "unbound"),
-    "metadata_envelopes": ("sealed-metadata entries", "bound", "unbound"),
-}
-
-
-def _print_binding(report: AuditReport, out: TextIO) -> None:
-    print("bound to their row (what the sealed savers write) or not:", file=out)
-    for kind, counts in report.binding_summary().items():
-        if counts is None:
-            continue
-        name, bound, unbound = _BINDING_NAMES[kind]
-        line = f"  {name}: {counts.bound:,} {bound}, {counts.unbound:,} {unbound}"
-        if counts.unchecked:
-            line += f", {counts.unchecked:,} unchecked"
-        print(line, file=out)
-    if any(c is not None and c.unchecked for c in report.binding_summary().values()):
-        print(
-            "  unchecked: format v2 values not decrypted (only a key tells whether one is"
-            " bound) or not readable",
-            file=out,
-        )
-    if report.binds and report.unbound_count:
-        print(
-            f"  {report.unbound_count:,} unbound in a store the sealed savers write: they read"
-            " those only under Migration(unbound=True)",
-            file=out,
-        )
 
 
 def _print_metadata(report: AuditReport, out: TextIO) -> None:
@@ -410,11 +359,7 @@ def _print_metadata(report: AuditReport, out: TextIO) -> None:
             file=out,
         )
     for key, count in sorted(meta.counts.items()):
-        if key == SEALED_METADATA_KEY:
-            note = "secure_serde: the sealed entry"
-        elif key == INDEX_METADATA_KEY:
-            note = "secure_serde: blind-index tokens"
-        elif key in LANGGRAPH_METADATA_KEYS:
+        if key in LANGGRAPH_METADATA_KEYS:
             note = "LangGraph"
         elif key in report.allowed_metadata_keys:
             note = "allowed"
@@ -425,24 +370,3 @@ def _print_metadata(report: AuditReport, out: TextIO) -> None:
         print(f"  {for_terminal(key)}: {count:,} ({note})", file=out)
     if meta.truncated:
         print(f"  ... more keys, not listed (the first {len(meta.counts):,} by name are)", file=out)
-    _print_sealed_metadata(report, out)
-
-
-def _print_sealed_metadata(report: AuditReport, out: TextIO) -> None:
-    """How many checkpoints carry a sealed entry, and (with keys) the key names inside."""
-    meta = report.metadata
-    sealed = meta.counts.get(SEALED_METADATA_KEY, 0)
-    opened = report.decrypted
-    print(
-        f"sealed metadata: {sealed:,} of {meta.checkpoints:,} checkpoints carry a sealed entry"
-        + (" (keys read from the entries)" if opened else " (its key names are encrypted)"),
-        file=out,
-    )
-    names = sorted(set(meta.indexed) | (set(report.sealed_keys) if opened else set()))
-    for key in names:
-        parts = []
-        if opened:
-            parts.append(f"sealed in {report.sealed_keys.get(key, 0):,}")
-        if key in meta.indexed:
-            parts.append(f"blind-indexed in {meta.indexed[key]:,}")
-        print(f"  {for_terminal(key)}: {', '.join(parts)} checkpoint(s)", file=out)

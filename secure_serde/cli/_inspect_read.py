@@ -135,18 +135,18 @@ class CheckpointReader:
     def binding_store(self) -> bool:
         """Whether the sealed savers write this store: some checkpoint of it is bound.
 
-        PostgreSQL answers from the record seals, without a key. SQLite's
-        sealed saver binds the record into the checkpoint value itself, so
-        its newest checkpoint is read bound to tell.
+        The marks 0.3's savers left in plaintext answer without a key (on
+        PostgreSQL always); failing those, a SQLite store's newest checkpoint
+        is read bound to tell.
         """
         if self._binding_store is None:
             self._binding_store = self.binds and self._any_bound()
         return self._binding_store
 
     def _any_bound(self) -> bool:
-        sealed = self._view.any_record_sealed()
-        if sealed is not None:
-            return sealed
+        marked = self._view.v03_marks()
+        if marked or self._view.kind == "postgres":
+            return marked
         newest = self._view.newest_checkpoint()
         if newest is None:
             return False

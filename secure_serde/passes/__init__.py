@@ -1,10 +1,11 @@
 """Offline passes over a store, on one engine with one report type.
 
 `rewrap` moves every stored value under the current primary key, without
-deserializing it (its planners: `Planner` for the stock and 0.3 layouts,
-``SealedPlanner`` for a store `SealedSaver` sealed, ``ItemsPlanner`` for a
-`SealedStore`'s items). The batch loop (_engine.py) and `PassReport`
-(secure_serde/_report.py) are shared by every pass: rewrap, ``secure_serde.savers.adopt``
+deserializing it (its planners: `Planner` for a stock saver's store (a 0.3
+store is refused, naming ``secure-serde adopt``), ``SealedPlanner`` for a
+store `SealedSaver` sealed, ``ItemsPlanner`` for a `SealedStore`'s items).
+The batch loop (_engine.py) and `PassReport` (secure_serde/_report.py) are
+shared by every pass: rewrap, ``secure_serde.savers.adopt``,
 ``SealedSaver.reindex``, and `copy_thread`, which copies one thread from a
 sealed store into another through both savers' public API.
 """

@@ -13,26 +13,21 @@ a legacy ``+aes`` row) is sealed only after the strict decoder has accepted
 it: a planted or relabelled row that would import and call a name is
 refused and listed by table and key, never by content.
 
-A value a sealed saver bound to its location is opened at the cell's
-`Location` and sealed again at that same location, so rewrap never turns
-a bound value into an unbound one. An unbound value (format v1, a stock
-saver's row, a v2 value written through ``serde=``) stays unbound: the
-stock savers that may be reading it cannot name a location.
+Every value here is an unbound value (format v1, langgraph's rows, what
+``serde=`` writes on a stock saver) and stays one: the stock savers reading
+it cannot name a location. A store 0.3's savers wrote is refused before
+this runs (`secure_serde.stores.refuse_v03`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Final, cast
+from typing import Final
 
-from secure_serde._errors import (
-    BindingError,
-    DecryptionError,
-    UnboundValueError,
-)
-from secure_serde.ciphers import SealingCipher, TagAuthenticatingCipher, is_sealing
+from secure_serde._errors import DecryptionError
+from secure_serde.ciphers import TagAuthenticatingCipher
 from secure_serde.ciphers._headers import current_test
-from secure_serde.crypto import Buffer, Location, format_v1
+from secure_serde.crypto import Buffer, format_v1
 from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde.serde import (
     CompressedSerializer,
@@ -115,24 +110,17 @@ class Planner:
         if current and not self._verify and not compress:
             return CURRENT
         try:
-            plaintext, bound = _open(cipher, route, data, cell.location)
+            plaintext = cipher.decrypt_with_tag(route.cipher_name, data, route.inner)
         except DecryptionError as exc:
             return Unreadable.of(type(exc), str(exc))
         if current and not compress:
             return CURRENT
         return self._checked(
-            cell, route, plaintext, _source(route.cipher_name, data), current=current, at=bound
+            cell, route, plaintext, _source(route.cipher_name, data), current=current
         )
 
-    def _checked(  # noqa: PLR0913 - a cell, its location and the read switches it is opened under
-        self,
-        cell: Cell,
-        route: Route,
-        plaintext: Buffer,
-        source: str,
-        *,
-        current: bool,
-        at: Location | None = None,
+    def _checked(
+        self, cell: Cell, route: Route, plaintext: Buffer, source: str, *, current: bool
     ) -> Skip | Unreadable | Planned:
         """Plan the seal, after the strict decoder accepted a value nothing authenticated."""
         if route.decode is Decode.STRICT:
@@ -143,7 +131,10 @@ class Planner:
         if current and inner == route.inner:
             # Under the primary already, and compressing would not change it.
             return CURRENT
-        return self._planned(cell, inner, packed, source, at)
+        if not self._seal:
+            return Planned(None, source)
+        name, sealed = self._cipher.encrypt_with_tag(packed, inner)
+        return Planned(Swap(cell, f"{inner}+{name}", bytes(sealed)), source)
 
     def _strict_refusal(self, inner: str, plaintext: bytes) -> Unreadable | None:
         try:
@@ -165,52 +156,3 @@ class Planner:
         if self._compress is None:
             return inner, plaintext
         return self._compress.compress_encoded(inner, bytes(plaintext))
-
-    def _planned(
-        self, cell: Cell, inner: str, plaintext: Buffer, source: str, at: Location | None
-    ) -> Planned | Unreadable:
-        if at is not None and not is_sealing(self._cipher):
-            # Sealing it unbound would strip the binding its saver checks.
-            return Unreadable.of(
-                BindingError,
-                f"the value is bound to its {at.kind} row and the primary cipher"
-                f" {type(self._cipher).__name__} cannot bind; not sealed",
-            )
-        if not self._seal:
-            return Planned(None, source)
-        if at is None:
-            name, sealed = self._cipher.encrypt_with_tag(plaintext, inner)
-        else:
-            locating = cast(SealingCipher, self._cipher)
-            name, sealed = locating.encrypt_at(plaintext, inner, at.encode())
-        return Planned(Swap(cell, f"{inner}+{name}", bytes(sealed)), source)
-
-
-def _open(
-    cipher: TagAuthenticatingCipher, route: Route, data: Buffer, location: Location | None
-) -> tuple[bytes, Location | None]:
-    """The plaintext, and the location it was bound to (``None``: unbound).
-
-    Raises:
-        DecryptionError: the value authenticates neither at the cell's
-            location nor unbound (tampered, or moved from another row).
-    """
-    name, inner = route.cipher_name, route.inner
-    if location is None or not is_sealing(cipher):
-        return cipher.decrypt_with_tag(name, data, inner), None
-    locating = cast(SealingCipher, cipher)
-    try:
-        return locating.decrypt_at(name, data, inner, location.encode()), location
-    except UnboundValueError:
-        # A format with no binding (v1, langgraph's rows): read it as such.
-        return cipher.decrypt_with_tag(name, data, inner), None
-    except BindingError:
-        pass  # not bound here; maybe not bound at all (written through serde=)
-    try:
-        return locating.decrypt_at(name, data, inner, b""), None
-    except DecryptionError:
-        pass  # raised below, outside the handler
-    raise DecryptionError(
-        f"a {inner}+{name} value authenticates neither at its {location.kind} row nor"
-        " unbound: tampered with, or moved, copied or swapped from another row"
-    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from dataclasses import dataclass
 
 from secure_serde._errors import ConfigurationError
 from secure_serde._report import PassProgress, PassReport, Tally
@@ -17,8 +17,8 @@ from secure_serde.passes._plan import Planner
 from secure_serde.passes._sealed import SealedPlanner
 from secure_serde.passes._workers import rewrap_in_workers
 from secure_serde.sealing._tenants import TenantKeys
-from secure_serde.serde import CompressedSerializer, EncryptedSerializer, Migration
-from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store
+from secure_serde.serde import CompressedSerializer, EncryptedSerializer, Migration, StrictDecoder
+from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store, refuse_v03
 from secure_serde.stores._items import ItemsLayout
 from secure_serde.stores._open import open_layout
 from secure_serde.stores._sealed import identity_ref, is_sealed_layout
@@ -102,104 +102,102 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
 
     Returns a `PassReport` (``name`` ``"rewrap"``); its ``failures`` list unreadable rows by table
     and primary key (never their contents). Raises `ConfigurationError` for
-    bad arguments and `secure_serde.stores.StoreError` when the store cannot
+    bad arguments and for a store secure_serde 0.3's savers wrote (naming
+    ``secure-serde adopt``, before anything is written:
+    `secure_serde.stores.refuse_v03`), and `secure_serde.stores.StoreError` when the store cannot
     be opened, read or written; batches committed before such an error stay
     committed, and a rerun continues from there.
     """
     _check_positive("batch_size", batch_size)
     _check_positive("workers", workers)
-    items = open_items_at(store)
-    options: dict[str, Any] = {
-        # A tuple: the checkpoints' pass and the items' pass each read it (a generator once).
-        "decrypt_only": tuple(decrypt_only),
-        "batch_size": batch_size,
-        "dry_run": dry_run,
-        "migration": migration,
-        "verify": verify,
-        "compress": compress,
-        "workers": workers,
-        "progress": progress,
-        "tenant_keys": tenant_keys,
-    }
-    if items is None:
-        return _rewrap_tables(store, cipher, **options)
-    with items:
-        return _with_items(items, store, cipher, options)
-
-
-def _with_items(
-    items: ItemsLayout,
-    store: Store | str | os.PathLike[str],
-    cipher: TagAuthenticatingCipher | EncryptedSerializer,
-    options: dict[str, Any],
-) -> PassReport:
-    """The checkpoint tables' pass (when the database has them), then the SealedStore items'."""
-    decrypt_only = tuple(options["decrypt_only"])
+    # A tuple: the checkpoints' pass and the items' pass each read it (a generator once).
+    decrypt_only = tuple(decrypt_only)
     if isinstance(cipher, EncryptedSerializer):
+        serde, strict = cipher, cipher.strict_decoder
         decrypt_only = (*cipher.decrypt_ciphers, *decrypt_only)
-        cipher = cipher.cipher
-    dry_run, verify = bool(options["dry_run"]), bool(options["verify"])
+    else:
+        serde, strict = EncryptedSerializer(cipher, decrypt_only=decrypt_only), None
+    run = _Run(
+        serde.cipher,
+        decrypt_only,
+        serde,
+        strict=strict,
+        batch_size=batch_size,
+        dry_run=dry_run,
+        migration=migration,
+        verify=verify,
+        compress=CompressedSerializer() if compress is True else compress or None,
+        workers=workers,
+        progress=progress,
+        tenant_keys=tenant_keys,
+    )
+    items = open_items_at(store)
+    if items is None:
+        return _rewrap_tables(store, run)
+    with items:
+        return _with_items(items, store, run)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """`rewrap`'s arguments, checked, the ciphers taken out of an `EncryptedSerializer`."""
+
+    cipher: TagAuthenticatingCipher
+    decrypt_only: tuple[TagAuthenticatingCipher, ...]
+    serde: EncryptedSerializer  # probes for a store 0.3's savers wrote (`refuse_v03`)
+    strict: StrictDecoder | None
+    batch_size: int
+    dry_run: bool
+    migration: Migration | None
+    verify: bool
+    compress: CompressedSerializer | None
+    workers: int
+    progress: Progress | None
+    tenant_keys: TenantKeys | None
+
+
+def _with_items(items: ItemsLayout, store: Store | str | os.PathLike[str], run: _Run) -> PassReport:
+    """The checkpoint tables' pass (when the database has them), then the SealedStore items'."""
     if not items.holds_checkpoints:
-        migration = options["migration"]
-        if (migration is not None and migration.enabled()) or options["compress"]:
+        if (run.migration is not None and run.migration.enabled()) or run.compress is not None:
             raise ConfigurationError(
                 f"{items.display} holds a SealedStore's items: rewrap re-encrypts their sealed"
                 " cells only, never seals an item that was not sealed and does not compress"
                 " (drop the migration switches and compress)"
             )
-        if options["workers"] > 1 and items.kind != "postgres":
+        if run.workers > 1 and items.kind != "postgres":
             raise ConfigurationError(
                 f"workers > 1 applies to PostgreSQL stores only; {items.kind} has one writer"
             )
     started = time.monotonic()
-    report = None
-    if items.holds_checkpoints:
-        report = _rewrap_tables(store, cipher, **options)
+    report = _rewrap_tables(store, run) if items.holds_checkpoints else None
     tally, primary = rewrap_items(
         items,
-        cipher,
-        decrypt_only,
-        batch_size=options["batch_size"],
-        dry_run=dry_run,
-        verify=verify,
+        run.cipher,
+        run.decrypt_only,
+        batch_size=run.batch_size,
+        dry_run=run.dry_run,
+        verify=run.verify,
     )
     if report is None:
-        return _report(tally, items.display, dry_run, primary, started, workers=1)
+        return _report(tally, items.display, run.dry_run, primary, started, workers=1)
     return merged(report, tally)
 
 
-def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each with a safe default
-    store: Store | str | os.PathLike[str],
-    cipher: TagAuthenticatingCipher | EncryptedSerializer,
-    *,
-    decrypt_only: Iterable[TagAuthenticatingCipher] = (),
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    dry_run: bool = False,
-    migration: Migration | None = None,
-    verify: bool = False,
-    compress: bool | CompressedSerializer = False,
-    workers: int = 1,
-    progress: Progress | None = None,
-    tenant_keys: TenantKeys | None = None,
-) -> PassReport:
-    """`rewrap` over the checkpoint tables (both layouts); `rewrap` checked the numbers."""
-    strict = None
-    if isinstance(cipher, EncryptedSerializer):
-        decrypt_only = (*cipher.decrypt_ciphers, *decrypt_only)
-        strict = cipher.strict_decoder
-        cipher = cipher.cipher
-    decrypt_only = tuple(decrypt_only)
+def _rewrap_tables(store: Store | str | os.PathLike[str], run: _Run) -> PassReport:
+    """`rewrap` over the checkpoint tables, stock or sealed; a 0.3 store is refused."""
+    cipher, decrypt_only, dry_run = run.cipher, run.decrypt_only, run.dry_run
     kms = tuple(
         c for c in dict.fromkeys((cipher, *decrypt_only)) if isinstance(c, KmsEnvelopeCipher)
     )
     planner = Planner(
         cipher,
         decrypt_only,
-        migration=migration,
-        strict=strict,
+        migration=run.migration,
+        strict=run.strict,
         seal=not dry_run,
-        verify=verify,
-        compress=CompressedSerializer() if compress is True else compress or None,
+        verify=run.verify,
+        compress=run.compress,
     )
     owned = not isinstance(store, Store)
     opened = open_layout(store)
@@ -209,27 +207,20 @@ def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each wi
     chosen: CellPlanner = planner
     try:
         if sealed:
-            chosen = _sealed_planner(
-                opened,
-                cipher,
-                decrypt_only,
-                dry_run=dry_run,
-                verify=verify,
-                switches=migration is not None and bool(migration.enabled()),
-                compress=bool(compress),
-                tenant_keys=tenant_keys,
-            )
-        elif tenant_keys is not None:
-            raise ConfigurationError(
-                f"{opened.display} is not sealed by SealedSaver: tenant_keys= applies to a"
-                " store SealedSaver(..., tenant_keys=...) wrote"
-            )
-        if workers > 1 and opened.kind != "postgres":
+            chosen = _sealed_planner(opened, run)
+        else:
+            refuse_v03(opened, "rewrap", run.serde)
+            if run.tenant_keys is not None:
+                raise ConfigurationError(
+                    f"{opened.display} is not sealed by SealedSaver: tenant_keys= applies to a"
+                    " store SealedSaver(..., tenant_keys=...) wrote"
+                )
+        if run.workers > 1 and opened.kind != "postgres":
             raise ConfigurationError(
                 f"workers > 1 applies to PostgreSQL stores only; {opened.kind} has one writer"
             )
-        total = opened.count_all() if progress is not None else 0
-        ranges = opened.thread_ranges(workers) if workers > 1 else [ALL_THREADS]
+        total = opened.count_all() if run.progress is not None else 0
+        ranges = opened.thread_ranges(run.workers) if run.workers > 1 else [ALL_THREADS]
         if len(ranges) > 1:
             _check_forkable(kms)
             location, display = opened.location, opened.display
@@ -241,11 +232,11 @@ def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each wi
                 location,
                 chosen,
                 ranges,
-                batch_size=batch_size,
+                batch_size=run.batch_size,
                 dry_run=dry_run,
                 total=total,
                 started=started,
-                progress=progress,
+                progress=run.progress,
                 kms=kms,
                 sealed=sealed,
             )
@@ -255,9 +246,9 @@ def _rewrap_tables(  # noqa: PLR0913 - public API: keyword-only options, each wi
                 opened,
                 chosen,
                 ALL_THREADS,
-                batch_size=batch_size,
+                batch_size=run.batch_size,
                 dry_run=dry_run,
-                on_batch=_reporter(progress, total, started),
+                on_batch=_reporter(run.progress, total, started),
             )
     finally:
         if owned:
@@ -278,32 +269,22 @@ def _report(  # noqa: PLR0913 - the counts and the facts of the run
     )
 
 
-def _sealed_planner(  # noqa: PLR0913 - the store, its keys and the options the pass runs with
-    store: Store,
-    cipher: TagAuthenticatingCipher,
-    decrypt_only: tuple[TagAuthenticatingCipher, ...],
-    *,
-    dry_run: bool,
-    verify: bool,
-    switches: bool,
-    compress: bool,
-    tenant_keys: TenantKeys | None = None,
-) -> SealedPlanner:
+def _sealed_planner(store: Store, run: _Run) -> SealedPlanner:
     """The planner of a store SealedSaver sealed, its identity opened (passes/_sealed.py)."""
-    if switches:
+    if run.migration is not None and run.migration.enabled():
         raise ConfigurationError(
             f"{store.display} is sealed by SealedSaver: rewrap re-encrypts its sealed cells only,"
             " and never seals a row that was not sealed (drop the migration switches)"
         )
-    if compress:
+    if run.compress is not None:
         raise ConfigurationError(
             f"{store.display} is sealed by SealedSaver: its cells are compressed (or not) by the"
             " saver's serializer as they are written; rewrap does not change that (drop compress)"
         )
-    planner = SealedPlanner(cipher, decrypt_only, seal=not dry_run, verify=verify)
+    planner = SealedPlanner(run.cipher, run.decrypt_only, seal=not run.dry_run, verify=run.verify)
     planner.identify(store.reload(identity_ref()))
-    if tenant_keys is not None:
-        planner.use_tenant_keys(tenant_keys)
+    if run.tenant_keys is not None:
+        planner.use_tenant_keys(run.tenant_keys)
     return planner
 
 

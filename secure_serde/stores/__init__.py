@@ -16,8 +16,9 @@ Opening a store::
         ...
 
 Which tables hold cells, and the API (`Store`, `Cell`, `RowRef`, `Swap`,
-`HistoryView`, `scan_json_columns`, `V03Reader`, the envelope and record
-layout): docs/rotation.md, "The store layer". Every connection a tool opens
+`HistoryView`, `scan_json_columns`, `V03Reader` and the 0.3 layout it reads):
+docs/rotation.md, "The store layer". A store secure_serde 0.3's savers wrote
+is read only by `V03Reader`; the passes refuse it (`refuse_v03`). Every connection a tool opens
 on a store is opened here, and every statement is a literal with bound
 parameters.
 
@@ -44,19 +45,7 @@ if TYPE_CHECKING:
         InlineChannel,
         JsonColumnScan,
         MetadataKeys,
-        RecordSeals,
         scan_json_columns,
-    )
-    from secure_serde.stores._envelope import (
-        INDEX_METADATA_KEY,
-        METADATA_TABLE,
-        RECORD_KEY,
-        RECORD_TABLE,
-        ROW_KEY,
-        SEALED_METADATA_KEY,
-        envelope,
-        envelope_cell,
-        parse_envelope,
     )
     from secure_serde.stores._history import CheckpointId, HistoryView
     from secure_serde.stores._open import (
@@ -70,8 +59,15 @@ if TYPE_CHECKING:
     from secure_serde.stores._postgres import PostgresStore
     from secure_serde.stores._record import canonical, metadata_record
     from secure_serde.stores._sqlite import SqliteStore
-    from secure_serde.stores._v03 import V03Reader
-    from secure_serde.stores._v03_metadata import V03_STRUCTURAL_METADATA_KEYS
+    from secure_serde.stores._v03 import V03Reader, refuse_v03, written_by_v03
+    from secure_serde.stores._v03_metadata import (
+        INDEX_METADATA_KEY,
+        RECORD_KEY,
+        ROW_KEY,
+        SEALED_METADATA_KEY,
+        V03_STRUCTURAL_METADATA_KEYS,
+        parse_envelope,
+    )
     from secure_serde.stores._v03_tags import CheckpointTags, checkpoint_tags
 else:
     from secure_serde._lazy import lazy_attributes
@@ -85,19 +81,16 @@ else:
             "CheckpointTags": "secure_serde.stores._v03_tags",
             "DEFAULT_BATCH_SIZE": "secure_serde.stores._base",
             "HistoryView": "secure_serde.stores._history",
-            "INDEX_METADATA_KEY": "secure_serde.stores._envelope",
+            "INDEX_METADATA_KEY": "secure_serde.stores._v03_metadata",
             "InlineChannel": "secure_serde.stores._columns",
             "JsonColumnScan": "secure_serde.stores._columns",
             "MAX_NAMES": "secure_serde.stores._columns",
-            "METADATA_TABLE": "secure_serde.stores._envelope",
             "MetadataKeys": "secure_serde.stores._columns",
-            "RECORD_KEY": "secure_serde.stores._envelope",
-            "RECORD_TABLE": "secure_serde.stores._envelope",
-            "ROW_KEY": "secure_serde.stores._envelope",
-            "RecordSeals": "secure_serde.stores._columns",
+            "RECORD_KEY": "secure_serde.stores._v03_metadata",
+            "ROW_KEY": "secure_serde.stores._v03_metadata",
             "PostgresStore": "secure_serde.stores._postgres",
             "RowRef": "secure_serde.stores._base",
-            "SEALED_METADATA_KEY": "secure_serde.stores._envelope",
+            "SEALED_METADATA_KEY": "secure_serde.stores._v03_metadata",
             "SqliteStore": "secure_serde.stores._sqlite",
             "Store": "secure_serde.stores._base",
             "StoreError": "secure_serde.stores._base",
@@ -108,8 +101,6 @@ else:
             "ThreadRange": "secure_serde.stores._base",
             "canonical": "secure_serde.stores._record",
             "checkpoint_tags": "secure_serde.stores._v03_tags",
-            "envelope": "secure_serde.stores._envelope",
-            "envelope_cell": "secure_serde.stores._envelope",
             "metadata_record": "secure_serde.stores._record",
             "open_store": "secure_serde.stores._open",
             "sealed_items_at": "secure_serde.stores._open",
@@ -117,7 +108,9 @@ else:
             "open_sealed": "secure_serde.stores._open",
             "sealed_store_display": "secure_serde.stores._open",
             "store_thread_ids": "secure_serde.stores._open",
-            "parse_envelope": "secure_serde.stores._envelope",
+            "parse_envelope": "secure_serde.stores._v03_metadata",
+            "refuse_v03": "secure_serde.stores._v03",
+            "written_by_v03": "secure_serde.stores._v03",
             "scan_json_columns": "secure_serde.stores._columns",
         },
     )
@@ -127,9 +120,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "INDEX_METADATA_KEY",
     "MAX_NAMES",
-    "METADATA_TABLE",
     "RECORD_KEY",
-    "RECORD_TABLE",
     "ROW_KEY",
     "SEALED_METADATA_KEY",
     "V03_STRUCTURAL_METADATA_KEYS",
@@ -141,7 +132,6 @@ __all__ = [
     "JsonColumnScan",
     "MetadataKeys",
     "PostgresStore",
-    "RecordSeals",
     "RowRef",
     "SqliteStore",
     "Store",
@@ -152,15 +142,15 @@ __all__ = [
     "V03Reader",
     "canonical",
     "checkpoint_tags",
-    "envelope",
-    "envelope_cell",
     "metadata_record",
     "open_items",
     "open_sealed",
     "open_store",
     "parse_envelope",
+    "refuse_v03",
     "scan_json_columns",
     "sealed_items_at",
     "sealed_store_display",
     "store_thread_ids",
+    "written_by_v03",
 ]

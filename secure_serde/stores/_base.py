@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Final
 
-from secure_serde._binding import Location
 from secure_serde._errors import SecureSerdeError
 from secure_serde._rows import RowRef
 from secure_serde.stores._dsn import redact
@@ -34,7 +33,7 @@ DEFAULT_BATCH_SIZE: Final = 500
 SEALED_STORE_THREAD: Final = "__secure_serde_store__"
 SEALED_STORE_REFUSAL: Final = (
     "is sealed by secure_serde.SealedSaver (it holds a store identity): this command reads"
-    " the 0.3 row layout and does not apply to it. Open it with SealedSaver"
+    " the stock savers' row layout and does not apply to it. Open it with SealedSaver"
 )
 
 
@@ -56,11 +55,10 @@ class TableSpec:
     ``key_columns`` is the table's primary key, in index order, as read from
     the database catalog; it starts with ``thread_id`` in every stock schema.
 
-    With ``envelope_key`` set, the cell is not two columns but one entry of
-    a JSON column (``data_column``): ``{"type": <type tag>, "data":
-    <base64>}`` under that key, as 0.3's savers wrote their metadata envelope.
-    ``name`` is then ``"<table>.<column>"`` and rows without the entry are
-    not cells.
+    With ``envelope_key`` set, the cell is not two columns but the text under
+    that key of a JSON column (``data_column``), as `SealedSaver` keeps its
+    records (secure_serde/stores/_sealed.py); ``name`` is then
+    ``"<table>.<column>"``.
     """
 
     name: str
@@ -68,8 +66,8 @@ class TableSpec:
     data_column: str
     key_columns: tuple[str, ...]
     envelope_key: str | None = None
-    # Further columns a store selects (after the value) to work out each
-    # cell's `Location`; never part of the key or the compare-and-swap.
+    # Further columns a store selects after the value (a write's channel);
+    # never part of the key or the compare-and-swap.
     extra_columns: tuple[str, ...] = ()
 
     @property
@@ -85,18 +83,11 @@ class Cell:
     ``data`` is ``None`` for rows that hold no serialized value (PostgreSQL
     writes ``("empty", NULL)`` blob rows for channels without a value);
     ``type_tag`` is ``None`` only in hand-edited or damaged rows.
-
-    ``location`` is the location 0.3's savers sealed the value for
-    (`secure_serde._binding.Location`), worked out from the row; ``None``
-    when the row does not say (a schema without the columns, a damaged
-    record). Tools open a value at its location first, and seal a value that
-    opened there again at the same one.
     """
 
     ref: RowRef
     type_tag: str | None
     data: bytes | None
-    location: Location | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,12 +3,9 @@
 `Store` deliberately leaves these out (the serializer never sees them):
 ``checkpoints.metadata`` in both stores, and, in PostgreSQL,
 ``checkpoints.checkpoint``, the JSONB where the stock saver inlines
-``None``/``str``/``int``/``float``/``bool`` channel values and our sealed
-savers keep each record's seal. Key names and channel names are counted by
-the database itself (``GROUP BY``), so memory does not grow with the store
-and no value ever reaches this process. Our sealed-metadata envelope
-(ciphertext) is a store cell (``checkpoints.metadata``), audited with the
-others.
+``None``/``str``/``int``/``float``/``bool`` channel values. Key names and
+channel names are counted by the database itself (``GROUP BY``), so memory
+does not grow with the store and no value ever reaches this process.
 
 A value inline in ``channel_values`` is a leak unless a non-empty blob of
 the same channel and version backs it: that is the ``true`` marker the stock
@@ -20,10 +17,9 @@ Every statement is a literal; names and limits are bound parameters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
-from secure_serde.stores._envelope import INDEX_METADATA_KEY, RECORD_KEY
 from secure_serde.stores._history import HistoryView
 
 __all__ = [
@@ -31,7 +27,6 @@ __all__ = [
     "InlineChannel",
     "JsonColumnScan",
     "MetadataKeys",
-    "RecordSeals",
     "scan_json_columns",
 ]
 
@@ -64,24 +59,6 @@ CROSS JOIN LATERAL jsonb_object_keys(
     CASE WHEN jsonb_typeof(c.metadata) = 'object' THEN c.metadata ELSE '{}'::jsonb END) AS k
 GROUP BY k ORDER BY k LIMIT %s
 """
-# Names of the blind-indexed (sealed) keys: the entries of the index entry.
-_PG_INDEXED_KEYS: Final = """
-SELECT k, count(*)
-FROM checkpoints AS c
-CROSS JOIN LATERAL jsonb_object_keys(
-    CASE WHEN jsonb_typeof(c.metadata -> %s) = 'object'
-         THEN c.metadata -> %s ELSE '{}'::jsonb END) AS k
-GROUP BY k ORDER BY k LIMIT %s
-"""
-_SQLITE_INDEXED_KEYS: Final = """
-SELECT j.key, count(*)
-FROM (SELECT json_extract(CAST(metadata AS TEXT), ?) AS m
-      FROM checkpoints
-      WHERE json_valid(CAST(metadata AS TEXT))
-        AND json_type(CAST(metadata AS TEXT), ?) = 'object'
-     ) AS c, json_each(c.m) AS j
-GROUP BY j.key ORDER BY j.key LIMIT ?
-"""
 # Three literal forms of one query: no blobs table, the shallow saver's blobs
 # (one per channel, no version column), and versioned blobs. A non-empty
 # blob of the same channel (and version, where blobs have one) backs a value.
@@ -105,9 +82,6 @@ _PG_INLINE_BACKED_VERSION: Final = (
     + "\n      AND b.version = c.checkpoint -> 'channel_versions' ->> v.key)\n"
     + _PG_INLINE_GROUP
 )
-_PG_RECORD_SEALS: Final = (
-    "SELECT count(*), count(*) FILTER (WHERE checkpoint ? %s) FROM checkpoints"
-)
 
 
 @dataclass(frozen=True)
@@ -118,8 +92,6 @@ class MetadataKeys:
     not_objects: int
     counts: dict[str, int]
     truncated: bool = False
-    # Sealed keys with a 0.3 blind index (secure_serde/stores/_v03_index.py), by name.
-    indexed: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -133,28 +105,16 @@ class InlineChannel:
 
 
 @dataclass(frozen=True)
-class RecordSeals:
-    """PostgreSQL checkpoints with and without the record 0.3's savers wrote.
-
-    Only whether a record is there: audit authenticates each one as a cell.
-    """
-
-    sealed: int
-    unsealed: int
-
-
-@dataclass(frozen=True)
 class JsonColumnScan:
-    """What `scan_json_columns` found; ``inline`` and ``records`` are ``None`` for SQLite."""
+    """What `scan_json_columns` found; ``inline`` is ``None`` for SQLite."""
 
     metadata: MetadataKeys
     inline: list[InlineChannel] | None
-    records: RecordSeals | None
 
 
 def scan_json_columns(view: HistoryView) -> JsonColumnScan:
-    """Metadata key names, inline channel values and 0.3 records of the store of ``view``."""
-    return JsonColumnScan(_metadata_keys(view), _inline_channels(view), _record_seals(view))
+    """Metadata key names and inline channel values of the store of ``view``."""
+    return JsonColumnScan(_metadata_keys(view), _inline_channels(view))
 
 
 def _metadata_keys(view: HistoryView) -> MetadataKeys:
@@ -164,15 +124,7 @@ def _metadata_keys(view: HistoryView) -> MetadataKeys:
     total, not_objects = view.query(_SQLITE_METADATA_ROWS, _PG_METADATA_ROWS, ())[0]
     rows = view.query(_SQLITE_METADATA_KEYS, _PG_METADATA_KEYS, (limit,))
     counts = {str(k): int(n) for k, n in rows[:MAX_NAMES]}
-    if view.kind == "postgres":
-        params: tuple[object, ...] = (INDEX_METADATA_KEY, INDEX_METADATA_KEY, limit)
-    else:
-        path = f"$.{INDEX_METADATA_KEY}"
-        params = (path, path, limit)
-    indexed_rows = view.query(_SQLITE_INDEXED_KEYS, _PG_INDEXED_KEYS, params)
-    indexed = {str(k): int(n) for k, n in indexed_rows[:MAX_NAMES]}
-    truncated = len(rows) > MAX_NAMES or len(indexed_rows) > MAX_NAMES
-    return MetadataKeys(int(total), int(not_objects), counts, truncated, indexed)
+    return MetadataKeys(int(total), int(not_objects), counts, len(rows) > MAX_NAMES)
 
 
 def _inline_channels(view: HistoryView) -> list[InlineChannel] | None:
@@ -198,12 +150,3 @@ def _inline_channels(view: HistoryView) -> list[InlineChannel] | None:
             :MAX_NAMES
         ]
     ]
-
-
-def _record_seals(view: HistoryView) -> RecordSeals | None:
-    if view.kind != "postgres":
-        return None
-    if not view.has_checkpoints:
-        return RecordSeals(0, 0)
-    total, sealed = view.query("", _PG_RECORD_SEALS, (RECORD_KEY,))[0]
-    return RecordSeals(int(sealed), int(total) - int(sealed))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from secure_serde.stores._base import Store, StoreError
-from secure_serde.stores._envelope import RECORD_KEY
+from secure_serde.stores._v03_metadata import INDEX_METADATA_KEY, RECORD_KEY, SEALED_METADATA_KEY
 
 __all__ = ["CheckpointId", "HistoryView"]
 
@@ -56,8 +56,17 @@ _PG_HAS_HISTORY: Final = """
 SELECT count(*) FROM pg_attribute
 WHERE attrelid = to_regclass('checkpoints') AND attname = 'checkpoint_id' AND NOT attisdropped
 """
-# Whether any checkpoint carries the record 0.3's PostgreSQL savers wrote.
-_PG_ANY_SEALED: Final = "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE checkpoint ? %s)"
+# Whether any checkpoint carries a mark only 0.3's savers left in plaintext: a metadata entry
+# (sealed or blind-index; stores/_v03_metadata.py), or the record PostgreSQL's kept.
+_SQLITE_V03_MARKS: Final = (
+    "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE CASE WHEN json_valid(CAST(metadata AS TEXT))"
+    " THEN json_type(CAST(metadata AS TEXT), ?) IS NOT NULL"
+    " OR json_type(CAST(metadata AS TEXT), ?) IS NOT NULL END)"
+)
+_PG_V03_MARKS: Final = (
+    "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE metadata ? %s OR metadata ? %s"
+    " OR checkpoint ? %s)"
+)
 
 
 class HistoryView:
@@ -158,17 +167,20 @@ class HistoryView:
         thread_id, checkpoint_ns, checkpoint_id = rows[0]
         return str(thread_id), str(checkpoint_ns), str(checkpoint_id)
 
-    def any_record_sealed(self) -> bool | None:
-        """PostgreSQL: whether any checkpoint carries 0.3's record; ``None`` for SQLite.
+    def v03_marks(self) -> bool:
+        """Whether any checkpoint carries a mark 0.3's savers left in plaintext.
 
-        0.3's SQLite savers sealed the record into the checkpoint value
-        itself, which only a key can tell.
+        Every checkpoint they wrote on PostgreSQL does (its record), and on
+        SQLite every one written with the default ``seal_metadata=True``; a SQLite
+        checkpoint written without it is told only with a key (stores/_v03.py).
         """
-        if self.kind != "postgres":
-            return None
         if not self.has_checkpoints:
             return False
-        return bool(self.query("", _PG_ANY_SEALED, (RECORD_KEY,))[0][0])
+        if self.kind == "postgres":
+            params: tuple[str, ...] = (SEALED_METADATA_KEY, INDEX_METADATA_KEY, RECORD_KEY)
+        else:
+            params = (f"$.{SEALED_METADATA_KEY}", f"$.{INDEX_METADATA_KEY}")
+        return bool(self.query(_SQLITE_V03_MARKS, _PG_V03_MARKS, params)[0][0])
 
     def close(self) -> None:
         self.connection.close()

@@ -74,7 +74,7 @@ def store_thread_ids(location: str | os.PathLike[str]) -> list[str]:
 
 
 def _raw_store(location: str | os.PathLike[str]) -> Store:
-    """The store at a path or URL, in the 0.3 row layout, whatever its rows are."""
+    """The store at a path or URL, in the stock savers' row layout, whatever its rows are."""
     if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
         from secure_serde.stores._postgres import PostgresStore
 
@@ -92,9 +92,9 @@ def _raw_store(location: str | os.PathLike[str]) -> Store:
 def open_layout(location: str | os.PathLike[str] | Store) -> Store:
     """As `open_store`, but a store `secure_serde.SealedSaver` sealed opens as its sealed rows.
 
-    Rotation reads both layouts: the 0.3 one (`open_store`'s stores) and
+    Rotation reads both layouts: the stock one (`open_store`'s stores) and
     the sealed one (secure_serde/stores/_sealed.py, `is_sealed_layout`).
-    A `Store` of the 0.3 layout over a sealed store gives a new sealed
+    A `Store` of the stock layout over a sealed store gives a new sealed
     store at the same place, which the caller closes.
     """
     if isinstance(location, Store):

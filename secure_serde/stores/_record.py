@@ -3,8 +3,7 @@
 A checkpoint *record* is what the database keeps outside the values: the
 ids, the parent link, ``channel_versions``, ``versions_seen`` and the
 plaintext metadata. 0.3's savers sealed it, and `V03Reader` checks that
-seal (secure_serde/stores/_v03_rows.py); tools locate it (`_locate`) from
-the same bytes, so the encoding lives here, in the layer both stand on.
+seal (secure_serde/stores/_v03_rows.py) from these bytes.
 
 `canonical` encodes JSON values injectively and stably across the
 databases' own JSON round trips: object keys are sorted, and numbers are
@@ -21,7 +20,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from secure_serde._errors import EncryptionError
-from secure_serde.stores._envelope import SEALED_METADATA_KEY
+from secure_serde.stores._v03_metadata import SEALED_METADATA_KEY
 
 __all__ = ["canonical", "metadata_record"]
 
@@ -31,9 +30,9 @@ _SEALED_MARKER: Final = "<sealed envelope>"
 def metadata_record(metadata: Any) -> Any:
     """The metadata as a record covers it: the sealed envelope by its presence only.
 
-    The envelope authenticates itself, bound to its checkpoint; leaving its
-    bytes out of the record lets rewrap re-seal it under a new key without
-    invalidating the record, while removing or adding one still fails it.
+    The envelope authenticates itself, bound to its checkpoint; 0.3 left its
+    bytes out of the record so that a new key did not invalidate the record,
+    while removing or adding one still fails it.
     """
     if isinstance(metadata, Mapping) and SEALED_METADATA_KEY in metadata:
         return {**metadata, SEALED_METADATA_KEY: _SEALED_MARKER}

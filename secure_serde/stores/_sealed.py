@@ -3,7 +3,7 @@
 Under `SealedSaver`, the stock SQLite and PostgreSQL savers store nothing
 but sealed cells (byte layout: secure_serde/sealing/_cell.py). This module
 finds the rows that hold them and swaps them, compare-and-swap, as the
-0.3 layout's stores do (`Store`); it never parses a cell, and holds no key:
+stock layout's stores do (`Store`); it never parses a cell, and holds no key:
 working out each cell's place and re-encrypting it is rewrap's job
 (secure_serde/passes/_sealed.py).
 
@@ -152,11 +152,13 @@ class SealedSqliteStore(SealedLayout, SqliteStore):
         channel = None
         if table.extra_columns:
             channel = None if row[nkey + 2] is None else str(row[nkey + 2])
-        return SealedRow(ref, row[nkey], row[nkey + 1], None, channel)
+        return SealedRow(ref, row[nkey], row[nkey + 1], channel)
 
-    def _swap_envelope(self, swap: Swap) -> bool:
+    def _swap_one(self, swap: Swap) -> bool:
         """Replace one row's record (or identity) text if it is still the one read."""
         cell = swap.cell
+        if cell.ref.table != RECORDS:
+            return super()._swap_one(swap)
         if cell.data is None or cell.type_tag != entry_key(cell.ref.thread_id):
             raise StoreError(f"{cell.ref} holds no sealed text to replace")
         if swap.new_type != cell.type_tag:
@@ -174,5 +176,5 @@ class SealedSqliteStore(SealedLayout, SqliteStore):
         return cursor.rowcount == 1
 
 
-# Every row's whole metadata (the identity row too), unlike _sqlite's envelope reload.
+# Every row's whole metadata (the identity row too).
 _RELOAD_TEXT: Final = f"SELECT CAST(metadata AS TEXT) FROM checkpoints WHERE {_ENVELOPE_KEY}"  # noqa: S608

@@ -1,7 +1,7 @@
 """`SealedPostgresStore`: the rows `SealedSaver` over langgraph's ``PostgresSaver`` writes.
 
 The layout is described in secure_serde/stores/_sealed.py. Blobs and
-writes are swapped as the 0.3 layout's (type and bytes, compare-and-swap);
+writes are swapped as the stock layout's (type and bytes, compare-and-swap);
 a record or identity cell is swapped inside the ``metadata`` JSONB with
 ``jsonb_set`` on its one key, while that key still holds the text read.
 """
@@ -109,4 +109,4 @@ class SealedPostgresStore(SealedLayout, PostgresStore):
             return SealedRow(ref, entry_key(ref.thread_id), data)
         data = row[nkey + 1]
         channel = str(row[nkey + 2]) if table.extra_columns and row[nkey + 2] is not None else None
-        return SealedRow(ref, row[nkey], None if data is None else bytes(data), None, channel)
+        return SealedRow(ref, row[nkey], None if data is None else bytes(data), channel)

@@ -1,15 +1,13 @@
 """`SqliteStore`: the schema of langgraph-checkpoint-sqlite (``SqliteSaver`` and its async twin).
 
 Serialized values live in ``checkpoints(type, checkpoint)`` and
-``writes(type, value)``. ``checkpoints.metadata`` is JSON written without
-the serializer, except for the sealed-metadata envelope our sealed savers
-keep in it: one cell per row that holds one (table ``METADATA_TABLE``),
-swapped by rewriting the row's JSON with only that entry changed.
+``writes(type, value)``; ``checkpoints.metadata`` is JSON written without
+the serializer. A store secure_serde 0.3's savers wrote is not read here
+(`secure_serde.stores.V03Reader` reads it for ``adopt``).
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,13 +25,6 @@ from secure_serde.stores._base import (
     ThreadRange,
     check_batch_size,
 )
-from secure_serde.stores._envelope import (
-    METADATA_TABLE,
-    SEALED_METADATA_KEY,
-    envelope_cell,
-    envelope_json,
-)
-from secure_serde.stores._locate import extra_columns, locate
 
 __all__ = ["SQLITE_TABLES", "SqliteStore"]
 
@@ -101,17 +92,11 @@ class SqliteStore(Store):
             key = tuple(row[1] for row in sorted((r for r in info if r[5] > 0), key=lambda r: r[5]))
             if not key or key[0] != "thread_id":
                 raise StoreError(f"table {name} in {self._path} is not keyed by thread_id first")
-            extras = extra_columns(name, columns, key)
-            found.append(TableSpec(name, type_col, data_col, key, extra_columns=extras))
-            relation, _, column = METADATA_TABLE.partition(".")
-            if name == relation and column in columns:
-                found.append(TableSpec(METADATA_TABLE, column, column, key, SEALED_METADATA_KEY))
+            found.append(TableSpec(name, type_col, data_col, key))
         return tuple(found)
 
     @staticmethod
     def _statements(spec: TableSpec) -> tuple[str, str, str, str, str]:
-        if spec.envelope_key is not None:
-            return _envelope_statements(spec)
         table = _quote(spec.name)
         cols = ", ".join(_quote(c) for c in spec.key_columns)
         marks = ", ".join("?" for _ in spec.key_columns)
@@ -182,13 +167,7 @@ class SqliteStore(Store):
     @staticmethod
     def _cell(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
         ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
-        if table.envelope_key is not None:
-            # Selected only where the JSON is valid and holds the entry.
-            cell = envelope_cell(ref, json.loads(row[nkey]).get(table.envelope_key))
-            return Cell(ref, cell.type_tag, cell.data, locate(table.name, ref, ()))
-        data = row[nkey + 1]
-        where = locate(table.name, ref, row[nkey + 2 :]) if data is not None else None
-        return Cell(ref, row[nkey], data, where)
+        return Cell(ref, row[nkey], row[nkey + 1])
 
     def reload(self, ref: RowRef) -> Cell | None:
         table = self.table(ref.table)
@@ -202,22 +181,7 @@ class SqliteStore(Store):
         try:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                for swap in swaps:
-                    cell = swap.cell
-                    if cell.ref.table == METADATA_TABLE:
-                        applied.append(self._swap_envelope(swap))
-                        continue
-                    cursor = self._conn.execute(
-                        self._sql[cell.ref.table][3],
-                        (
-                            swap.new_type,
-                            swap.new_data,
-                            *cell.ref.key_values,
-                            cell.type_tag,
-                            cell.data,
-                        ),
-                    )
-                    applied.append(cursor.rowcount == 1)
+                applied = [self._swap_one(swap) for swap in swaps]
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
@@ -226,24 +190,11 @@ class SqliteStore(Store):
             raise StoreError(f"writing to {self._path} failed: {exc}") from None
         return applied
 
-    def _swap_envelope(self, swap: Swap) -> bool:
-        """Replace one row's envelope if it still holds the one read; inside the transaction."""
+    def _swap_one(self, swap: Swap) -> bool:
+        """One swap, inside the transaction: whether the row still held the cell read."""
         cell = swap.cell
-        if cell.type_tag is None or cell.data is None:
-            raise StoreError(f"{cell.ref} holds no sealed envelope to replace")
-        found = self._conn.execute(_ENVELOPE_RELOAD, cell.ref.key_values).fetchone()
-        if found is None:
-            return False
-        metadata = json.loads(found[0])
-        key = SEALED_METADATA_KEY
-        if metadata.get(key) != json.loads(envelope_json(cell.type_tag, cell.data)):
-            return False
-        metadata[key] = json.loads(envelope_json(swap.new_type, swap.new_data))
-        # As the savers encode the column; the record covers the envelope
-        # by its presence only, so the checkpoint's binding still holds.
-        new = json.dumps(metadata, ensure_ascii=False).encode("utf-8")
-        cursor = self._conn.execute(_ENVELOPE_SWAP, (new, *cell.ref.key_values, found[0]))
-        return cursor.rowcount == 1
+        values = (swap.new_type, swap.new_data, *cell.ref.key_values, cell.type_tag, cell.data)
+        return self._conn.execute(self._sql[cell.ref.table][3], values).rowcount == 1
 
     def thread_ranges(self, parts: int) -> list[ThreadRange]:
         # One writer at a time: splitting a SQLite file buys nothing.
@@ -267,34 +218,9 @@ class SqliteStore(Store):
         self._conn.close()
 
 
-# Rows of ``checkpoints`` whose metadata is JSON holding an envelope; json_valid
-# first, so a row whose metadata is not JSON is skipped, not an error.
-_HAS_ENVELOPE: Final = (
-    "CASE WHEN json_valid(CAST(metadata AS TEXT)) THEN"
-    f" json_type(CAST(metadata AS TEXT), '$.{SEALED_METADATA_KEY}') END IS NOT NULL"
-)
+# One checkpoints row, and its metadata swapped whole while it still holds the text read
+# (secure_serde/stores/_sealed.py). Fixed fragments only, values bound (hence S608).
 _ENVELOPE_KEY: Final = "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-# Fixed fragments only, values bound (hence S608): one row's metadata, read
-# and compare-and-swapped whole inside the swap transaction.
-_ENVELOPE_RELOAD: Final = (
-    f"SELECT CAST(metadata AS TEXT) FROM checkpoints WHERE {_ENVELOPE_KEY} AND {_HAS_ENVELOPE}"  # noqa: S608
-)
 _ENVELOPE_SWAP: Final = (
     f"UPDATE checkpoints SET metadata = ? WHERE {_ENVELOPE_KEY} AND CAST(metadata AS TEXT) IS ?"  # noqa: S608
 )
-
-
-def _envelope_statements(spec: TableSpec) -> tuple[str, str, str, str, str]:
-    """The statements of `METADATA_TABLE`: the stock checkpoints key, the envelope rows only."""
-    if spec.key_columns != ("thread_id", "checkpoint_ns", "checkpoint_id"):
-        raise StoreError("checkpoints is not keyed by thread_id, checkpoint_ns, checkpoint_id")
-    cols = "thread_id, checkpoint_ns, checkpoint_id"
-    select = f"SELECT {cols}, CAST(metadata AS TEXT) FROM checkpoints"  # noqa: S608
-    first = f"{select} WHERE {_HAS_ENVELOPE} AND {{range}} ORDER BY {cols} LIMIT ?"
-    page = (
-        f"{select} WHERE ({cols}) > (?, ?, ?) AND {_HAS_ENVELOPE} AND {{range}}"
-        f" ORDER BY {cols} LIMIT ?"
-    )
-    reload = f"{select} WHERE {_ENVELOPE_KEY} AND {_HAS_ENVELOPE}"
-    count = f"SELECT count(*) FROM checkpoints WHERE {_HAS_ENVELOPE} AND {{range}}"  # noqa: S608
-    return first, page, reload, "", count

@@ -26,7 +26,7 @@ import os
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -38,9 +38,9 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.types import TASKS
 
-from secure_serde._errors import BindingError, ConfigurationError
+from secure_serde._errors import BindingError, ConfigurationError, SecureSerdeError
 from secure_serde.serde import EncryptedSerializer, Migration
-from secure_serde.stores._base import Store
+from secure_serde.stores._base import Store, StoreError
 from secure_serde.stores._history import HistoryView
 from secure_serde.stores._v03_metadata import V03Metadata
 from secure_serde.stores._v03_rows import V03Rows
@@ -56,7 +56,17 @@ from secure_serde.stores._v03_sql import (
     list_where,
 )
 
-__all__ = ["V03Reader"]
+__all__ = ["V03Reader", "refuse_v03", "written_by_v03"]
+
+# What a probe read may raise for a checkpoint that is not 0.3's (the store's own failures,
+# `StoreError`, are raised on).
+_PROBE_ERRORS: Final = (
+    SecureSerdeError,
+    ValueError,
+    TypeError,
+    NotImplementedError,
+    RecursionError,
+)
 
 
 class V03Reader(BaseCheckpointSaver[str]):
@@ -215,6 +225,46 @@ class V03Reader(BaseCheckpointSaver[str]):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def written_by_v03(view: HistoryView, serde: EncryptedSerializer | None = None) -> bool:
+    """Whether secure_serde 0.3's savers wrote the store of ``view``.
+
+    By the marks they left in plaintext (`HistoryView.v03_marks`); on SQLite,
+    with a ``serde`` whose cipher binds, also by its newest checkpoint reading
+    as 0.3 wrote it (0.3's SQLite saver left no mark with ``seal_metadata=False``).
+    """
+    if view.v03_marks():
+        return True
+    if serde is None or not serde.binds_locations or view.kind == "postgres":
+        return False
+    newest = view.newest_checkpoint()
+    if newest is None:
+        return False
+    reader = V03Reader(view, serde=serde, seal_metadata=False, migration=Migration.NONE)
+    keys = ("thread_id", "checkpoint_ns", "checkpoint_id")
+    try:
+        return reader.get_tuple({"configurable": dict(zip(keys, newest, strict=True))}) is not None
+    except StoreError:
+        raise
+    except _PROBE_ERRORS:
+        return False
+
+
+def refuse_v03(store: Store, command: str, serde: EncryptedSerializer | None = None) -> None:
+    """Refuse a store 0.3's savers wrote (`written_by_v03`), naming ``secure-serde adopt``.
+
+    Raises:
+        ConfigurationError: they wrote it; ``command`` does not read their layout.
+    """
+    with HistoryView(store) as view:
+        written = written_by_v03(view, serde)
+    if written:
+        raise ConfigurationError(
+            f"{store.display} was written by secure_serde 0.3's savers, whose layout only"
+            f" adopt reads now: {command} does not apply to it. Copy it into a sealed store"
+            f" with `secure-serde adopt OLD NEW` (docs/upgrading.md), then {command} that"
+        )
 
 
 def _view(location: str | os.PathLike[str] | Store) -> HistoryView:

@@ -1,8 +1,13 @@
 """Opening the ``metadata`` column of a store secure_serde 0.3's sealed savers wrote.
 
-The layout is `_envelope`'s: plaintext keys, the sealed entry
-(`SEALED_METADATA_KEY`, holding every other key and `ROW_KEY`) and the
-blind-index entry (`INDEX_METADATA_KEY`, ``{name: "<key id hex>:<mac>"}``).
+The column is a JSON object: plaintext keys, the sealed entry
+(`SEALED_METADATA_KEY`: ``{"type": <serde type tag>, "data": <standard
+base64>}`` of the serde's bytes for every other key and `ROW_KEY`, the
+``[thread_id, checkpoint_ns, checkpoint_id]`` it was sealed for) and the
+blind-index entry (`INDEX_METADATA_KEY`, ``{name: "<key id hex>:<mac>"}``);
+tests/vectors/metadata_envelope.json freezes it. The PostgreSQL savers also
+kept each record's seal in ``checkpoints.checkpoint`` under `RECORD_KEY`
+(secure_serde/stores/_v03_rows.py).
 `V03Metadata.open` applies 0.3's read rules, in 0.3's order, with the same
 errors:
 
@@ -19,6 +24,8 @@ Tokens are checked by `V03IndexKeys` (secure_serde/stores/_v03_index.py).
 
 from __future__ import annotations
 
+import base64
+import binascii
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
@@ -32,15 +39,24 @@ from secure_serde._errors import (
 )
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde.serde import Migration
-from secure_serde.stores._envelope import (
-    INDEX_METADATA_KEY,
-    ROW_KEY,
-    SEALED_METADATA_KEY,
-    parse_envelope,
-)
 from secure_serde.stores._v03_index import V03IndexKeys
 
-__all__ = ["V03_STRUCTURAL_METADATA_KEYS", "V03Metadata"]
+__all__ = [
+    "INDEX_METADATA_KEY",
+    "RECORD_KEY",
+    "ROW_KEY",
+    "SEALED_METADATA_KEY",
+    "V03_STRUCTURAL_METADATA_KEYS",
+    "V03Metadata",
+    "parse_envelope",
+]
+
+SEALED_METADATA_KEY: Final = "__secure_serde_sealed__"
+INDEX_METADATA_KEY: Final = "__secure_serde_index__"
+# Inside the sealed entry: the row it was sealed for.
+ROW_KEY: Final = "__secure_serde_row__"
+# The checkpoint JSON key (PostgreSQL) that holds a record's seal.
+RECORD_KEY: Final = "__secure_serde_record__"
 
 # The keys 0.3's savers always left in plaintext (langgraph reads them back in SQL).
 V03_STRUCTURAL_METADATA_KEYS: Final = frozenset(
@@ -183,6 +199,19 @@ class V03Metadata:
                     key=str(name),
                 )
             self._keys.verify(name, sealed[name], token)
+
+
+def parse_envelope(envelope: Any) -> tuple[str, bytes] | None:
+    """The ``(type tag, ciphertext)`` an entry holds, or ``None`` if it is malformed."""
+    if not isinstance(envelope, dict) or set(envelope) != {"type", "data"}:
+        return None
+    type_tag, encoded = envelope["type"], envelope["data"]
+    if not isinstance(type_tag, str) or not isinstance(encoded, str):
+        return None
+    try:
+        return type_tag, base64.b64decode(encoded.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        return None
 
 
 def _open_entry(serde: Any, metadata: Any) -> dict[str, Any] | None:

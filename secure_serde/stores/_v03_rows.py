@@ -1,7 +1,7 @@
 """0.3's sealed rows, decoded: each value read only where 0.3 bound it, the record first.
 
 What 0.3's sealed savers wrote, and so what a row must prove here (the
-`Location` of each value is `_locate`'s, the record encoding `_record`'s):
+`Location` of each value is built here, the record encoding is `_record`'s):
 
 * SQLite: the ``checkpoints`` blob is the whole checkpoint, bound to
   ``Location.checkpoint(thread, ns, id, parent, canonical(metadata record))``,
@@ -43,9 +43,8 @@ from secure_serde._errors import (
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde.crypto import Location
 from secure_serde.serde import EncryptedSerializer, Migration
-from secure_serde.stores._envelope import RECORD_KEY
 from secure_serde.stores._record import canonical, metadata_record
-from secure_serde.stores._v03_metadata import V03Metadata
+from secure_serde.stores._v03_metadata import RECORD_KEY, V03Metadata
 
 __all__ = ["V03Rows"]
 

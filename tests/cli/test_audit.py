@@ -1,9 +1,9 @@
 """``secure-serde audit``: real stores written by real graphs, every kind of finding, exit codes.
 
 Each store is built by running LangGraph graphs (interrupts, several threads, a subgraph, a
-DeltaChannel) through real savers, then damaged on purpose where a test needs it; the threads of
-secure_serde 0.3's sealed PostgreSQL saver come from its frozen store (tests/vectors/v03/). What
-the audit must report is worked out independently of the code under test: from which thread was
+DeltaChannel) through real savers, then damaged on purpose where a test needs it (a store
+secure_serde 0.3's savers wrote is refused: tests/cli/test_v03_stores.py). What the audit must
+report is worked out independently of the code under test: from which thread was
 written how, and by reading the raw rows with sqlite3 or psycopg in Python.
 """
 
@@ -19,7 +19,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from langgraph.checkpoint.postgres import PostgresSaver as StockPostgresSaver
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinSerializer
@@ -30,7 +29,6 @@ from secure_serde.ciphers import KmsEnvelopeCipher
 from secure_serde.ciphers._kms_format import cmk_id
 from secure_serde.cli import main
 from tests import canary_support as canary
-from tests import v03_fixtures as v03
 from tests.ciphers.kms_support import REGION, new_cmk
 from tests.cli.cli_support import only_env_key, run_console_script, run_main
 from tests.fixtures_services import saver_connection
@@ -430,9 +428,7 @@ def pg_count(url: str, sql: str) -> int:
 def test_postgres_stock_saver_inline_values(
     keys: Any, postgres_url: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # The canary graph as 0.3's sealed saver wrote it (default metadata policy), then as the
-    # stock saver writes it.
-    v03.load_postgres(postgres_url, ["canary"])
+    # The canary graph as the stock saver writes it.
     run_canary_stock_postgres(postgres_url, "stock")
     expected = inline_by_channel(postgres_url)
     # Every primitive channel of the canary graph and its subgraph, and no DeltaChannel marker.
@@ -444,7 +440,6 @@ def test_postgres_stock_saver_inline_values(
     inline = document["inline_values"]
     assert {c["channel"]: c["checkpoints"] for c in inline["channels"]} == expected
     assert inline["count"] == sum(expected.values())
-    # Only the stock saver's thread has them.
     assert {c["threads"] for c in inline["channels"]} == {1}
     types = {c["channel"]: c["json_types"] for c in inline["channels"]}
     assert types[canary.BOOL_CHANNEL] == ["boolean"]
@@ -454,70 +449,13 @@ def test_postgres_stock_saver_inline_values(
     assert document["plaintext"]["count"] == 0
     cells = pg_count(postgres_url, "SELECT count(*) FROM checkpoint_blobs")
     cells += pg_count(postgres_url, "SELECT count(*) FROM checkpoint_writes")
-    # The sealed thread's metadata is sealed by default: one envelope per checkpoint.
-    cells += pg_count(
-        postgres_url, "SELECT count(*) FROM checkpoints WHERE metadata ? '__secure_serde_sealed__'"
-    )
-    # The sealed saver's thread: every checkpoint record's seal is a cell too.
-    records = pg_count(
-        postgres_url,
-        "SELECT count(*) FROM checkpoints WHERE checkpoint ? '__secure_serde_record__'",
-    )
-    assert records == pg_count(
-        postgres_url, "SELECT count(*) FROM checkpoints WHERE thread_id = 'canary'"
-    )
-    assert document["cells"]["total"] == cells + records
+    assert document["cells"]["total"] == cells
     empty = pg_count(postgres_url, "SELECT count(*) FROM checkpoint_blobs WHERE blob IS NULL")
     assert document["cells"]["empty"] == empty
     code, out, err = audit(capsys, postgres_url)
     assert f"{canary.BOOL_CHANNEL}: " in out
     assert "(a LangGraph channel)" in out  # the stock saver inlines the edges' None too
     assert_no_secrets(out + err)
-
-
-def test_postgres_sealed_saver_clean_then_tampered_envelope(
-    keys: Any, postgres_url: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # 0.3's sealed saver with plaintext_metadata=[]: every non-structural key sealed.
-    v03.load_postgres(postgres_url, ["canary-strict"])
-    checkpoints = pg_count(postgres_url, "SELECT count(*) FROM checkpoints")
-    code, out, err = audit(capsys, postgres_url)
-    assert code == 0, out + err
-    assert "inline plaintext channel values (checkpoints.checkpoint JSONB): 0" in out
-    code, document = audit_json(capsys, postgres_url)
-    a = group(document, "aesgcm", key_id(KEY_A))
-    # Every checkpoint's sealed metadata envelope is audited like any other value.
-    assert a["by_table"]["checkpoints.metadata"] == checkpoints
-    assert a["failed"] == 0
-    assert document["metadata"]["flagged"] == {}
-    assert "api_key" not in document["metadata"]["keys"]
-    assert document["metadata"]["keys"]["__secure_serde_sealed__"] == checkpoints
-
-    with pg_connect(postgres_url) as conn:
-        row = conn.execute(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id, metadata FROM checkpoints"
-            " ORDER BY checkpoint_id LIMIT 1"
-        ).fetchone()
-        envelope = row["metadata"]["__secure_serde_sealed__"]
-        data = bytearray(base64.b64decode(envelope["data"]))
-        data[-1] ^= 1
-        envelope["data"] = base64.b64encode(bytes(data)).decode()
-        conn.execute(
-            "UPDATE checkpoints SET metadata = jsonb_set(metadata, '{__secure_serde_sealed__}', %s)"
-            " WHERE thread_id = %s AND checkpoint_ns = %s AND checkpoint_id = %s",
-            (
-                psycopg.types.json.Jsonb(envelope),
-                row["thread_id"],
-                row["checkpoint_ns"],
-                row["checkpoint_id"],
-            ),
-        )
-    code, document = audit_json(capsys, postgres_url)
-    assert code == 1
-    assert document["undecryptable"]["by_error"] == {"DecryptionError": 1}
-    [failure] = document["undecryptable"]["rows"]
-    assert failure["table"] == "checkpoints.metadata"
-    assert failure["key"]["checkpoint_id"] == row["checkpoint_id"]
 
 
 def test_metadata_that_is_not_a_json_object_is_counted(

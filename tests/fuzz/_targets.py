@@ -24,7 +24,6 @@ from typing import Any, Final
 
 import ormsgpack
 from Crypto.Cipher import AES
-from secure_serde.stores._envelope import METADATA_TABLE, SEALED_METADATA_KEY, envelope_cell
 
 from secure_serde import EncryptedSerializer, Migration, SecureSerdeError
 from secure_serde.ciphers import KeyRotationCipher, _kms_format
@@ -32,7 +31,7 @@ from secure_serde.ciphers._keyring import Keyring
 from secure_serde.ciphers._rotation import KEYRING_FILE_VAR
 from secure_serde.crypto import _format as v1_format
 from secure_serde.pickling import EXT_PICKLE, TAG
-from secure_serde.stores import RowRef, parse_envelope
+from secure_serde.stores import SEALED_METADATA_KEY, parse_envelope
 from secure_serde.stores._v03_metadata import V03Metadata
 from tests.fuzz import _fixtures as fx
 from tests.fuzz._input import Input
@@ -245,11 +244,6 @@ def pickle_fallback(data: bytes) -> None:
 
 # -- sealed metadata ---------------------------------------------------------------------------
 
-_REF: Final = RowRef(
-    METADATA_TABLE, (("thread_id", "t"), ("checkpoint_ns", ""), ("checkpoint_id", "c"))
-)
-
-
 # The row the seeds' entries name (tests/fuzz/seeds.py), so the checked read gets past the
 # row check.
 _ROW: Final = ("t", "", "checkpoint-1")
@@ -272,7 +266,7 @@ def _v03_metadata() -> tuple[V03Metadata, V03Metadata]:
 
 def metadata_envelope(data: bytes) -> None:
     """A checkpoint's metadata JSON holding a sealed entry (the layout secure_serde 0.3's
-    savers wrote): parser, cell and `V03Metadata.open`, as a viewer and under a policy.
+    savers wrote): parser and `V03Metadata.open`, as a viewer and under a policy.
 
     Mode 0 takes the input as the metadata column's JSON text; mode 1 builds
     the envelope from a fuzzed type tag and fuzzed ciphertext bytes.
@@ -295,7 +289,6 @@ def metadata_envelope(data: bytes) -> None:
         return
     envelope = metadata.get(SEALED_METADATA_KEY)
     parse_envelope(envelope)
-    envelope_cell(_REF, envelope)
     for reader in _v03_metadata():
         with contextlib.suppress(SecureSerdeError):
             reader.open(serde, metadata, _ROW)

@@ -33,7 +33,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from secure_serde import EncryptedSerializer
 from secure_serde.ciphers import KeyRotationCipher
 from secure_serde.pickling import EXT_PICKLE
-from secure_serde.stores import ROW_KEY, SEALED_METADATA_KEY, envelope
+from secure_serde.stores import ROW_KEY, SEALED_METADATA_KEY
 from tests.fuzz import _fixtures as fx
 from tests.fuzz import _kms
 from tests.fuzz._targets import INNER_TAGS
@@ -209,7 +209,7 @@ def metadata_envelope() -> Iterator[bytes]:
         sealed = {k: v for k, v in extra.items() if k != "user"}
         metadata.update({k: v for k, v in extra.items() if k == "user"})
         type_tag, data = serde.dumps_typed({**sealed, ROW_KEY: ["t", "", "checkpoint-1"]})
-        metadata[SEALED_METADATA_KEY] = envelope(type_tag, data)
+        metadata[SEALED_METADATA_KEY] = {"type": type_tag, "data": base64.b64encode(data).decode()}
         yield b"\x00" + json.dumps(metadata).encode()
     for type_tag, blob in _v1_rows(serde):
         inner, cipher = _split(type_tag)

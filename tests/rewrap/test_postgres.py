@@ -1,5 +1,4 @@
-"""rewrap on a real PostgreSQL: staged rotation, worker processes, a live writer, migration, and
-the sealed metadata of the frozen store secure_serde 0.3 wrote (tests/vectors/v03/)."""
+"""rewrap on a real PostgreSQL: staged rotation, worker processes, a live writer, migration."""
 
 from __future__ import annotations
 
@@ -14,8 +13,7 @@ import pytest
 from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinSerializer
 
 from secure_serde import EncryptedSerializer, rewrap
-from secure_serde.stores import METADATA_TABLE, ROW_KEY, SEALED_METADATA_KEY, PostgresStore
-from tests import v03_fixtures as v03
+from secure_serde.stores import PostgresStore
 from tests.rewrap.live_writer import live_writer
 from tests.rewrap.rewrap_support import (
     A_AND_B,
@@ -162,115 +160,3 @@ def test_legacy_rows_on_postgres_become_v1(postgres_url: str) -> None:
     assert set(header_key_ids(postgres_url)) == {key_id(KEY_A)}
     with postgres_graph(postgres_url, rotation_serde({"a": KEY_A}, "a")) as graph:
         assert histories(graph, ["old"]) == before
-
-
-# ---------------------------------------------------------------------------------------------
-# Sealed metadata: the envelope our savers keep in checkpoints.metadata is a cell too
-
-
-def _sealed_metadata(url: str, serde: EncryptedSerializer) -> dict[tuple[str, str], Any]:
-    """Every checkpoint's full metadata: the plaintext keys, and the sealed envelope opened at the
-    checkpoint it names (without the row it carries)."""
-    with psycopg.connect(url) as conn:
-        plain = {
-            (thread, checkpoint): metadata
-            for thread, checkpoint, metadata in conn.execute(
-                "SELECT thread_id, checkpoint_id, metadata - %s FROM checkpoints",
-                (SEALED_METADATA_KEY,),
-            )
-        }
-    seen: dict[tuple[str, str], Any] = {}
-    with PostgresStore(url) as store:
-        for batch in store.iter_batches(store.table(METADATA_TABLE)):
-            for cell in batch:
-                assert cell.type_tag is not None
-                assert cell.data is not None
-                assert cell.location is not None
-                assert cell.ref.checkpoint_id is not None
-                sealed = serde.loads_typed_at((cell.type_tag, cell.data), cell.location)
-                key = (cell.ref.thread_id, cell.ref.checkpoint_id)
-                assert sealed.pop(ROW_KEY) == [key[0], cell.ref.checkpoint_ns, key[1]]
-                seen[key] = {**plain[key], **sealed}
-    assert set(seen) == set(plain)
-    return seen
-
-
-def _envelope_key_ids(url: str) -> list[str]:
-    with PostgresStore(url) as store:
-        table = store.table(METADATA_TABLE)
-        return [c.data[1:5].hex() if c.data else "" for b in store.iter_batches(table) for c in b]
-
-
-def test_sealed_metadata_is_rewrapped_and_survives_retiring_the_old_key(postgres_url: str) -> None:
-    # Threads m1..m3 of the store 0.3's sealed saver wrote (plaintext_metadata=[]), api_key in
-    # configurable.
-    v03.load_postgres(postgres_url, ["m1", "m2", "m3"])
-    before = _sealed_metadata(postgres_url, rotation_serde({"a": KEY_A}, "a"))
-    values = v03.opened_cells(postgres_url, rotation_serde({"a": KEY_A}, "a"))
-    assert len(before) >= 6
-    assert all(meta["api_key"] == v03.API_KEY for meta in before.values())
-    assert _envelope_key_ids(postgres_url) == [key_id(KEY_A)] * len(before)
-
-    report = rewrap(
-        postgres_url, rotation_serde(A_AND_B, "b"), verify=True, batch_size=3, workers=2
-    )
-    assert report.ok, [str(f) for f in report.failures]
-    assert _envelope_key_ids(postgres_url) == [key_id(KEY_B)] * len(before)
-    with PostgresStore(postgres_url) as store:
-        table = store.table(METADATA_TABLE)
-        assert store.count(table) == len(before)
-        assert sum(store.count(table, r) for r in store.thread_ranges(2)) == len(before)
-    with psycopg.connect(postgres_url) as conn:
-        dump = conn.execute("SELECT string_agg(metadata::text, ' ') FROM checkpoints").fetchone()
-    assert dump is not None
-    assert v03.API_KEY not in dump[0]
-
-    retired = rotation_serde(A_AND_B, "b", retired=["a"])
-    assert _sealed_metadata(postgres_url, retired) == before
-    assert v03.opened_cells(postgres_url, retired) == values
-    again = rewrap(postgres_url, retired, verify=True)
-    assert again.ok
-    assert again.rewrapped == 0
-    assert again.current == again.scanned
-
-
-def test_envelope_changed_between_read_and_swap_is_not_clobbered(postgres_url: str) -> None:
-    from secure_serde.ciphers import KeyRotationCipher
-    from secure_serde.stores import Swap
-
-    old, new = rotation_serde({"a": KEY_A}, "a"), rotation_serde(A_AND_B, "b")
-    v03.load_postgres(postgres_url, ["m1"])
-    with PostgresStore(postgres_url) as store:
-        stale = next(store.iter_batches(store.table(METADATA_TABLE), 1))[0]
-        assert stale.type_tag is not None
-        assert stale.data is not None
-        assert stale.location is not None  # bound to its checkpoint by the sealed saver
-        at = stale.location.encode()
-        assert isinstance(old.cipher, KeyRotationCipher)
-        assert isinstance(new.cipher, KeyRotationCipher)
-        inner, _, cipher_name = stale.type_tag.rpartition("+")
-        # The application re-seals the same row meanwhile (same plaintext, fresh nonce).
-        plain = old.cipher.decrypt_at(cipher_name, stale.data, inner, at)
-        _, fresh = old.cipher.encrypt_at(plain, inner, at)
-        assert store.compare_and_swap([Swap(stale, stale.type_tag, bytes(fresh))]) == [True]
-        now = store.reload(stale.ref)
-        assert now is not None
-        assert now.data == bytes(fresh)
-        assert now.type_tag == stale.type_tag
-
-        name, sealed = new.cipher.encrypt_at(plain, inner, at)
-        assert store.compare_and_swap([Swap(stale, f"{inner}+{name}", bytes(sealed))]) == [False]
-        assert store.reload(stale.ref) == now
-        assert store.compare_and_swap([Swap(now, f"{inner}+{name}", bytes(sealed))]) == [True]
-        swapped = store.reload(stale.ref)
-        assert swapped is not None
-        assert swapped.data == bytes(sealed)
-    with psycopg.connect(postgres_url) as conn:
-        row = conn.execute(
-            "SELECT metadata - %s FROM checkpoints WHERE checkpoint_id = %s",
-            (SEALED_METADATA_KEY, stale.ref.checkpoint_id),
-        ).fetchone()
-    assert row is not None
-    assert set(row[0]) == {"source", "step", "parents"}
-    loaded = _sealed_metadata(postgres_url, new)
-    assert [meta["api_key"] for meta in loaded.values()] == [v03.API_KEY] * len(loaded)

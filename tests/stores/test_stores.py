@@ -79,14 +79,9 @@ def test_sqlite_pages_cover_every_row_once_in_key_order(sqlite_path: Path, batch
     expected = _direct_sqlite(sqlite_path)
     with open_store(sqlite_path) as store:
         assert isinstance(store, SqliteStore)
-        # No sealed saver wrote here: the sealed-metadata table is there, without cells.
-        metadata = store.table("checkpoints.metadata")
-        assert metadata.key_columns == SQLITE_KEYS["checkpoints"]
-        assert store.count(metadata) == 0
-        assert list(store.iter_batches(metadata)) == []
-        cell_tables = [t for t in store.tables if t.envelope_key is None]
-        assert {t.name: t.key_columns for t in cell_tables} == SQLITE_KEYS
-        for table in cell_tables:
+        # The two tables of serialized values, nothing else (metadata is plain JSON).
+        assert {t.name: t.key_columns for t in store.tables} == SQLITE_KEYS
+        for table in store.tables:
             batches = list(store.iter_batches(table, batch_size))
             assert all(0 < len(b) <= batch_size for b in batches)
             got = [(*c.ref.key_values, c.type_tag, c.data) for b in batches for c in b]
@@ -105,7 +100,7 @@ def test_sqlite_thread_range_filters(sqlite_path: Path) -> None:
 
 def _cas_round(store: Store, change: Any) -> None:
     """Read two cells, change the first behind the store's back, swap both."""
-    table = [t for t in store.tables if t.envelope_key is None][-1]
+    table = store.tables[-1]
     first, second = next(store.iter_batches(table, 2))
     change(first)
     result = store.compare_and_swap(
@@ -224,14 +219,9 @@ def test_postgres_discovery_and_pages(pg_url: str) -> None:
         }
     with open_store(pg_url) as store:
         assert isinstance(store, PostgresStore)
-        # No sealed savers wrote here: the sealed-metadata table is there, without cells.
-        metadata = store.table("checkpoints.metadata")
-        assert metadata.key_columns == ("thread_id", "checkpoint_ns", "checkpoint_id")
-        assert store.count(metadata) == 0
-        assert list(store.iter_batches(metadata)) == []
-        cell_tables = [t for t in store.tables if t.envelope_key is None]
-        assert {t.name: t.key_columns for t in cell_tables} == POSTGRES_KEYS
-        for table in cell_tables:
+        # The two tables of serialized values, nothing else (metadata is plain JSONB).
+        assert {t.name: t.key_columns for t in store.tables} == POSTGRES_KEYS
+        for table in store.tables:
             got = [
                 (*c.ref.key_values, c.type_tag, c.data)
                 for b in store.iter_batches(table, 4)
