@@ -2,11 +2,7 @@
 
 Nothing here is authenticated: a header names the key id and format
 version its writer claims, which is what audit groups values by before (or
-instead of) decrypting them. Whether a format *can* carry a binding to the
-value's row is a property of its version alone (``aesgcm`` formats v2 and
-v3, ``kms`` format v2); whether one value *is* bound is decided only by decrypting it
-at its location, since the location is bound into the associated data and
-never stored.
+instead of) decrypting them.
 """
 
 from __future__ import annotations
@@ -18,20 +14,11 @@ from typing import Final
 from secure_serde._errors import DecryptionError
 from secure_serde.ciphers import _kms_format
 from secure_serde.ciphers._protocol import TagAuthenticatingCipher
-from secure_serde.crypto import Buffer, format_v1, format_v2, format_v3
+from secure_serde.crypto import Buffer, format_v1
 
 __all__ = ["StoredHeader", "current_test", "read_header"]
 
 _PROBE_TAG: Final = "secure_serde/rewrap-probe"
-
-# The cipher formats that seal a value for its location (format v1 never does).
-_BINDING_FORMATS: Final = frozenset(
-    {
-        (format_v1.CIPHER_NAME, format_v2.VERSION),
-        (format_v1.CIPHER_NAME, format_v3.VERSION),
-        (_kms_format.CIPHER_NAME, _kms_format.VERSION_V2),
-    }
-)
 
 
 @dataclass(frozen=True)
@@ -41,11 +28,6 @@ class StoredHeader:
     cipher: str
     key_id: str | None
     format_version: int | None
-
-    @property
-    def can_bind(self) -> bool:
-        """Whether this format can carry a binding to the value's row (v2, v3)."""
-        return (self.cipher, self.format_version) in _BINDING_FORMATS
 
 
 def read_header(cipher_name: str, data: bytes) -> StoredHeader:

@@ -63,7 +63,7 @@ def _worker(  # noqa: PLR0913 - what each forked worker needs, passed explicitly
         # A boto3 client's pooled sockets came across the fork: build new ones.
         for cipher in kms:
             cipher.renew_client()
-        # The same layout the parent found: a sealed store never opens as a 0.3 one.
+        # The same layout the parent found: a sealed store never opens as a stock one.
         with open_sealed(location) if sealed else open_store(location) as store:
             tally = rewrap_range(
                 store,

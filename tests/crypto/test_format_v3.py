@@ -118,7 +118,7 @@ def test_parse_header_and_read_header_read_v3() -> None:
     assert header.nonce == blob[21:33]
     assert header.sealed_size == len(b"payload") + 16
     stored = read_header("aesgcm", blob)
-    assert (stored.key_id, stored.format_version, stored.can_bind) == (cipher.key_id, 3, True)
+    assert (stored.key_id, stored.format_version) == (cipher.key_id, 3)
 
 
 @pytest.mark.parametrize("size", range(OVERHEAD))
