@@ -13,12 +13,20 @@ three ``SECURE_SERDE_KMS_*`` variables below, and boto3's own environment.
 docs/cli.md ("Keys for rewrap, audit and inspect") describes each. When the
 KMS key is set, it is the primary (rows under it count as current) and the
 AES keyring only reads; otherwise the keyring's primary is.
+
+``SECURE_SERDE_KMS_KEY`` and ``SECURE_SERDE_KMS_DECRYPT_KEYS`` were
+``SECURE_SERDE_KMS_KEY_ID`` and ``SECURE_SERDE_KMS_DECRYPT_KEY_IDS`` in 0.3
+(they hold KMS keys, not key ids): the old names are still read until 0.5,
+with a `DeprecationWarning`, and one set beside its new name to a different
+value is refused. So are this module's constants for them (``KMS_KEY_ID_VAR``,
+``KMS_DECRYPT_KEY_IDS_VAR``), which are now the new names.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -38,8 +46,8 @@ from secure_serde.serde import EncryptedSerializer, Migration
 
 __all__ = [
     "KMS_CONTEXT_VAR",
-    "KMS_DECRYPT_KEY_IDS_VAR",
-    "KMS_KEY_ID_VAR",
+    "KMS_DECRYPT_KEYS_VAR",
+    "KMS_KEY_VAR",
     "PICKLE_PRESETS",
     "ConfiguredCiphers",
     "ciphers_from_env",
@@ -47,9 +55,19 @@ __all__ = [
     "serializer_from_env",
 ]
 
-KMS_KEY_ID_VAR: Final = "SECURE_SERDE_KMS_KEY_ID"
-KMS_DECRYPT_KEY_IDS_VAR: Final = "SECURE_SERDE_KMS_DECRYPT_KEY_IDS"
+KMS_KEY_VAR: Final = "SECURE_SERDE_KMS_KEY"
+KMS_DECRYPT_KEYS_VAR: Final = "SECURE_SERDE_KMS_DECRYPT_KEYS"
 KMS_CONTEXT_VAR: Final = "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT"
+# 0.3's names of the two variables, read until 0.5 (new name -> old name).
+_OLD_VARS: Final = {
+    KMS_KEY_VAR: "SECURE_SERDE_KMS_KEY_ID",
+    KMS_DECRYPT_KEYS_VAR: "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
+}
+# 0.3's names of the constants (old name -> new name), until 0.5.
+_OLD_CONSTANTS: Final = {
+    "KMS_KEY_ID_VAR": "KMS_KEY_VAR",
+    "KMS_DECRYPT_KEY_IDS_VAR": "KMS_DECRYPT_KEYS_VAR",
+}
 # The --pickle choices of inspect: presets of secure_serde.pickling.
 PICKLE_PRESETS: Final = ("numpy", "pandas")
 
@@ -66,9 +84,10 @@ class ConfiguredCiphers:
     def key_label(self, cipher_name: str, key_id: str | None) -> str | None:
         """What the configuration calls the key whose key id (hex) a header carries, if known.
 
-        For the AES keyring that is the key's label; for KMS it is the KMS key's
-        ARN (KMS keys have no label). Never key material. Audit's ``key_label``
-        field and the rewrap report show this.
+        For the AES keyring that is the key's label; for KMS it is the KMS key
+        (its ARN; KMS keys have no label). Never key material. Audit's
+        ``key_label`` (a keyring's) or ``kms_key`` field and the rewrap report
+        show this.
         """
         if key_id is None:
             return None
@@ -110,7 +129,7 @@ def require_ciphers() -> ConfiguredCiphers:
     configured = ciphers_from_env()
     if configured is None:
         raise ConfigurationError(
-            f"no keys configured: set {ENV_VAR}, {KEYRING_FILE_VAR} or {KMS_KEY_ID_VAR}"
+            f"no keys configured: set {ENV_VAR}, {KEYRING_FILE_VAR} or {KMS_KEY_VAR}"
         )
     return configured
 
@@ -149,15 +168,50 @@ def _inner_serde(presets: Sequence[str]) -> SerializerProtocol | None:
 
 
 def _kms_from_env() -> KmsEnvelopeCipher | None:
-    kms_key = os.environ.get(KMS_KEY_ID_VAR)
+    kms_key = _kms_var(KMS_KEY_VAR)
     if not kms_key:
         return None
-    older = [k.strip() for k in os.environ.get(KMS_DECRYPT_KEY_IDS_VAR, "").split(",")]
+    older = [k.strip() for k in (_kms_var(KMS_DECRYPT_KEYS_VAR) or "").split(",")]
     return KmsEnvelopeCipher(
         kms_key,
         decrypt_kms_keys=[k for k in older if k],
         encryption_context=_kms_context(),
     )
+
+
+def _kms_var(name: str) -> str | None:
+    """The variable ``name``, or its 0.3 name (with a `DeprecationWarning`); never both, differing.
+
+    An empty variable counts as unset, as it always did. The error names the
+    two variables, never their values.
+    """
+    old = _OLD_VARS[name]
+    value, before = os.environ.get(name) or None, os.environ.get(old) or None
+    if before is None:
+        return value
+    if value is not None and value != before:
+        raise ConfigurationError(
+            f"{name} and {old} (its 0.3 name) are both set, to different KMS keys: unset {old}"
+        )
+    warnings.warn(
+        f"{old} is deprecated: set {name} instead (the old name is read until 0.5)",
+        DeprecationWarning,
+        stacklevel=4,
+    )
+    return before
+
+
+def __getattr__(name: str) -> str:
+    """0.3's constant names, until 0.5: each access warns and returns the new constant."""
+    new = _OLD_CONSTANTS.get(name)
+    if new is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.{name} is deprecated: use {__name__}.{new} (the old name goes in 0.5)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return str(globals()[new])
 
 
 def _kms_context() -> dict[str, str] | None:

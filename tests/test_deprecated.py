@@ -25,7 +25,7 @@ KEY = b"k" * 32
 def env_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANGGRAPH_AES_KEY", "base64:" + "A" * 43 + "=")
     monkeypatch.delenv("SECURE_SERDE_KEYRING_FILE", raising=False)
-    monkeypatch.delenv("SECURE_SERDE_KMS_KEY_ID", raising=False)
+    monkeypatch.delenv("SECURE_SERDE_KMS_KEY", raising=False)
 
 
 def _with_backend(kms_client: Any) -> dict[str, Callable[[], object]]:

@@ -57,7 +57,7 @@ def test_snippets_run(
     request: pytest.FixtureRequest,
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    for name in ("SECURE_SERDE_KEYRING_FILE", "SECURE_SERDE_KMS_KEY_ID"):
+    for name in ("SECURE_SERDE_KEYRING_FILE", "SECURE_SERDE_KMS_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
     monkeypatch.setenv("MY_APP_KEY", generate_encoded_key())

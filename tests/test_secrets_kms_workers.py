@@ -163,7 +163,7 @@ def test_the_cli_rewraps_a_postgres_store_to_kms_with_workers(
     cmk = new_cmk(kms_client)
     monkeypatch.delenv("SECURE_SERDE_KEYRING_FILE", raising=False)
     monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
-    monkeypatch.setenv("SECURE_SERDE_KMS_KEY_ID", cmk)
+    monkeypatch.setenv("SECURE_SERDE_KMS_KEY", cmk)
     code, out, err = run_main(capsys, "rewrap", postgres_url, "--workers", "2", "--no-progress")
     assert (code, err) == (0, "")
     assert "with 2 workers" in out

@@ -30,7 +30,7 @@ THREAD = "t-1"
 @pytest.fixture
 def planted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A store written by a real graph, then edited as an attacker with write access would."""
-    for var in ("SECURE_SERDE_KEYRING_FILE", "SECURE_SERDE_KMS_KEY_ID"):
+    for var in ("SECURE_SERDE_KEYRING_FILE", "SECURE_SERDE_KMS_KEY"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
     path = tmp_path / "store.sqlite"

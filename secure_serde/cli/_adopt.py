@@ -47,7 +47,7 @@ def register(subparsers: Any) -> None:
             " +aes rows whose type tag could have been relabelled, values that do not"
             " authenticate at their location) are listed and refused unless --accept-unvouched."
             " Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
-            " SECURE_SERDE_KMS_KEY_ID."
+            " SECURE_SERDE_KMS_KEY."
         ),
         epilog="exit status: 0 everything copied; 1 rows refused (listed); 2 error.",
     )

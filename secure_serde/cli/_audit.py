@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
             " deserialized); channel values inline in PostgreSQL's checkpoint JSON; and the"
             " metadata key names stored in plaintext. Prints names, ids and counts only, never"
             " a value or a key. Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
-            " SECURE_SERDE_KMS_KEY_ID."
+            " SECURE_SERDE_KMS_KEY."
         ),
         epilog=(
             "exit status: 0 nothing found; 1 findings (unencrypted or undecryptable values,"
@@ -156,7 +156,9 @@ def _group_json(group: CipherGroup, decrypted: bool) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "cipher": group.cipher,
         "key_id": group.key_id,
+        # For kms, key_label is the KMS key too until 0.5: read kms_key (docs/cli.md).
         "key_label": group.key_label,
+        "kms_key": group.key_label if group.cipher == "kms" else None,
         "format_version": group.format_version,
         "legacy": group.legacy,
         "count": group.count,

@@ -22,7 +22,7 @@ NEW_STORE: Final = "NEW_STORE"
 _KEY_ERRORS: Final = frozenset({"UnknownKeyError", "UnknownCipherError", "RetiredKeyError"})
 _CONFIGURE_KEY: Final = (
     "configure the key the rows name (SECURE_SERDE_KEYRING_FILE, or"
-    " SECURE_SERDE_KMS_DECRYPT_KEY_IDS for a KMS key; `secure-serde keyring show FILE` lists"
+    " SECURE_SERDE_KMS_DECRYPT_KEYS for a KMS key; `secure-serde keyring show FILE` lists"
     " a keyring's key ids)"
 )
 

@@ -45,7 +45,7 @@ def register(subparsers: Any) -> None:
             "Decrypt and print one checkpoint of a thread, or its history newest first: channel"
             " values, next tasks, metadata and pending writes. Reads through LangGraph's savers,"
             " read only, with the keys of LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
-            " SECURE_SERDE_KMS_KEY_ID. 'next' is derived from the checkpoint's trigger channels"
+            " SECURE_SERDE_KMS_KEY. 'next' is derived from the checkpoint's trigger channels"
             " without the graph (exact for StateGraph graphs; siblings sorted by name). Prints"
             " state values: it is a debugging tool."
         ),

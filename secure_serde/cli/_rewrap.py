@@ -50,8 +50,8 @@ def register(subparsers: Any) -> None:
             " already under the primary are skipped, so the command can be killed and rerun"
             " at any time, and run while the application writes. Keys come from"
             " LANGGRAPH_AES_KEY (label 'env') and the keyring file named by"
-            " SECURE_SERDE_KEYRING_FILE; a KMS key named by SECURE_SERDE_KMS_KEY_ID"
-            " (older ones in SECURE_SERDE_KMS_DECRYPT_KEY_IDS, the encryption context in"
+            " SECURE_SERDE_KEYRING_FILE; a KMS key named by SECURE_SERDE_KMS_KEY"
+            " (older ones in SECURE_SERDE_KMS_DECRYPT_KEYS, the encryption context in"
             " SECURE_SERDE_KMS_ENCRYPTION_CONTEXT) becomes the primary, and the AES keys"
             " then only read."
         ),

@@ -210,7 +210,8 @@ def test_mixed_store_every_finding_counted(
     assert cells["empty"] == 0
 
     a = group(document, "aesgcm", key_id(KEY_A))
-    assert (a["key_label"], a["format_version"], a["legacy"]) == ("env", 3, False)
+    assert (a["key_label"], a["kms_key"], a["format_version"]) == ("env", None, 3)
+    assert a["legacy"] is False
     assert (a["count"], a["readable"], a["current"], a["failed"]) == (good, good - 1, good - 1, 1)
     c = group(document, "aesgcm", key_id(KEY_C))
     assert (c["key_label"], c["count"], c["readable"], c["failed"]) == (None, unknown, 0, unknown)
@@ -356,12 +357,12 @@ def test_kms_rows_by_cmk(
         AWS_ACCESS_KEY_ID="testing",
         AWS_SECRET_ACCESS_KEY="testing",
         AWS_DEFAULT_REGION=REGION,
-        SECURE_SERDE_KMS_KEY_ID=current,
+        SECURE_SERDE_KMS_KEY=current,
     )
     code, document = audit_json(capsys, str(store))
     assert code == 1
     new = group(document, "kms", cmk_id(current).hex())
-    assert (new["key_label"], new["format_version"]) == (current, 2)
+    assert (new["kms_key"], new["key_label"], new["format_version"]) == (current, current, 2)
     assert (new["count"], new["current"], new["failed"]) == (new_rows, new_rows, 0)
     old = group(document, "kms", cmk_id(older).hex())
     assert (old["count"], old["failed"]) == (old_rows, old_rows)
@@ -370,7 +371,7 @@ def test_kms_rows_by_cmk(
     aes = group(document, "aesgcm", key_id(KEY_A))
     assert (aes["readable"], aes["current"]) == (aes["count"], 0)
 
-    keys(SECURE_SERDE_KMS_DECRYPT_KEY_IDS=f" {older} ,")
+    keys(SECURE_SERDE_KMS_DECRYPT_KEYS=f" {older} ,")
     code, document = audit_json(capsys, str(store))
     assert code == 0
     old = group(document, "kms", cmk_id(older).hex())

@@ -112,7 +112,7 @@ def run_fan(graph: Any, thread_id: str) -> None:
 
 @pytest.fixture
 def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in ("SECURE_SERDE_KEYRING_FILE", "SECURE_SERDE_KMS_KEY_ID"):
+    for var in ("SECURE_SERDE_KEYRING_FILE", "SECURE_SERDE_KMS_KEY"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("LANGGRAPH_AES_KEY", KEY_A)
 

@@ -231,8 +231,8 @@ def test_rewrap_help_names_every_key_variable(capsys: pytest.CaptureFixture[str]
     for variable in (
         "LANGGRAPH_AES_KEY",
         "SECURE_SERDE_KEYRING_FILE",
-        "SECURE_SERDE_KMS_KEY_ID",
-        "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
+        "SECURE_SERDE_KMS_KEY",
+        "SECURE_SERDE_KMS_DECRYPT_KEYS",
     ):
         assert variable in out
 

@@ -326,7 +326,7 @@ def test_a_kms_key_in_the_environment_moves_an_env_key_store_to_kms(
         "AWS_ACCESS_KEY_ID": "testing",
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_DEFAULT_REGION": "us-east-1",
-        "SECURE_SERDE_KMS_KEY_ID": cmk,
+        "SECURE_SERDE_KMS_KEY": cmk,
     }.items():
         monkeypatch.setenv(name, value)
     with sqlite3.connect(store) as conn:

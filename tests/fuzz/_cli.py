@@ -118,7 +118,9 @@ def _pristine() -> tuple[Path, bytes]:
     os.environ["LANGGRAPH_AES_KEY"] = fx.KEY
     for name in (
         "SECURE_SERDE_KEYRING_FILE",
-        "SECURE_SERDE_KMS_KEY_ID",
+        "SECURE_SERDE_KMS_KEY",
+        "SECURE_SERDE_KMS_DECRYPT_KEYS",
+        "SECURE_SERDE_KMS_KEY_ID",  # 0.3's names, still read
         "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
         "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT",
     ):
