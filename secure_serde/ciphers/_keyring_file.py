@@ -31,15 +31,15 @@ from secure_serde.ciphers._rotation import (
     ENV_LABEL,
     KeyRotationCipher,
     check_keyring_fields,
-    keyring_json,
+    open_to,
+    read_file,
+    read_keyring_file,
 )
 from secure_serde.crypto import generate_encoded_key, shown_label
 
 __all__ = ["KeyringEntry", "KeyringFile"]
 
 _MODE: Final = 0o600
-# Largest keyring file read: a few hundred keys fit in far less.
-_MAX_FILE_BYTES: Final = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -124,7 +124,7 @@ class KeyringFile:
             fresh = stage == "add" and not os.path.lexists(target)
             if not fresh:
                 self._check_single_name(target)
-            config: dict[str, Any] = {"keys": {}} if fresh else self._load()[0]
+            config = {"keys": {}} if fresh else read_keyring_file(self.path, private=False)[0]
             primary = config.get("primary", ENV_LABEL)
             _STAGES[stage](config, label)
             self._validate(config)
@@ -138,12 +138,9 @@ class KeyringFile:
         ``reveal`` refuses, with `KeyringFileError`, a file that group or
         others may read or write, as ssh refuses such a private key.
         """
-        config, mode = self._load()
         path = self.path
-        if reveal and os.name == "posix" and mode & 0o077:
-            who = " and ".join(
-                n for n, bits in (("group", 0o070), ("others", 0o007)) if mode & bits
-            )
+        config, mode = read_keyring_file(path, private=False)
+        if reveal and (who := open_to(mode)):
             raise KeyringFileError(
                 f"keyring file {path} is open to {who} (mode {mode:04o}), so its keys are not"
                 f" printed: a key file must be private to its owner, as ssh requires. Run"
@@ -178,34 +175,6 @@ class KeyringFile:
                 " other links, or copy the file, then edit it",
                 path=str(self.path),
             )
-
-    def _read(self) -> tuple[bytes, int]:
-        """The bytes and mode of the file ``path`` names (through links), from one open file."""
-        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        with os.fdopen(fd, "rb") as file:
-            info = os.fstat(file.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise IsADirectoryError(21, "not a regular file")
-            data = file.read(_MAX_FILE_BYTES + 1)
-        return data, stat.S_IMODE(info.st_mode)
-
-    def _load(self) -> tuple[dict[str, Any], int]:
-        """The keyring file's JSON object, checked field by field, and the file's mode."""
-        path = self.path
-        # Raised outside the handlers so that no __context__ keeps the file's text.
-        problem = None
-        data, mode = b"", 0
-        try:
-            data, mode = self._read()
-        except FileNotFoundError:
-            problem = f"no keyring file at {path}; create one with 'secure-serde keyring new'"
-        except OSError as exc:
-            problem = f"cannot read keyring file {path}: {exc.strerror}"
-        if problem is not None:
-            raise ConfigurationError(problem)
-        if len(data) > _MAX_FILE_BYTES:
-            raise ConfigurationError(f"keyring file {path} is larger than {_MAX_FILE_BYTES} bytes")
-        return check_keyring_fields(keyring_json(data, path), path), mode
 
     @scrubbed
     def _validate(self, config: dict[str, Any]) -> KeyRotationCipher:
@@ -293,7 +262,7 @@ class KeyringFile:
     def _check_written(self, text: str) -> None:
         """Refuse to report success unless ``path`` now reads what was written, at mode 0600."""
         try:
-            data, mode = self._read()
+            data, mode = read_file(self.path)
         except OSError:
             data, mode = b"", 0
         if data != text.encode("utf-8"):

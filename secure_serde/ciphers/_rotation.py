@@ -66,6 +66,8 @@ KEYRING_FILE_VAR: Final = "SECURE_SERDE_KEYRING_FILE"
 # sshd's StrictModes=no does; the default refuses it.
 KEYRING_STRICT_MODES_VAR: Final = "SECURE_SERDE_KEYRING_STRICT_MODES"
 _STRICT_MODES_OFF: Final = frozenset({"no", "0", "false", "off"})
+# Largest keyring file read: a few hundred keys fit in far less.
+MAX_FILE_BYTES: Final = 1 << 20
 # The label `from_env` gives the key in LANGGRAPH_AES_KEY. Labels are for
 # people; the header carries the key's derived key id, so renaming is harmless.
 ENV_LABEL: Final = "env"
@@ -183,7 +185,7 @@ class KeyRotationCipher(AesGcmCipher):
         config: dict[str, Any] = {}
         path = os.environ.get(KEYRING_FILE_VAR)
         if path:
-            config = _read_keyring_file(Path(path))
+            config = read_keyring_file(Path(path))[0]
             for label, value in config.get("keys", {}).items():
                 if label in keys:
                     raise ConfigurationError(
@@ -245,47 +247,62 @@ def _shown(keys: Mapping[str, object]) -> str:
     return ", ".join(shown_label(i) for i in keys) or "none"
 
 
-def _read_private(path: Path) -> bytes:
-    """The bytes of ``path``, once its mode (checked on the open file) is private."""
+def open_to(mode: int) -> str:
+    """Who besides its owner ``mode`` lets in ("group and others"); "" off POSIX (ACLs rule)."""
+    bits = (("group", 0o070), ("others", 0o007))
+    return " and ".join(n for n, b in bits if mode & b) if os.name == "posix" else ""
+
+
+def read_file(path: Path) -> tuple[bytes, int]:
+    """The bytes (up to `MAX_FILE_BYTES` + 1) and mode of the regular file ``path`` (one open)."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     with os.fdopen(fd, "rb") as file:
-        mode = stat.S_IMODE(os.fstat(file.fileno()).st_mode)
-        # POSIX modes mean nothing on Windows, where ACLs govern access.
-        if os.name == "posix" and mode & 0o077:
-            who = " and ".join(
-                name for name, bits in (("group", 0o070), ("others", 0o007)) if mode & bits
-            )
-            if os.environ.get(KEYRING_STRICT_MODES_VAR, "").strip().lower() in _STRICT_MODES_OFF:
-                _log.warning(
-                    "keyring file %s is open to %s (mode %04o), accepted because %s is off",
-                    path,
-                    who,
-                    mode,
-                    KEYRING_STRICT_MODES_VAR,
-                )
-            else:
-                raise ConfigurationError(
-                    f"keyring file {path} is open to {who} (mode {mode:04o}): it holds keys,"
-                    f" so it must be private to its owner. Run `chmod 600 {path}`, or set"
-                    f" {KEYRING_STRICT_MODES_VAR}=no to accept it"
-                )
-        return file.read()
+        info = os.fstat(file.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise IsADirectoryError(21, "not a regular file")
+        return file.read(MAX_FILE_BYTES + 1), stat.S_IMODE(info.st_mode)
 
 
 @scrubbed
-def _read_keyring_file(path: Path) -> dict[str, Any]:
+def read_keyring_file(path: Path, *, private: bool = True) -> tuple[dict[str, Any], int]:
+    """A keyring file's object, each field checked, and the file's mode.
+
+    With ``private``, a file that group or others may read or write is
+    refused, as ssh refuses such a private key, unless
+    ``SECURE_SERDE_KEYRING_STRICT_MODES=no``.
+    """
     # Errors are raised after the ``except`` blocks, not inside them: even with
     # ``from None`` the decoder's exception would stay reachable as
     # ``__context__``, and its ``doc``/``object`` is the file's text, keys included.
     problem = None
-    data = b""
+    data, mode = b"", 0
     try:
-        data = _read_private(path)
+        data, mode = read_file(path)
     except OSError as exc:
-        problem = f"cannot read keyring file {path}: {exc.strerror}"
+        hint = (
+            " ('secure-serde keyring new' makes one)" if isinstance(exc, FileNotFoundError) else ""
+        )
+        problem = f"cannot read keyring file {path}: {exc.strerror}{hint}"
     if problem is not None:
         raise ConfigurationError(problem)
-    return check_keyring_fields(keyring_json(data, path), path)
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigurationError(f"keyring file {path} is larger than {MAX_FILE_BYTES} bytes")
+    who = open_to(mode) if private else ""
+    if who and os.environ.get(KEYRING_STRICT_MODES_VAR, "").strip().lower() in _STRICT_MODES_OFF:
+        _log.warning(
+            "keyring file %s is open to %s (mode %04o), accepted because %s is off",
+            path,
+            who,
+            mode,
+            KEYRING_STRICT_MODES_VAR,
+        )
+    elif who:
+        raise ConfigurationError(
+            f"keyring file {path} is open to {who} (mode {mode:04o}): it holds keys,"
+            f" so it must be private to its owner. Run `chmod 600 {path}`, or set"
+            f" {KEYRING_STRICT_MODES_VAR}=no to accept it"
+        )
+    return check_keyring_fields(keyring_json(data, path), path), mode
 
 
 def keyring_json(data: bytes, path: Path) -> Any:
