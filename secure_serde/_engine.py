@@ -90,13 +90,11 @@ class Unreadable:
 
     ``error`` is the typed outcome (the exception class a read of the unit
     raises); ``reason`` starts with its name and names ids, type tags and
-    cipher names only, never content. ``ref`` overrides where the unit is
-    said to be (``None``: the applier's ``ref`` of the unit).
+    cipher names only, never content.
     """
 
     error: type[SecureSerdeError]
     reason: str
-    ref: RowRef | None = None
 
     @classmethod
     def of(cls, error: type[SecureSerdeError], text: str) -> Unreadable:
@@ -272,8 +270,7 @@ def _classify(  # noqa: PLR0913 - one unit's outcome, and where it is counted
     dry_run: bool,
 ) -> None:
     if isinstance(outcome, Unreadable):
-        where = applier.ref(unit) if outcome.ref is None else outcome.ref
-        tally.fail(RowFailure(where, outcome.reason, outcome.error))
+        tally.fail(RowFailure(applier.ref(unit), outcome.reason, outcome.error))
         return
     for failure in outcome.failed:
         tally.fail(failure)

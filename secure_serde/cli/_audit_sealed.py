@@ -37,6 +37,7 @@ _FINDINGS: Final = 1
 _POSTGRES: Final = ("postgresql://", "postgres://")
 # A checkpoint's place: the first keys of each row that --json lists.
 _WHERE: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
+_CELLS: Final = ("under_primary", "not_under_primary")
 
 
 def run_sealed(args: argparse.Namespace, display: str) -> int:
@@ -86,17 +87,8 @@ def report_json(report: SealedAuditReport, display: str, code: int) -> dict[str,
         "store": display,
         "layout": "sealed",
         "exit_code": code,
-        "threads": report.threads,
-        "checkpoints": report.checkpoints,
-        "records": report.records,
-        "values": report.values,
-        "writes": report.writes,
-        "under_primary": report.under_primary,
-        "not_under_primary": report.not_under_primary,
-        "tenant_checkpoints": report.tenant_checkpoints,
-        "tenant_cells": report.tenant_cells,
-        "shredded": report.shredded,
-        "finding_count": report.finding_count,
+        **_fields(report, "threads", "checkpoints", "records", "values", "writes", *_CELLS),
+        **_fields(report, "tenant_checkpoints", "tenant_cells", "shredded", "finding_count"),
         "shredded_rows": [
             _fields(row, *_WHERE, "tenant_id", "status") for row in report.shredded_rows
         ],
@@ -179,10 +171,7 @@ def store_items_json(report: StoreAuditReport, display: str, code: int) -> dict[
         "store": display,
         "layout": "sealed_store",
         "exit_code": code,
-        "items": report.items,
-        "under_primary": report.under_primary,
-        "not_under_primary": report.not_under_primary,
-        "finding_count": report.finding_count,
+        **_fields(report, "items", *_CELLS, "finding_count"),
         "findings": [
             {"namespace": list(f.namespace), "key": f.key, "error": f.error}
             for f in report.findings
@@ -200,7 +189,7 @@ def _print_items(report: StoreAuditReport, display: str, out: TextIO, max_listed
     out.write(f" of {cells:,} cells (the store identity's included)\n")
     _write_older_keys(out, report.not_under_primary, display, "docs/store.md")
     if not report.findings:
-        out.write("  every item opens at its place\n")
+        out.write("  every item opens at its location\n")
         return
     out.write(f"  {report.finding_count:,} items do not open:\n")
     rows = [

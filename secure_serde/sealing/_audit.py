@@ -52,6 +52,7 @@ from secure_serde.sealing._codec import RECORD_KEY, Sealer
 from secure_serde.sealing._identity import IDENTITY_THREAD
 from secure_serde.sealing._reindex import thread_of
 from secure_serde.sealing._saver import SealedSaver
+from secure_serde.sealing._store_audit import Audited
 from secure_serde.sealing._tenant_inner import TenantInner, tenant_prefix, tenant_thread_prefix
 from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
 from secure_serde.sealing._walks import key_of
@@ -89,8 +90,8 @@ class ShreddedRow:
 
 
 @dataclass(frozen=True)
-class SealedAuditReport(PassReport):
-    """What a pass over a SealedSaver store found: a `PassReport` named ``"audit"``.
+class SealedAuditReport(Audited):
+    """What a pass over a SealedSaver store found.
 
     ``findings`` lists the first 1,000 rows that do not open (the report's
     ``failures``), ``finding_count`` counts them all. ``shredded`` counts the
@@ -105,8 +106,6 @@ class SealedAuditReport(PassReport):
 
     values = counted("values")
     records = counted("records")
-    under_primary = counted("under_primary")
-    not_under_primary = counted("not_under_primary")
     tenant_checkpoints = counted("tenant_checkpoints")
     tenant_cells = counted("tenant_cells")
 
@@ -117,10 +116,6 @@ class SealedAuditReport(PassReport):
     @property
     def shredded(self) -> int:
         return self.skipped.get(SHREDDED, 0)
-
-    @property
-    def finding_count(self) -> int:
-        return self.failure_count
 
     @property
     def findings(self) -> tuple[AuditFinding, ...]:
@@ -134,11 +129,6 @@ class SealedAuditReport(PassReport):
             )
             for f in self.failures
         )
-
-    @property
-    def clean(self) -> bool:
-        """Every row opens (or was shredded), every history is complete, store cells current."""
-        return self.failure_count == 0 and self.not_under_primary == 0
 
 
 class _Tenants:

@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
@@ -61,18 +61,8 @@ from secure_serde.sealing._record import new_versions_of
 from secure_serde.sealing._saver_plans import IDENTITY, READY, Host, Plan
 from secure_serde.sealing._walks import PutArgs, key_of, resealed
 
-__all__ = [
-    "BATCH",
-    "MAX_ROUNDS",
-    "Puts",
-    "ReindexPlanner",
-    "ReindexReport",
-    "begin_reindex",
-    "claim_reindex",
-    "reindex_plan",
-    "release_reindex",
-    "thread_of",
-]
+__all__ = ["BATCH", "Puts", "ReindexPlanner", "ReindexReport", "begin_reindex", "reindex_plan"]
+__all__ += ["claim_reindex", "release_reindex", "thread_of"]
 
 BATCH: Final = 100
 REMAINING: Final = "remaining"
@@ -117,24 +107,15 @@ def row_config(key: tuple[str, str, str]) -> RunnableConfig:
     }
 
 
-def check_max_rows(max_rows: int | None) -> None:
-    if max_rows is not None and (
-        not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 0
-    ):
-        raise ConfigurationError("reindex(max_rows=) takes a count of rows, 0 or more")
+def _check_count(name: str, value: int | None, least: int) -> None:
+    if value is not None and (type(value) is not int or value < least):
+        raise ConfigurationError(f"reindex({name}=) takes a count of rows, {least} or more")
 
 
 def concurrent() -> StoreIdentityError:
     return StoreIdentityError(
         "the store's index keys changed while this re-index ran: another re-index runs at the"
         " same time. Let it finish, then run reindex() again (it resumes; nothing is lost)"
-    )
-
-
-def unenumerable_store(inner: object) -> ConfigurationError:
-    return ConfigurationError(
-        f"{type(inner).__name__} cannot list every thread, so reindex() cannot find every"
-        " checkpoint to move: the store keeps its index keys"
     )
 
 
@@ -188,9 +169,7 @@ class Puts:
 
     def apply(self, changes: Sequence[object]) -> Step[Sequence[bool]]:
         done = []
-        for move in changes:
-            if not isinstance(move, Move):  # pragma: no cover - the planner's own changes
-                raise ConfigurationError("reindex applies only its own moves")
+        for move in cast("Sequence[Move]", changes):
             fresh = yield ("read", row_config(key_of(move.found)))
             same = fresh is not None and dict(fresh.metadata) == dict(move.found.metadata)
             if same:
@@ -200,9 +179,7 @@ class Puts:
         return done
 
     def reload(self, change: object) -> Step[CheckpointTuple | None]:
-        if not isinstance(change, Move):  # pragma: no cover - the planner's own changes
-            return None
-        found: CheckpointTuple | None = yield ("read", row_config(key_of(change.found)))
+        found: CheckpointTuple | None = yield ("read", row_config(key_of(cast(Move, change).found)))
         return found
 
     def ref(self, unit: CheckpointTuple) -> CheckpointRow:
@@ -216,9 +193,8 @@ def begin_reindex(saver: Host, max_rows: int | None, batch_size: int = BATCH) ->
             "reindex() rotates the store's own index key; per-tenant index keys are"
             " rotated with the tenant's keys (docs/tenants.md)"
         )
-    check_max_rows(max_rows)
-    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ConfigurationError("reindex(batch_size=) takes a count of rows, 1 or more")
+    _check_count("max_rows", max_rows, 0)
+    _check_count("batch_size", batch_size, 1)
     claim_reindex(saver.inner)
 
 
@@ -259,8 +235,7 @@ def reindex_plan(  # noqa: PLR0913 - the saver, then reindex's keyword options
         rows = yield from _listed(saver)
         tally.skipped.clear()  # current and remaining: as this scan found them
         total, moved = total + len(rows), tally.changed
-        on_batch = reporter(progress, total, started)
-        batches = batches_of(rows, batch_size)
+        batches, on_batch = batches_of(rows, batch_size), reporter(progress, total, started)
         yield from batch_steps(
             batches, planner, Puts(), dry_run=dry_run, tally=tally, on_batch=on_batch
         )
@@ -282,7 +257,10 @@ def _listed(saver: Host) -> Plan[list[CheckpointTuple]]:
     except ValueError as exc:
         if isinstance(exc, SecureSerdeError):
             raise
-        raise unenumerable_store(saver.inner) from None
+        raise ConfigurationError(
+            f"{type(saver.inner).__name__} cannot list every thread, so reindex() cannot find"
+            " every checkpoint to move: the store keeps its index keys"
+        ) from None
     return [row for row in rows if thread_of(row) != IDENTITY_THREAD]
 
 

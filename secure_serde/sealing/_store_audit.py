@@ -32,7 +32,7 @@ from secure_serde.sealing._store import SealedStore
 from secure_serde.sealing._store_codec import SEALED_FIELD
 from secure_serde.sealing._store_identity import RESERVED_NAMESPACE
 
-__all__ = ["StoreAuditReport", "StoreItemFinding", "audit_store_items"]
+__all__ = ["Audited", "StoreAuditReport", "StoreItemFinding", "audit_store_items"]
 
 PAGE: Final = 500
 OPENS: Final = Skip("opens")
@@ -49,22 +49,35 @@ class StoreItemFinding:
 
 
 @dataclass(frozen=True)
-class StoreAuditReport(PassReport):
-    """What a pass over a SealedStore's items found: a `PassReport` named ``"audit"``.
+class Audited(PassReport):
+    """An audit's `PassReport` (named ``"audit"``): its findings are the report's failures.
 
-    ``items`` counts the application's items (the store identity is not
-    one); ``under_primary`` and ``not_under_primary`` count cells, the
-    identity's included. ``findings`` lists the first 1,000 items that do not
-    open (the report's ``failures``), ``finding_count`` counts them all.
+    ``clean``: nothing failed to open, and every cell is under the primary key.
     """
 
-    items = counted("items")
     under_primary = counted("under_primary")
     not_under_primary = counted("not_under_primary")
 
     @property
     def finding_count(self) -> int:
         return self.failure_count
+
+    @property
+    def clean(self) -> bool:
+        return self.failure_count == 0 and self.not_under_primary == 0
+
+
+@dataclass(frozen=True)
+class StoreAuditReport(Audited):
+    """What a pass over a SealedStore's items found.
+
+    ``items`` counts the application's items (the store identity is not
+    one); ``under_primary`` and ``not_under_primary`` count cells, the
+    identity's included. ``findings`` lists the first 1,000 items that do not
+    open, ``finding_count`` counts them all.
+    """
+
+    items = counted("items")
 
     @property
     def findings(self) -> tuple[StoreItemFinding, ...]:
@@ -77,11 +90,6 @@ class StoreAuditReport(PassReport):
             )
             for f in self.failures
         )
-
-    @property
-    def clean(self) -> bool:
-        """Every item opens at its location, and every cell is under the primary key."""
-        return self.failure_count == 0 and self.not_under_primary == 0
 
 
 def audit_store_items(store: SealedStore, *, page: int = PAGE) -> StoreAuditReport:
