@@ -5,7 +5,7 @@ PostgreSQL on a session whose transactions are all read only), which also answer
 namespace queries. Both databases are read by `secure_serde.stores.V03Reader` on it; a SQLite
 store by the stock ``SqliteSaver`` when the serializer cannot bind values to rows. Each
 checkpoint is read bound first, then unbound (marked, with a warning when the store binds), as
-docs/cli.md (``secure-serde inspect``) says; a value bound to its row is authenticated either
+docs/cli.md (``secure-serde inspect``) says; a sealed value is authenticated either
 way. Each is loaded on its own with ``get_tuple``, so one that cannot be decrypted is reported
 and the rest of the history is still shown.
 """

@@ -1,7 +1,7 @@
-"""`Location`: where a stored value lives, as bound into its associated data.
+"""`Location`: where a stored value lives, as sealed into its associated data.
 
-The sealed savers encrypt every value at its location, and read it back
-only at the location they are reading. A value moved, copied or swapped
+The sealed savers seal every value for its location, and open it only at
+the location they are reading. A value moved, copied or swapped
 into another row, whatever the coordinate that differs, fails to
 authenticate (`BindingError`) before a byte of it is deserialized.
 
@@ -139,7 +139,7 @@ class Location:
 
     @classmethod
     def identity(cls, thread_id: str) -> Location:
-        """A store's identity record, kept in the reserved thread ``thread_id``."""
+        """A store identity, kept in the reserved thread ``thread_id``."""
         return cls("identity", thread_id, "", ())
 
     @classmethod

@@ -199,7 +199,7 @@ class V03Rows:
             parent_id = sealed_parent if isinstance(sealed_parent, str) else None
         location = Location.checkpoint(*row, parent_id, canonical(record))
         if self.serde.loads_typed_at(parsed, location, migration=Migration.NONE) is not None:
-            raise BindingError("checkpoint record seal holds a value")
+            raise BindingError("checkpoint record holds a value")
 
 
 def _parse_seal(seal: Any) -> tuple[str, bytes]:
@@ -210,7 +210,7 @@ def _parse_seal(seal: Any) -> tuple[str, bytes]:
                 return seal["type"], base64.b64decode(data, validate=True)
             except ValueError:
                 pass
-    raise BindingError("malformed checkpoint record seal")
+    raise BindingError("malformed checkpoint record")
 
 
 def _sqlite_metadata(stored: Any) -> Any:

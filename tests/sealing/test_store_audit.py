@@ -65,7 +65,7 @@ def test_cli_audit_text_and_json(tmp_path: Path) -> None:
     assert run_cli(KEYS, tmp_path, "rewrap", lane.location, "--no-progress").returncode == 0
     clean = run_cli(KEYS, tmp_path, "audit", lane.location)
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert "every item opens at its place" in clean.stdout
+    assert "every item opens at its location" in clean.stdout
     tamper(lane, "users.u2", "profile")
     text = run_cli(KEYS, tmp_path, "audit", lane.location)
     assert text.returncode == 1
@@ -91,7 +91,7 @@ def test_cli_audit_of_one_database_with_checkpoints_and_items(tmp_path: Path) ->
     assert doc["items"]["items"] == len(ITEMS)
     text = run_cli(KEYS, tmp_path, "audit", lane.location)
     assert "every checkpoint opens" in text.stdout
-    assert "every item opens at its place" in text.stdout
+    assert "every item opens at its location" in text.stdout
     tamper(lane, "users.u2", "profile")
     found = run_cli(KEYS, tmp_path, "audit", lane.location, "--json")
     assert found.returncode == 1
