@@ -57,7 +57,6 @@ if TYPE_CHECKING:
         store_thread_ids,
     )
     from secure_serde.stores._postgres import PostgresStore
-    from secure_serde.stores._record import canonical, metadata_record
     from secure_serde.stores._sqlite import SqliteStore
     from secure_serde.stores._v03 import V03Reader, refuse_v03, written_by_v03
     from secure_serde.stores._v03_metadata import (
@@ -68,6 +67,7 @@ if TYPE_CHECKING:
         V03_STRUCTURAL_METADATA_KEYS,
         parse_envelope,
     )
+    from secure_serde.stores._v03_rows import canonical, metadata_record
     from secure_serde.stores._v03_tags import CheckpointTags, checkpoint_tags
 else:
     from secure_serde._lazy import lazy_attributes
@@ -99,9 +99,9 @@ else:
             "V03_STRUCTURAL_METADATA_KEYS": "secure_serde.stores._v03_metadata",
             "TableSpec": "secure_serde.stores._base",
             "ThreadRange": "secure_serde.stores._base",
-            "canonical": "secure_serde.stores._record",
+            "canonical": "secure_serde.stores._v03_rows",
             "checkpoint_tags": "secure_serde.stores._v03_tags",
-            "metadata_record": "secure_serde.stores._record",
+            "metadata_record": "secure_serde.stores._v03_rows",
             "open_store": "secure_serde.stores._open",
             "sealed_items_at": "secure_serde.stores._open",
             "open_items": "secure_serde.stores._open",

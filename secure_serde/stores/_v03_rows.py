@@ -1,7 +1,7 @@
 """0.3's sealed rows, decoded: each value read only where 0.3 bound it, the record first.
 
 What 0.3's sealed savers wrote, and so what a row must prove here (the
-`Location` of each value is built here, the record encoding is `_record`'s):
+`Location` of each value is built here; the record is encoded by `canonical`):
 
 * SQLite: the ``checkpoints`` blob is the whole checkpoint, bound to
   ``Location.checkpoint(thread, ns, id, parent, canonical(metadata record))``,
@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import base64
 import json
+import struct
 from collections.abc import Iterable, Mapping, Sequence
+from decimal import Decimal
 from typing import Any, Final, cast
 
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, PendingWrite, writes_sort_key
@@ -36,6 +38,7 @@ from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, PendingWrite,
 from secure_serde._errors import (
     BindingError,
     DecryptionError,
+    EncryptionError,
     PlaintextRefusedError,
     StrictDecodeError,
     UnboundValueError,
@@ -43,10 +46,9 @@ from secure_serde._errors import (
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde.crypto import Location
 from secure_serde.serde import EncryptedSerializer, Migration
-from secure_serde.stores._record import canonical, metadata_record
-from secure_serde.stores._v03_metadata import RECORD_KEY, V03Metadata
+from secure_serde.stores._v03_metadata import RECORD_KEY, SEALED_METADATA_KEY, V03Metadata
 
-__all__ = ["V03Rows"]
+__all__ = ["V03Rows", "canonical", "metadata_record"]
 
 _EMPTY: Final = "empty"
 # What langgraph-checkpoint-postgres keeps inline (its put's primitive test).
@@ -220,3 +222,75 @@ def _sqlite_metadata(stored: Any) -> Any:
         return json.loads(stored)
     except ValueError:
         raise BindingError("checkpoint metadata is not JSON") from None
+
+
+# -- The record's encoding, as 0.3 sealed it: tests/vectors/record_seal.json pins it. ---------
+# `canonical` encodes JSON values injectively and stably across the databases' own JSON round
+# trips: object keys are sorted, and numbers are compared by value (PostgreSQL's ``jsonb`` may
+# print ``1e300`` back as an integer with 300 zeros).
+
+_SEALED_MARKER: Final = "<sealed envelope>"
+
+
+def metadata_record(metadata: Any) -> Any:
+    """The metadata as a record covers it: the sealed envelope by its presence only.
+
+    The envelope authenticates itself, bound to its checkpoint; 0.3 left its
+    bytes out of the record so that a new key did not invalidate the record,
+    while removing or adding one still fails it.
+    """
+    if isinstance(metadata, Mapping) and SEALED_METADATA_KEY in metadata:
+        return {**metadata, SEALED_METADATA_KEY: _SEALED_MARKER}
+    return metadata
+
+
+def canonical(value: Any) -> bytes:
+    """An injective byte encoding of a JSON value, stable across JSON round trips.
+
+    Layout, one tagged item per value: ``N`` / ``T`` / ``F`` for null, true
+    and false; ``S`` u32be(len) UTF-8 for a string; ``D`` u32be(len) ASCII of
+    the normalised decimal for a number; ``L`` u32be(count) then each item
+    for an array; ``O`` u32be(count) then, by the keys' UTF-8 bytes, each key
+    as a string and its value, for an object. Pinned by
+    tests/vectors/record_seal.json.
+    """
+    parts: list[bytes] = []
+    _encode(value, parts)
+    return b"".join(parts)
+
+
+_PACK_LEN: Final = struct.Struct(">I").pack
+
+
+def _string(value: str) -> bytes:
+    raw = value.encode("utf-8", "surrogatepass")
+    return b"S" + _PACK_LEN(len(raw)) + raw
+
+
+def _number(value: int | float) -> bytes:
+    number = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
+    # jsonb has no negative zero; 1.0 and 1 are one jsonb number.
+    raw = ("0" if number.is_zero() else str(number.normalize())).encode("ascii")
+    return b"D" + _PACK_LEN(len(raw)) + raw
+
+
+def _encode(value: Any, parts: list[bytes]) -> None:
+    if value is None or value is True or value is False:
+        parts.append(b"N" if value is None else b"T" if value else b"F")
+    elif isinstance(value, str):
+        # A str subclass (a StrEnum) encodes as the text it holds, not its str().
+        parts.append(_string(str.__str__(value)))
+    elif isinstance(value, (int, float)):
+        parts.append(_number(value))
+    elif isinstance(value, (list, tuple)):
+        parts.append(b"L" + _PACK_LEN(len(value)))
+        for item in value:
+            _encode(item, parts)
+    elif isinstance(value, Mapping):
+        parts.append(b"O" + _PACK_LEN(len(value)))
+        # By the keys' UTF-8 bytes (surrogatepass keeps lone surrogates in place).
+        for key in sorted(value, key=lambda k: str(k).encode("utf-8", "surrogatepass")):
+            parts.append(_string(str(key)))
+            _encode(value[key], parts)
+    else:
+        raise EncryptionError(f"a checkpoint record holds a {type(value).__name__}, not JSON")

@@ -1,8 +1,8 @@
 """`canonical`, the record encoding every seal covers, against a plain reference encoder.
 
-`canonical` is tuned for the hot path (type checks by identity, cached encodings of short
-strings and numbers). The reference below is the layout written out as simply as possible; they
-must agree on every JSON-like value, and the frozen record-seal vectors pin both to the bytes.
+`canonical` (secure_serde/stores/_v03_rows.py, 0.3's record encoding, read by `V03Reader`)
+against the layout written out below as simply as possible, in another way: they must agree on
+every JSON-like value, and the frozen record-seal vectors pin both to the bytes.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ _SCALARS = (
     | st.integers()
     | st.floats(allow_nan=False)
     | st.text(st.characters(codec="utf-8") | st.characters(categories=["Cs"]))
-    # Long strings take the uncached path.
+    # Long strings too.
     | st.text(min_size=65, max_size=80)
 )
 _VALUES = st.recursive(
