@@ -14,10 +14,10 @@ from typing import Annotated, Any, TypedDict
 
 import pytest
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from langgraph.graph import END, START, StateGraph
 
-from secure_serde import SealedSaver
+from secure_serde import PassReport, SealedSaver
 from secure_serde.passes import PassProgress
 from tests.serdes_support import env_serde, sealed_sqlite
 
@@ -150,13 +150,43 @@ def test_a_pass_killed_after_its_first_batch_finishes_on_a_rerun(db: Path) -> No
         assert _filtered(fresh) == every
 
 
-def test_areindex_runs_the_same_batches() -> None:
-    saver = SealedSaver(InMemorySaver(), serde=env_serde(KEY), indexed_metadata=("user",))
-    _run_graph(saver)
-    every = _checkpoints(saver)
-    total = sum(len(ids) for ids in every.values())
+def test_areindex_runs_the_same_batches_on_an_async_only_saver(tmp_path: Path) -> None:
+    """AsyncSqliteSaver refuses every sync call: the pass's reads and puts are all awaited."""
+
+    async def run() -> tuple[PassReport, dict[str, set[str]], dict[str, set[str]], int]:
+        async with AsyncSqliteSaver.from_conn_string(str(tmp_path / "async.db")) as inner:
+            saver = SealedSaver(inner, serde=env_serde(KEY), indexed_metadata=("user",))
+            graph = StateGraph(State)
+            graph.add_node("note", lambda state: {"notes": [f"n{len(state['notes'])}"]})
+            graph.add_edge(START, "note")
+            app = graph.compile(checkpointer=saver)
+            for thread, user in USERS.items():
+                config: RunnableConfig = {
+                    "configurable": {"thread_id": thread},
+                    "metadata": {"user": user},
+                }
+                await app.ainvoke({"notes": [thread]}, config)
+            every = await _afiltered(saver, None)
+            done = await saver.areindex(batch_size=3, progress=seen.append)
+            return (
+                done,
+                every,
+                await _afiltered(saver, "alice"),
+                len(await _afiltered(saver, "bob")),
+            )
+
     seen: list[PassProgress] = []
-    done = asyncio.run(saver.areindex(batch_size=5, progress=seen.append))
-    assert (done.changed, done.complete) == (total, True)
-    assert len(seen) == 2 * -(-total // 5)
-    assert _filtered(saver) == every
+    done, every, alice, bob = asyncio.run(run())
+    total = sum(len(ids) for ids in every.values())
+    assert (done.changed, done.complete, len(done.dropped)) == (total, True, 1)
+    assert len(seen) == 2 * -(-total // 3)
+    assert alice == {t: every[t] for t in ("t1", "t3")}
+    assert bob == 1
+
+
+async def _afiltered(saver: SealedSaver, user: str | None) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    async for t in saver.alist(None, filter=None if user is None else {"user": user}):
+        configurable = t.config["configurable"]
+        found.setdefault(configurable["thread_id"], set()).add(configurable["checkpoint_id"])
+    return found
