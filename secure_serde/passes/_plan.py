@@ -85,10 +85,6 @@ class Planner:
         test, name, probe = current_test(cipher)
         return test, (name if probe is None else _source(name, probe))
 
-    @property
-    def read_rule(self) -> ReadRule:
-        return self._rule
-
     def plan(self, cell: Cell) -> Skip | Unreadable | Planned:
         type_tag, data = cell.type_tag, cell.data
         if data is None:
