@@ -68,20 +68,16 @@ class KeyringFile:
         ``add`` to create.
         """
         path = target = self.path
-        if path.is_symlink():
-            try:
+        try:
+            if path.is_symlink():
                 target = Path(os.path.realpath(path, strict=True))
-            except OSError as exc:
-                problem = exc.strerror or "it cannot be followed"
-            else:
-                problem = ""
-            if problem:
-                raise KeyringFileError(
-                    f"keyring file {path} is a symbolic link that cannot be followed to a file"
-                    f" ({problem}): an edit changes the file a link points to, so create the"
-                    " keyring there, or point the link at it",
-                    path=str(path),
-                )
+        except OSError as exc:
+            raise KeyringFileError(
+                f"keyring file {path} is a symbolic link that cannot be followed to a file"
+                f" ({exc.strerror or 'it cannot be followed'}): an edit changes the file a link"
+                " points to, so create the keyring there, or point the link at it",
+                path=str(path),
+            ) from None
         try:
             info = os.stat(target)
         except FileNotFoundError:
@@ -122,11 +118,18 @@ class KeyringFile:
         target = self.target
         with self._locked(target):
             fresh = stage == "add" and not os.path.lexists(target)
-            if not fresh:
-                self._check_single_name(target)
+            # A second hard link would keep the old keys: an edit replaces one name.
+            links = 0 if fresh or not os.path.exists(target) else os.stat(target).st_nlink
+            if links > 1:
+                raise KeyringFileError(
+                    f"keyring file {self.path} has {links} hard links: an edit replaces one name,"
+                    " and the others would keep the old keys (a dropped key would live on)."
+                    " Remove the other links, or copy the file, then edit it",
+                    path=str(self.path),
+                )
             config = {"keys": {}} if fresh else read_keyring_file(self.path, private=False)[0]
             primary = config.get("primary", ENV_LABEL)
-            _STAGES[stage](config, label)
+            _apply(config, stage, label)
             self._validate(config)
             self._write(target, config)
         return str(primary)
@@ -161,20 +164,6 @@ class KeyringFile:
 
     def _exists(self) -> ConfigurationError:
         return ConfigurationError(f"{self.path} already exists; use 'keyring add' to extend it")
-
-    def _check_single_name(self, target: Path) -> None:
-        """Refuse a file with a second hard link: the rename would leave its old keys there."""
-        try:
-            links = os.stat(target).st_nlink
-        except OSError:
-            return  # _load reports it
-        if links > 1:
-            raise KeyringFileError(
-                f"keyring file {self.path} has {links} hard links: an edit replaces one name, and"
-                " the others would keep the old keys (a dropped key would live on). Remove the"
-                " other links, or copy the file, then edit it",
-                path=str(self.path),
-            )
 
     @scrubbed
     def _validate(self, config: dict[str, Any]) -> KeyRotationCipher:
@@ -275,47 +264,32 @@ class KeyringFile:
             raise ConfigurationError(f"could not set mode 0600 on {self.path}")
 
 
-def _add(config: dict[str, Any], label: str) -> None:
-    keys = config.setdefault("keys", {})
-    if label in keys or label == ENV_LABEL:
-        raise ConfigurationError(f"label {shown_label(label)} is already taken")
-    keys[label] = generate_encoded_key()
+_STAGES: Final = ("add", "promote", "retire", "drop")
 
 
-def _promote(config: dict[str, Any], label: str) -> None:
-    _require_key(config, label)
-    if label in config.get("retired", []):
-        raise ConfigurationError(
-            f"key {shown_label(label)} is retired; a retired key cannot encrypt"
-        )
-    config["primary"] = label
-
-
-def _retire(config: dict[str, Any], label: str) -> None:
-    _require_key(config, label)
-    if config.get("primary", ENV_LABEL) == label:
-        raise ConfigurationError(
-            f"key {shown_label(label)} is the primary; promote another key first"
-        )
-    retired = config.setdefault("retired", [])
-    if label not in retired:
-        retired.append(label)
-
-
-def _drop(config: dict[str, Any], label: str) -> None:
-    if label not in config.get("retired", []):
-        raise ConfigurationError(
-            f"retire key {shown_label(label)} (and audit the store) before dropping it"
-        )
-    config["retired"].remove(label)
-    config.get("keys", {}).pop(label, None)
-    if config.get("legacy_key") == label:
-        config["legacy_key"] = None
-
-
-_STAGES: Final = {"add": _add, "promote": _promote, "retire": _retire, "drop": _drop}
-
-
-def _require_key(config: dict[str, Any], label: str) -> None:
-    if label not in config.get("keys", {}) and label != ENV_LABEL:
-        raise ConfigurationError(f"no key labelled {shown_label(label)} in the file")
+def _apply(config: dict[str, Any], stage: str, label: str) -> None:
+    """Make one stage's change to ``config``, or raise `ConfigurationError` saying why not."""
+    keys: dict[str, str] = config.get("keys", {})
+    retired: list[str] = config.get("retired", [])
+    known = label in keys or label == ENV_LABEL
+    primary = label == config.get("primary", ENV_LABEL)
+    for stages, refused, why in (
+        ("add", known, "label {} is already taken"),
+        ("promote retire", not known, "no key labelled {} in the file"),
+        ("promote", label in retired, "key {} is retired; a retired key cannot encrypt"),
+        ("retire", primary, "key {} is the primary; promote another key first"),
+        ("drop", label not in retired, "retire key {} (and audit the store) before dropping it"),
+    ):
+        if refused and stage in stages.split():
+            raise ConfigurationError(why.format(shown_label(label)))
+    if stage == "add":
+        config["keys"] = {**keys, label: generate_encoded_key()}
+    elif stage == "promote":
+        config["primary"] = label
+    elif stage == "retire" and label not in retired:
+        config["retired"] = [*retired, label]
+    elif stage == "drop":
+        retired.remove(label)
+        keys.pop(label, None)
+        if config.get("legacy_key") == label:
+            config["legacy_key"] = None
