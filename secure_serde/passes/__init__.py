@@ -4,10 +4,10 @@
 deserializing it (its planners: `Planner` for a stock saver's store (a 0.3
 store is refused, naming ``secure-serde adopt``), ``SealedPlanner`` for a
 store `SealedSaver` sealed, ``ItemsPlanner`` for a `SealedStore`'s items).
-The batch loop (_engine.py) and `PassReport` (secure_serde/_report.py) are
-shared by every pass: rewrap, ``secure_serde.savers.adopt``,
-``SealedSaver.reindex``, and `copy_thread`, which copies one thread from a
-sealed store into another through both savers' public API.
+The batch loop (secure_serde/_engine.py) and `PassReport` (secure_serde/_report.py)
+are shared by every pass: rewrap, ``secure_serde.savers.adopt``,
+``SealedSaver.reindex``, the sealed audits, and `copy_thread`, which copies one
+thread from a sealed store into another through both savers' public API.
 """
 
 from secure_serde._report import (

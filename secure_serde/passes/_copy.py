@@ -12,7 +12,7 @@ anything is written, and a thread whose history does not open (a typed
 error) is one failure, with nothing written. The target thread must be new:
 a copy merged into an existing history would be neither. Checkpoints go
 oldest first per namespace, each with its pending writes, on the pass engine
-(secure_serde/passes/_engine.py), as `adopt` copies.
+(secure_serde/_engine.py), as `adopt` copies.
 """
 
 from __future__ import annotations
