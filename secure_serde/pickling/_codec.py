@@ -1,33 +1,15 @@
 """JsonPlus's msgpack encoding, with allowed values pickled one by one where they stand.
 
-Encoding uses JsonPlus's options and its ``_msgpack_default`` for every leaf
-type it knows. Its container types (pydantic models, dataclasses,
-namedtuples, ``Send``, sets, enums, ``Item``, ``time``) are laid out here in
-exactly JsonPlus's ext codes and payloads, because JsonPlus encodes their
-contents with its own hook, which knows nothing of pickles;
-tests/serde/test_langgraph_private_pickle.py pins the layouts byte for byte.
-
-Three ext codes are ours:
-
-* `EXT_PICKLE` (80): one pickled value (pickle protocol 5);
-* `EXT_NESTED` (81): a JsonPlus container whose contents hold a pickle:
-  one byte with JsonPlus's ext code, then JsonPlus's payload. Containers
-  without pickles keep JsonPlus's own code, and decode through JsonPlus;
-* ``_DeltaSnapshot`` keeps JsonPlus's code 7 in every case.
-
-A value encoded with at least one pickle gets the type tag `TAG`
-(``msgpack+pickle``): plain JsonPlus refuses it instead of reading the
-pickles as None, and `EncryptedSerializer` refuses it unless the cipher
-authenticated the tag.
-
-Decoding hands every ext code but ours to the serde's own JsonPlus hook.
-Only an `EXT_NESTED` container is rebuilt here, because its payload holds
-pickles JsonPlus's hook cannot read; it is rebuilt as that hook does, with
-langgraph's own allowlist events and once-per-type warnings
-(``_langgraph.msgpack_type_allowed``), reconstruction fallback and ``Send``
-builder. tests/serde/test_langgraph_private_pickle.py decodes the same containers
-through JsonPlus and through this module and compares the results, the
-serde events and the warnings.
+JsonPlus encodes a container's contents with its own hook, which knows
+nothing of pickles, so its container types are laid out here in exactly its
+ext codes and payloads. Ours are `EXT_PICKLE` (80), one pickle, and
+`EXT_NESTED` (81): a container holding a pickle, as JsonPlus's code byte and
+payload, rebuilt here as JsonPlus's hook would (allowlist, events, warnings
+and fallbacks), since that hook cannot read the pickles. Every other code
+decodes through JsonPlus; ``_DeltaSnapshot`` keeps its code 7.
+tests/serde/test_langgraph_private_pickle.py pins both directions against
+JsonPlus. A value holding a pickle is tagged `TAG`, which plain JsonPlus
+refuses rather than reading the pickles as None.
 """
 
 from __future__ import annotations
@@ -53,6 +35,7 @@ from langgraph.store.base import Item
 
 from secure_serde._errors import (
     DecryptionError,
+    ForbiddenGlobalError,
     PickleNotAllowedError,
     SecureSerdeError,
     UnsafePickleError,
@@ -83,17 +66,10 @@ _LATE_LEAVES: Final = (
     datetime.date,
 )
 
-Allowlist = lg.Allowlist
-
 
 @dataclass(frozen=True)
 class Policy:
-    """What may be pickled (``direct``: always; ``fallback``: when JsonPlus cannot) and read.
-
-    ``prepare`` maps a type to the function giving the equal value pickled in
-    its place (strided numpy views become contiguous copies); ``verdicts``
-    remembers the pickles that passed the static scan under ``admission``.
-    """
+    """What may be pickled (``direct``: always; ``fallback``: when JsonPlus cannot) and read."""
 
     direct: frozenset[type]
     fallback: frozenset[type]
@@ -120,12 +96,8 @@ def container_payload(obj: Any) -> tuple[int, tuple[Any, ...]] | None:  # noqa: 
     model_dump = getattr(obj, "model_dump", None)
     if callable(model_dump):
         cls = obj.__class__
-        return lg.EXT_PYDANTIC_V2, (
-            cls.__module__,
-            cls.__name__,
-            model_dump(),
-            "model_validate_json",
-        )
+        dumped = (cls.__module__, cls.__name__, model_dump(), "model_validate_json")
+        return lg.EXT_PYDANTIC_V2, dumped
     if _callable_attr(obj, "get_secret_value"):
         return lg.EXT_CONSTRUCTOR_SINGLE_ARG, (*_names(obj), obj.get_secret_value())
     if _callable_attr(obj, "dict"):
@@ -153,10 +125,8 @@ def container_payload(obj: Any) -> tuple[int, tuple[Any, ...]] | None:  # noqa: 
         fields_ = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj)}
         return lg.EXT_CONSTRUCTOR_KW_ARGS, (*_names(obj), fields_)
     if isinstance(obj, Item):
-        return lg.EXT_CONSTRUCTOR_KW_ARGS, (
-            *_names(obj),
-            {k: getattr(obj, k) for k in obj.__slots__},
-        )
+        slots = {k: getattr(obj, k) for k in obj.__slots__}
+        return lg.EXT_CONSTRUCTOR_KW_ARGS, (*_names(obj), slots)
     return None
 
 
@@ -189,7 +159,7 @@ class _Encoder:
             if shape is not None:
                 code, payload = shape
                 before = self.pickles
-                body = ormsgpack.packb(payload, default=self._default, option=lg.MSGPACK_OPTION)
+                body = self.encode(payload)
                 if self.pickles == before:
                     return ormsgpack.Ext(code, body)
                 return ormsgpack.Ext(EXT_NESTED, bytes((code,)) + body)
@@ -222,11 +192,10 @@ class _Encoder:
                 self._policy.verdicts,
             )
         except UnsafePickleError as exc:
-            missing = getattr(exc, "module", None), getattr(exc, "name", None)
             how = (
-                f"Add ({missing[0]!r}, {missing[1]!r}) to allowed= (or allow the type that needs"
+                f"Add ({exc.module!r}, {exc.name!r}) to allowed= (or allow the type that needs"
                 " it) if you trust it."
-                if missing[0] is not None
+                if isinstance(exc, ForbiddenGlobalError)
                 else "This library does not write such pickles."
             )
             raise _not_allowed(
@@ -258,7 +227,7 @@ class _Decoder:
     __slots__ = ("_allowlist", "_inner_hook", "_policy", "error")
 
     def __init__(
-        self, policy: Policy, inner_hook: Callable[[int, bytes], Any], allowlist: Allowlist
+        self, policy: Policy, inner_hook: Callable[[int, bytes], Any], allowlist: lg.Allowlist
     ) -> None:
         self._policy = policy
         self._inner_hook = inner_hook
@@ -323,7 +292,7 @@ class _Decoder:
 
 
 def decode(
-    data: bytes, policy: Policy, inner_hook: Callable[[int, bytes], Any], allowlist: Allowlist
+    data: bytes, policy: Policy, inner_hook: Callable[[int, bytes], Any], allowlist: lg.Allowlist
 ) -> Any:
     """Decode a `TAG` payload written by `encode`, reading pickles as ``policy`` admits."""
     decoder = _Decoder(policy, inner_hook, allowlist)

@@ -1,14 +1,10 @@
 """What each allowed type may pickle, and which globals its pickles need.
 
-The global lists were found empirically: pickletools over representative
-values (every index kind, every extension array and nullable dtype, every
-date offset usable as a frequency, tz-aware columns in named zones and fixed
-offsets, categoricals, string dtype, object columns holding pandas and numpy
-scalars, structured and object numpy arrays). tests/pickling/test_fallback_presets.py
-re-derives them from such a corpus and fails if either side has a name the
-other lacks. They are pinned for pandas 3.x and numpy 2.x; a pickle that
-names a helper of another version is refused with `ForbiddenGlobalError`,
-which names it, and ``allowed=[("module", "name")]`` admits it.
+The global lists were found by running pickletools over a corpus of values,
+which tests/pickling/test_fallback_presets.py re-derives, failing if either
+side has a name the other lacks. They are pinned for pandas 3 and numpy 2: a
+pickle naming another version's helper is refused with a
+`ForbiddenGlobalError` that names it, for ``allowed=[("module", "name")]``.
 """
 
 from __future__ import annotations
@@ -109,11 +105,8 @@ SERIES_GLOBALS: Final = PANDAS_GLOBALS | {
 class Rule:
     """Types that may be pickled, and the globals and getattr triples their pickles use.
 
-    ``direct`` types are pickled without asking JsonPlus first, because
-    JsonPlus would encode them lossily (numpy arrays come back read-only,
-    ``pd.Timestamp`` as a string); other types are pickled only when
-    JsonPlus cannot encode them at all. ``prepare`` turns a value into the
-    equal value that is pickled in its place.
+    ``direct`` types are pickled even though JsonPlus encodes them, lossily
+    (numpy arrays come back read-only, ``pd.Timestamp`` as a string).
     """
 
     types: frozenset[type]
@@ -131,33 +124,26 @@ class Preset:
     name: str
 
     def rules(self) -> tuple[Rule, ...]:
-        if self.name == "numpy":
-            return _numpy_rules()
-        return _numpy_rules() + _pandas_rules()
+        return _numpy_rules() + (_pandas_rules() if self.name == "pandas" else ())
 
 
 NUMPY: Final = Preset("numpy")
 PANDAS: Final = Preset("pandas")
 
 
-def _import(module: str, extra: str) -> Any:
+def _import(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ConfigurationError(
-            f"the {extra} preset needs {module}: pip install 'secure-serde[pandas]'"
+            f"the {module} preset needs {module}: pip install 'secure-serde[pandas]'"
         ) from exc
 
 
 def keep_byte_order(array: Any) -> Any:
-    """A C-contiguous copy of a strided array view, so that its byte order survives pickling.
+    """A C-contiguous copy of a strided view, whose byte order numpy's pickle would lose.
 
-    numpy pickles an array that is neither C- nor Fortran-contiguous as the
-    native-endian bytes of a C copy, with a native dtype: ``np.zeros(4,
-    ">i2")[::2]`` would come back ``int16``. A copy is what unpickling gives
-    anyway; taking it first keeps the dtype, byte order included. (Big-endian
-    datetime64 and timedelta64 arrays still come back native-endian, values
-    kept: numpy does that to contiguous ones too.)
+    Unpickling gives a copy anyway (docs/pickle.md, Limits).
     """
     flags = array.flags
     if flags.c_contiguous or flags.f_contiguous:
@@ -167,7 +153,7 @@ def keep_byte_order(array: Any) -> Any:
 
 @functools.cache
 def _numpy_rules() -> tuple[Rule, ...]:
-    np = _import("numpy", "numpy")
+    np = _import("numpy")
 
     scalars: set[type] = set()
     pending: list[type] = [np.generic]
@@ -191,7 +177,7 @@ def _numpy_rules() -> tuple[Rule, ...]:
 
 @functools.cache
 def _pandas_rules() -> tuple[Rule, ...]:
-    pd = _import("pandas", "pandas")
+    pd = _import("pandas")
 
     others = {
         pd.Index, pd.RangeIndex, pd.DatetimeIndex, pd.TimedeltaIndex, pd.PeriodIndex,
@@ -212,14 +198,8 @@ def _pandas_rules() -> tuple[Rule, ...]:
 
 def _known_rule(cls: type) -> Rule | None:
     """The preset rule covering ``cls``, narrowed to ``cls``, if a preset knows it."""
-    module = cls.__module__.partition(".")[0]
-    if module == "numpy":
-        rules = _numpy_rules()
-    elif module == "pandas":
-        rules = _pandas_rules()
-    else:
-        return None
-    for rule in rules:
+    family = {"numpy": _numpy_rules, "pandas": _pandas_rules}.get(cls.__module__.split(".")[0])
+    for rule in family() if family is not None else ():
         if cls in rule.types:
             return dataclasses.replace(rule, types=frozenset({cls}))
     return None

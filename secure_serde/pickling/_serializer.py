@@ -6,7 +6,7 @@ import copy
 import importlib
 import logging
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -46,63 +46,43 @@ def _kinds(
     return frozenset(data), frozenset(mappings)
 
 
-def _policy(rules: Iterable[Rule]) -> _codec.Policy:
-    direct: set[type] = set()
-    fallback: set[type] = set()
-    globals_: set[tuple[str, str]] = set()
-    methods: set[tuple[str, str, str]] = set()
-    uncallable: set[tuple[str, str]] = set()
-    prepare: dict[type, Callable[[Any], Any]] = {}
-    for rule in rules:
-        (direct if rule.direct else fallback).update(rule.types)
-        if rule.prepare is not None:
-            prepare.update(dict.fromkeys(rule.types, rule.prepare))
-        globals_ |= rule.globals
-        methods |= rule.methods
-        uncallable |= rule.uncallable
-    return _codec.Policy(
-        frozenset(direct),
-        frozenset(fallback - direct),
-        Admission(
-            frozenset(globals_), frozenset(methods), frozenset(uncallable), *_kinds(globals_)
-        ),
-        prepare,
+def _policy(rules: tuple[Rule, ...]) -> _codec.Policy:
+    direct = frozenset(t for rule in rules if rule.direct for t in rule.types)
+    globals_ = frozenset(g for rule in rules for g in rule.globals)
+    admission = Admission(
+        globals_,
+        frozenset(m for rule in rules for m in rule.methods),
+        frozenset(u for rule in rules for u in rule.uncallable),
+        *_kinds(globals_),
     )
+    fallback = frozenset(t for rule in rules for t in rule.types) - direct
+    prepare = {t: rule.prepare for rule in rules if rule.prepare is not None for t in rule.types}
+    return _codec.Policy(direct, fallback, admission, prepare)
 
 
 class PickleFallbackSerializer:
     """JsonPlus's msgpack encoding; values it cannot encode are pickled on their own, if allowed.
 
-    A value msgpack cannot encode is pickled by itself and embedded where it
-    stands (msgpack ext code 80); the rest of the checkpoint stays msgpack,
-    byte for byte what JsonPlus writes. A value whose type is not allowed
-    raises `PickleNotAllowedError` and nothing is written. Pickles are read
-    back with a restricted unpickler that resolves only the globals the
-    allowed types need, and refuses anything else (`UnsafePickleError`,
-    `ForbiddenGlobalError`) before any of it runs.
-
-    Use it inside `EncryptedSerializer`: values holding a pickle get the type
-    tag ``msgpack+pickle``, and are read only after the cipher authenticated
-    that tag and the bytes. Anything else is refused with
-    `PickleRefusedError` unless ``allow_unauthenticated=True``.
+    Each such value is pickled alone and embedded where it stands; the rest
+    stays byte for byte what JsonPlus writes. A type not allowed raises
+    `PickleNotAllowedError` and nothing is written. A value holding a pickle
+    is tagged ``msgpack+pickle``, and read only after `EncryptedSerializer`'s
+    cipher authenticated its tag and bytes, through the pickle scan and a
+    restricted unpickler (docs/pickle.md, SECURITY.md).
 
     Args:
         serde: the ``JsonPlusSerializer`` to build on (its decoding and msgpack
-            allowlist); ``None`` means a fresh ``JsonPlusSerializer()``. It
-            must not have ``pickle_fallback=True``.
-        allowed: what may be pickled: `PANDAS` (DataFrame, Series, every
-            Index, extension arrays, pandas scalars, and numpy), `NUMPY`
-            (arrays of any dtype, scalars, dtypes), single types (a pandas or
-            numpy type admits exactly the helpers its pickles need; any
-            other type admits itself), and ``("module", "name")`` pairs
-            admitting one more global. numpy arrays and pandas timestamps,
-            which JsonPlus encodes lossily, are always pickled when allowed.
-        allow_unauthenticated: read ``msgpack+pickle`` values without an
-            authenticating layer around this serializer. Anyone who can write
-            to the store can then make this process unpickle their bytes;
-            the allowlist limits which code can run, not how much memory
-            numpy may be asked to allocate. Only for stores nobody else can
-            write.
+            allowlist), not one with ``pickle_fallback=True``; ``None``: a new one.
+        allowed: what may be pickled: `PANDAS` (pandas and numpy), `NUMPY`,
+            single types (a pandas or numpy type admits exactly the helpers
+            its pickles need, any other type itself), and ``("module",
+            "name")`` pairs admitting one more global. Allowed numpy arrays and
+            pandas timestamps, which JsonPlus encodes lossily, are always pickled.
+        allow_unauthenticated: read ``msgpack+pickle`` values with no
+            authenticating layer. Anyone who can write to the store can then
+            make this process unpickle their bytes: the allowlist limits which
+            code runs, not how much memory it asks for. Only for stores nobody
+            else can write.
     """
 
     __slots__ = (
@@ -140,7 +120,7 @@ class PickleFallbackSerializer:
         ):
             raise ConfigurationError("allowed= takes a list, e.g. allowed=[PANDAS]")
         entries = tuple(allowed)
-        self._policy = _policy(rule for entry in entries for rule in rules_for(entry))
+        self._policy = _policy(tuple(rule for entry in entries for rule in rules_for(entry)))
         self._allowed = entries
         self._serde = serde
         self._inner_hook = lg.unpack_ext_hook(serde)
