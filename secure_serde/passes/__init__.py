@@ -10,6 +10,7 @@ are shared by every pass: rewrap, ``secure_serde.savers.adopt``,
 thread from a sealed store into another through both savers' public API.
 """
 
+from secure_serde._engine import CURRENT, Planned, Skip, Unreadable, run_batches
 from secure_serde._report import (
     MAX_LISTED_FAILURES,
     PassProgress,
@@ -19,7 +20,6 @@ from secure_serde._report import (
 )
 from secure_serde._rows import CheckpointRow, RowFailure, Unvouched
 from secure_serde.passes._copy import copy_thread
-from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, run_batches
 from secure_serde.passes._plan import Planner
 from secure_serde.passes._rewrap import rewrap
 

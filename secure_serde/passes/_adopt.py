@@ -22,6 +22,7 @@ from typing import Any
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
+from secure_serde._engine import Planned, Skip
 from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde._report import Tally
 from secure_serde._rows import (
@@ -34,7 +35,6 @@ from secure_serde._rows import (
     CheckpointRow,
     RowFailure,
 )
-from secure_serde.passes._engine import Planned, Skip
 from secure_serde.sealing import SealedSaver, new_versions_of
 from secure_serde.stores import (
     CheckpointTags,

@@ -25,10 +25,10 @@ from typing import Any, Final
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
+from secure_serde._engine import Planned, run_batches
 from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde._report import PassReport, Tally
 from secure_serde._rows import CheckpointRow, RowFailure, RowRef
-from secure_serde.passes._engine import Planned, run_batches
 from secure_serde.sealing import SealedSaver, new_versions_of
 
 __all__ = ["copy_thread"]

@@ -11,21 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from secure_serde._engine import (
-    CURRENT,
-    EMPTY,
-    BatchDone,
-    Planned,
-    Skip,
-    UnitPlanner,
-    Unreadable,
-    run_batches,
-)
+from secure_serde._engine import BatchDone, UnitPlanner, run_batches
 from secure_serde._report import Tally
 from secure_serde.stores import Cell, RowRef, Store, Swap, ThreadRange
 
-__all__ = ["CURRENT", "EMPTY", "CellApplier", "CellPlanner", "Planned", "Skip", "Unreadable"]
-__all__ += ["rewrap_range", "run_batches"]
+__all__ = ["CellApplier", "CellPlanner", "rewrap_range"]
 
 
 class CellPlanner(UnitPlanner[Cell], Protocol):

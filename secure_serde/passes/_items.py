@@ -33,11 +33,12 @@ import os
 from collections.abc import Callable
 from typing import Final
 
+from secure_serde._engine import CURRENT, Planned, Skip, Unreadable
 from secure_serde._errors import BindingError, StoreIdentityError
 from secure_serde._report import PassReport, Tally
 from secure_serde.ciphers import TagAuthenticatingCipher
 from secure_serde.crypto import Location
-from secure_serde.passes._engine import CURRENT, Planned, Skip, Unreadable, rewrap_range
+from secure_serde.passes._engine import rewrap_range
 from secure_serde.passes._sealed import SealedPlanner, _Refused
 from secure_serde.sealing import _cell
 from secure_serde.sealing._store_identity import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE

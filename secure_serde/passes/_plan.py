@@ -24,11 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Final
 
+from secure_serde._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde._errors import DecryptionError
 from secure_serde.ciphers import TagAuthenticatingCipher
 from secure_serde.ciphers._headers import current_test
 from secure_serde.crypto import Buffer, format_v1
-from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde.serde import (
     CompressedSerializer,
     Decode,

@@ -52,6 +52,7 @@ from typing import Any, Final, cast
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
+from secure_serde._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde._errors import (
     BindingError,
     ConfigurationError,
@@ -63,7 +64,6 @@ from secure_serde._errors import (
 from secure_serde.ciphers import SealingCipher, TagAuthenticatingCipher, is_sealing
 from secure_serde.ciphers._headers import current_test
 from secure_serde.crypto import Location
-from secure_serde.passes._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde.passes._plan import _source
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity, parse_record
