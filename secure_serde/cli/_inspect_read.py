@@ -45,7 +45,7 @@ _READ_ERRORS: Final = (
     RecursionError,
 )
 _PICKLE_TAG: Final = "msgpack+pickle"
-# What the sealed savers raise for a row with no binding (a value, a record,
+# What 0.3's savers raise for a row with no binding (a value, a record,
 # or a sealed-metadata entry that names no row): read it again unbound.
 _UNBOUND_ERRORS: Final = (UnboundValueError, MetadataMovedError)
 
@@ -133,7 +133,7 @@ class CheckpointReader:
         return self._view.checkpoint_ids(thread_id, checkpoint_ns, limit)
 
     def binding_store(self) -> bool:
-        """Whether the sealed savers write this store: some checkpoint of it is bound.
+        """Whether 0.3's savers wrote this store: some checkpoint of it carries 0.3's binding.
 
         The marks 0.3's savers left in plaintext answer without a key (on
         PostgreSQL always); failing those, a SQLite store's newest checkpoint
