@@ -39,34 +39,16 @@ __all__ = [
     "option_strings",
 ]
 
-# name -> (module, one-line help); each help must equal the one its module's
-# register() gives, which tests/test_import_light.py checks.
+# name -> one-line help; NAME's module is secure_serde.cli._NAME. Each help must equal
+# the one its module's register() gives, which tests/test_import_light.py checks.
 _SUBCOMMANDS: Final = {
-    "keygen": ("secure_serde.cli._keygen", "print a new 256-bit key in the base64: form"),
-    "keyring": (
-        "secure_serde.cli._keyring",
-        "create and edit a keyring file: add, promote, retire, drop, show",
-    ),
-    "rewrap": (
-        "secure_serde.cli._rewrap",
-        "re-encrypt every stored value under the current primary key",
-    ),
-    "audit": (
-        "secure_serde.cli._audit",
-        "report what a store holds unencrypted, under which keys, and what cannot be read",
-    ),
-    "inspect": (
-        "secure_serde.cli._inspect",
-        "decrypt and show a checkpoint, or a thread's history, for time-travel debugging",
-    ),
-    "adopt": (
-        "secure_serde.cli._adopt",
-        "copy a store secure_serde 0.3 or a stock saver wrote into a new sealed store",
-    ),
-    "tenants": (
-        "secure_serde.cli._tenants",
-        "crypto-shred a tenant's (or one thread's) key in a tenant key store",
-    ),
+    "keygen": "print a new 256-bit key in the base64: form",
+    "keyring": "create and edit a keyring file: add, promote, retire, drop, show",
+    "rewrap": "re-encrypt every stored value under the current primary key",
+    "audit": "report what a store holds unencrypted, under which keys, and what cannot be read",
+    "inspect": "decrypt and show a checkpoint, or a thread's history, for time-travel debugging",
+    "adopt": "copy a store secure_serde 0.3 or a stock saver wrote into a new sealed store",
+    "tenants": "crypto-shred a tenant's (or one thread's) key in a tenant key store",
 }
 
 
@@ -160,18 +142,11 @@ class RedactingStream:
         self._forms = sorted(forms, key=len, reverse=True)
         self._stream = stream
 
-    @property
-    def wrapped(self) -> TextIO:
-        return self._stream
-
-    def redact(self, text: str) -> str:
-        for form in self._forms:
-            if form in text:
-                text = text.replace(form, NOT_SHOWN)
-        return text
-
     def write(self, text: str) -> int:
-        self._stream.write(self.redact(text))
+        shown = text
+        for form in self._forms:
+            shown = shown.replace(form, NOT_SHOWN)
+        self._stream.write(shown)
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:
@@ -226,9 +201,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         "--version", action=_VersionAction, help="print the installed version and exit"
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for name, (module, summary) in _SUBCOMMANDS.items():
+    for name, summary in _SUBCOMMANDS.items():
         if only is None or only == name:
-            importlib.import_module(module).register(subparsers)
+            importlib.import_module(f"secure_serde.cli._{name}").register(subparsers)
         else:
             subparsers.add_parser(name, help=summary)
     return parser

@@ -125,16 +125,6 @@ def shorten(text: str, max_chars: int) -> str:
     return text[: max(max_chars - len(_ELLIPSIS), 1)] + _ELLIPSIS
 
 
-def _is_messages(value: Any) -> bool:
-    # Imported here, not at the top: audit and rewrap use `for_terminal`
-    # alone, and need not load langchain_core and pydantic to start.
-    from langchain_core.messages import BaseMessage
-
-    return (
-        isinstance(value, list) and bool(value) and all(isinstance(m, BaseMessage) for m in value)
-    )
-
-
 def _content(message: BaseMessage) -> str:
     content = message.content
     if isinstance(content, str):
@@ -159,15 +149,17 @@ def message_lines(message: BaseMessage, max_chars: int) -> list[str]:
 
 def compact(value: Any, max_chars: int) -> list[str]:
     """A value as text lines: the first goes after ``name:``, the others are indented."""
-    if _is_messages(value):
+    # Imported here, not at the top: audit and rewrap use `for_terminal`
+    # alone, and need not load langchain_core and pydantic to start.
+    from langchain_core.messages import BaseMessage
+
+    if isinstance(value, list) and value and all(isinstance(m, BaseMessage) for m in value):
         lines = [f"{len(value)} message(s)"]
         for index, message in enumerate(value):
             first, *rest = message_lines(message, max_chars)
             lines.append(f"[{index}] {first}")
             lines += [f"    {line}" for line in rest]
         return lines
-    from langchain_core.messages import BaseMessage
-
     if isinstance(value, BaseMessage):
         return message_lines(value, max_chars)
     return [shorten(for_terminal(repr(value)), max_chars)]
