@@ -142,18 +142,11 @@ class RedactingStream:
         self._forms = sorted(forms, key=len, reverse=True)
         self._stream = stream
 
-    @property
-    def wrapped(self) -> TextIO:
-        return self._stream
-
-    def redact(self, text: str) -> str:
-        for form in self._forms:
-            if form in text:
-                text = text.replace(form, NOT_SHOWN)
-        return text
-
     def write(self, text: str) -> int:
-        self._stream.write(self.redact(text))
+        shown = text
+        for form in self._forms:
+            shown = shown.replace(form, NOT_SHOWN)
+        self._stream.write(shown)
         return len(text)
 
     def writelines(self, lines: Iterable[str]) -> None:

@@ -13,12 +13,7 @@ import argparse
 
 from secure_serde.cli import NOT_SHOWN, is_key_shaped
 
-__all__ = ["check_label", "positive_int", "shown_argument"]
-
-
-def shown_argument(text: str) -> str:
-    """``text`` for a message: its ``repr``, or `NOT_SHOWN` when it is key-shaped."""
-    return NOT_SHOWN if is_key_shaped(text) else repr(text)
+__all__ = ["check_label", "positive_int"]
 
 
 def check_label(label: str) -> str:
@@ -40,7 +35,8 @@ def positive_int(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {shown_argument(text)}") from None
+        shown = NOT_SHOWN if is_key_shaped(text) else repr(text)
+        raise argparse.ArgumentTypeError(f"not an integer: {shown}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
