@@ -1,7 +1,7 @@
 """`AesGcmCipher`: what the ciphers writing the ``aesgcm`` formats from a `Keyring` share.
 
 They write format v3, the current format version, and read v1, v2 and v3 (the
-class was ``AesGcmCipher`` in 0.3, in ``ciphers/_v1cipher.py``).
+class was ``V1Cipher`` in 0.3, in ``ciphers/_v1cipher.py``).
 
 `EnvKeyCipher` and `KeyRotationCipher` differ only in where their keys come
 from and in how they police legacy rows; encrypting, decrypting and the
