@@ -164,9 +164,6 @@ class _VersionAction(argparse.Action):
     other command starts without it.
     """
 
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        super().__init__(option_strings, dest, nargs=0, **kwargs)
-
     def __call__(
         self,
         parser: argparse.ArgumentParser,
@@ -198,7 +195,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="Keys and stores for secure_serde-encrypted LangGraph checkpoints.",
     )
     parser.add_argument(
-        "--version", action=_VersionAction, help="print the installed version and exit"
+        "--version", action=_VersionAction, nargs=0, help="print the installed version and exit"
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name, summary in _SUBCOMMANDS.items():

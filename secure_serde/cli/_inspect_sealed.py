@@ -14,8 +14,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Final
 
-from langgraph.checkpoint.base import CheckpointTuple
-
 from secure_serde import EncryptedSerializer, SecureSerdeError
 from secure_serde.cli._inspect_read import CheckpointEntry, config_for, read_deltas
 from secure_serde.cli._next import derive_next
@@ -48,25 +46,20 @@ class SealedReader:
         self._stack = ExitStack()
         self.saver = self._stack.enter_context(open_sealed(location, serde))
 
-    def _rows(self, thread_id: str) -> list[CheckpointTuple]:
-        return list(self.saver.inner.list({"configurable": {"thread_id": thread_id}}))
+    def _ids(self, thread_id: str) -> list[tuple[str, str]]:
+        """(namespace, checkpoint id) of each of the thread's raw rows."""
+        rows = self.saver.inner.list({"configurable": {"thread_id": thread_id}})
+        return [
+            (str(c.get("checkpoint_ns", "")), str(c["checkpoint_id"]))
+            for c in (t.config["configurable"] for t in rows)
+        ]
 
     def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
-        counts = Counter(
-            str(t.config["configurable"].get("checkpoint_ns", "")) for t in self._rows(thread_id)
-        )
-        return sorted(counts.items())
+        return sorted(Counter(ns for ns, _ in self._ids(thread_id)).items())
 
     def checkpoint_ids(self, thread_id: str, checkpoint_ns: str, limit: int | None) -> list[str]:
-        ids = sorted(
-            (
-                str(t.config["configurable"]["checkpoint_id"])
-                for t in self._rows(thread_id)
-                if str(t.config["configurable"].get("checkpoint_ns", "")) == checkpoint_ns
-            ),
-            reverse=True,
-        )
-        return ids if limit is None else ids[:limit]
+        ids = [i for ns, i in self._ids(thread_id) if ns == checkpoint_ns]
+        return sorted(ids, reverse=True)[:limit]
 
     def binding_store(self) -> bool:
         return True
