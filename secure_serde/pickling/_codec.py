@@ -55,16 +55,10 @@ _UNPACK_OPTION: Final = ormsgpack.OPT_NON_STR_KEYS
 # Types JsonPlus encodes whole, whose contents cannot hold a pickle.
 _LEAVES: Final = (pathlib.Path, re.Pattern, uuid.UUID, decimal.Decimal)
 _LATE_LEAVES: Final = (
-    ipaddress.IPv4Address,
-    ipaddress.IPv4Interface,
-    ipaddress.IPv4Network,
-    ipaddress.IPv6Address,
-    ipaddress.IPv6Interface,
-    ipaddress.IPv6Network,
-    datetime.datetime,
-    datetime.timedelta,
+    ipaddress.IPv4Address, ipaddress.IPv4Interface, ipaddress.IPv4Network, ipaddress.IPv6Address,
+    ipaddress.IPv6Interface, ipaddress.IPv6Network, datetime.datetime, datetime.timedelta,
     datetime.date,
-)
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -276,10 +270,7 @@ class _Decoder:
             except Exception:  # noqa: BLE001 - JsonPlus returns the kwargs here too (pinned)
                 return arg
         try:
-            if code == lg.EXT_CONSTRUCTOR_POS_ARGS and (module, name) == (
-                "langgraph.types",
-                "Send",
-            ):
+            if code == lg.EXT_CONSTRUCTOR_POS_ARGS and tup[:2] == ["langgraph.types", "Send"]:
                 return lg.send_from_args(arg)
             cls = getattr(importlib.import_module(module), name)
             if code == lg.EXT_CONSTRUCTOR_SINGLE_ARG:

@@ -24,21 +24,16 @@ __all__ = ["FRAME_GLOBALS", "NUMPY", "PANDAS", "PANDAS_GLOBALS", "Preset", "Rule
 _NP_CORE: Final = "numpy._core.multiarray"
 NUMPY_SCALAR_GLOBALS: Final = frozenset({("numpy", "dtype"), (_NP_CORE, "scalar")})
 NUMPY_ARRAY_GLOBALS: Final = NUMPY_SCALAR_GLOBALS | {
-    ("numpy", "ndarray"),
-    (_NP_CORE, "_reconstruct"),
-    ("numpy._core.numeric", "_frombuffer"),
-}
+    ("numpy", "ndarray"), (_NP_CORE, "_reconstruct"), ("numpy._core.numeric", "_frombuffer"),
+}  # fmt: skip
 # Passed to _reconstruct as the array class, never called by numpy's own pickles.
 NUMPY_UNCALLABLE: Final = frozenset({("numpy", "ndarray")})
 # numpy 1.x wrote the same helpers under numpy.core; numpy 2 still resolves them
 # there, so a store written before an upgrade stays readable.
-NUMPY_1_ALIASES: Final = frozenset(
-    {
-        ("numpy.core.multiarray", "scalar"),
-        ("numpy.core.multiarray", "_reconstruct"),
-        ("numpy.core.numeric", "_frombuffer"),
-    }
-)
+NUMPY_1_ALIASES: Final = frozenset({
+    ("numpy.core.multiarray", "scalar"), ("numpy.core.multiarray", "_reconstruct"),
+    ("numpy.core.numeric", "_frombuffer"),
+})  # fmt: skip
 
 _OFFSETS: Final = (
     "BHalfYearBegin", "BHalfYearEnd", "BQuarterBegin", "BQuarterEnd", "BYearBegin", "BYearEnd",
@@ -68,16 +63,11 @@ PANDAS_GLOBALS: Final = (
     | {("pandas.arrays", name) for name in _PANDAS_ARRAYS}
     | {("pandas._libs.tslibs.offsets", name) for name in _OFFSETS}
     | {
-        ("builtins", "getattr"),
-        ("datetime", "time"),
-        ("datetime", "timedelta"),
-        ("datetime", "timezone"),
-        ("dateutil.relativedelta", "relativedelta"),
-        ("zoneinfo", "ZoneInfo"),
-        ("pandas._libs.arrays", "__pyx_unpickle_NDArrayBacked"),
+        ("builtins", "getattr"), ("datetime", "time"), ("datetime", "timedelta"),
+        ("datetime", "timezone"), ("dateutil.relativedelta", "relativedelta"),
+        ("zoneinfo", "ZoneInfo"), ("pandas._libs.arrays", "__pyx_unpickle_NDArrayBacked"),
         ("pandas._libs.interval", "__pyx_unpickle_IntervalMixin"),
-        ("pandas._libs.sparse", "IntIndex"),
-        ("pandas._libs.tslibs.nattype", "_nat_unpickle"),
+        ("pandas._libs.sparse", "IntIndex"), ("pandas._libs.tslibs.nattype", "_nat_unpickle"),
         ("pandas._libs.tslibs.timedeltas", "_timedelta_unpickle"),
         ("pandas._libs.tslibs.timestamps", "_unpickle_timestamp"),
         ("pandas.core.indexes.base", "_new_Index"),
@@ -85,20 +75,17 @@ PANDAS_GLOBALS: Final = (
         ("pandas.core.indexes.interval", "_new_IntervalIndex"),
         ("pandas.core.indexes.timedeltas", "_new_TimedeltaIndex"),
     }
-)
+)  # fmt: skip
 # ZoneInfo pickles as getattr(ZoneInfo, "_unpickle")(key, from_cache).
 PANDAS_METHODS: Final = frozenset({("zoneinfo", "ZoneInfo", "_unpickle")})
 _BLOCKS: Final = frozenset({("builtins", "slice"), ("pandas._libs.internals", "_unpickle_block")})
+_MANAGERS: Final = "pandas.core.internals.managers"
 FRAME_GLOBALS: Final = (
-    PANDAS_GLOBALS
-    | _BLOCKS
-    | {("pandas", "DataFrame"), ("pandas.core.internals.managers", "BlockManager")}
+    PANDAS_GLOBALS | _BLOCKS | {("pandas", "DataFrame"), (_MANAGERS, "BlockManager")}
 )
 SERIES_GLOBALS: Final = PANDAS_GLOBALS | {
-    ("builtins", "slice"),
-    ("pandas", "Series"),
-    ("pandas.core.internals.managers", "SingleBlockManager"),
-}
+    ("builtins", "slice"), ("pandas", "Series"), (_MANAGERS, "SingleBlockManager"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

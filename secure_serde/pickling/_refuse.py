@@ -1,15 +1,11 @@
 """What ``allowed=`` may never admit, whatever the developer asks for.
 
-Every admitted global can be called by a pickle, with arguments of the
-pickle's choosing (REDUCE), so admitting one that runs code, opens files or
-reaches arbitrary attributes turns the allowlist back into plain pickle. A
-list of module names alone is not enough: the same object answers to
-several names (``bz2._builtin_open`` is ``builtins.open``,
-``collections._itemgetter`` is ``operator.itemgetter``), so a requested name
-is also resolved, and the object it names is refused by the module that
-defines it.
-This is a backstop against mistakes, not a proof of safety: admit only the
-classes whose pickles you need.
+A pickle can call every admitted global with arguments of its choosing, so
+admitting one that runs code, opens files or reaches arbitrary attributes
+makes the allowlist plain pickle again. One object answers to several names
+(``bz2._builtin_open`` is ``io.open``), so a name is also resolved and its
+object judged by the module that defines it. A backstop against mistakes,
+not a proof of safety.
 """
 
 from __future__ import annotations
@@ -82,11 +78,7 @@ def _refuse(module: str, name: str, why: str) -> ConfigurationError:
 
 
 def refuse_dangerous(pair: tuple[str, str], target: object = None) -> None:  # noqa: C901 - one rule per dangerous kind of global, read top to bottom
-    """Raise `ConfigurationError` if ``(module, name)`` must never be admitted.
-
-    ``target`` is the object itself when the developer passed a class rather
-    than a name; a name is resolved here.
-    """
+    """Raise `ConfigurationError` if ``(module, name)``, or the class ``target``, is refused."""
     module, name = pair
     if target is None and "." in name:
         # Protocol 4 resolves dotted names attribute by attribute, which can

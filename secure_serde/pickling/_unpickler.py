@@ -74,18 +74,8 @@ def check_state(state: Any, nested: bool = True) -> None:
 
 
 _APPLY_BUILD: Final[Callable[[Any], None]] = pickle._Unpickler.dispatch[pickle.BUILD[0]]
-_MISSING: Final = object()
 # What a global can be: BUILD on one is refused (the scan refuses it statically too).
 _SHARED: Final = (type, types.FunctionType, types.BuiltinFunctionType, types.ModuleType)
-
-
-class _BuildStack:
-    """What ``pickle._Unpickler.load_build`` reads: a stack of instance and state."""
-
-    __slots__ = ("stack",)
-
-    def __init__(self, inst: Any, state: Any) -> None:
-        self.stack = [inst, state]
 
 
 def _checked_build(pair: Any) -> Any:
@@ -104,11 +94,12 @@ def _checked_build(pair: Any) -> Any:
         if isinstance(inst, numpy.ndarray):
             _check_array_state(numpy, state)
     # load_build's first branch, inline (most states go there); the rest is load_build's.
-    setstate: Any = getattr(inst, "__setstate__", _MISSING)
-    if setstate is not _MISSING:
+    setstate: Any = getattr(inst, "__setstate__", None)
+    if setstate is not None:
         setstate(state)
     else:
-        _APPLY_BUILD(_BuildStack(inst, state))
+        # load_build reads its operands from the unpickler's stack.
+        _APPLY_BUILD(types.SimpleNamespace(stack=[inst, state]))
     return inst
 
 

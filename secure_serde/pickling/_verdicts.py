@@ -1,21 +1,9 @@
-"""Remembering which pickles already passed the static scan, by SHA-256 digest and admission.
+"""Remembering which pickles passed the static scan, by admission and SHA-256 digest.
 
-The scan walks every opcode in Python, which costs far more than the C
-pickler and the hash together. A checkpointed DataFrame that did not change
-between steps pickles to the same bytes at every step, and a value read back
-in the process that wrote it has the same bytes as when it was written, so
-each of those passes the scan once. The key is the admission (what the
-pickle may name) together with the SHA-256 digest of the exact bytes: a
-pickle that passed under a broad allowlist is scanned again under a narrower
-one, and a pickle differing in one byte has a different digest (finding one
-that matches a passed pickle is a SHA-256 second preimage). Only passes are
-remembered; a refused pickle is scanned, and refused, every time.
-
-The restricted unpickler still checks everything at run time: the cache
-spares the static proof, never the run-time layer. With each pass the cache
-keeps the pickle's `Layout` (where its BUILD opcodes are), which the
-unpickler needs to route every BUILD to its run-time check; an entry without
-one makes the unpickler find them again (`_scan.locate`).
+The scan walks every opcode in Python, and an unchanged DataFrame pickles to
+the same bytes at every checkpoint, as does a value read back by the process
+that wrote it. Only passes are remembered, each with its `Layout`, and the
+run-time checks run on every load regardless; SECURITY.md says why this is safe.
 """
 
 from __future__ import annotations
@@ -50,10 +38,7 @@ class ScanVerdicts:
         self._max = max_entries
 
     def scan(self, data: bytes, admission: Admission) -> Layout | None:
-        """`scan` ``data`` under ``admission``, unless these exact bytes already passed it.
-
-        Returns the pickle's `Layout`, or ``None`` for a pass remembered without one.
-        """
+        """`scan` ``data`` under ``admission``, unless these exact bytes already passed it."""
         key = (admission, _digest(data))
         with self._lock:
             if key in self._passed:
