@@ -157,25 +157,21 @@ class _Encoder:
                 if self.pickles == before:
                     return ormsgpack.Ext(code, body)
                 return ormsgpack.Ext(EXT_NESTED, bytes((code,)) + body)
-            return self._leaf(obj, cls)
+            try:
+                return lg.msgpack_default(obj)
+            except TypeError:
+                if cls in self._policy.fallback:
+                    return self._pickle(obj)
+            raise _not_allowed(
+                cls,
+                "msgpack cannot encode it and its type is not allowed",
+                f"Allow it with PickleFallbackSerializer(allowed=[..., {cls.__module__}."
+                f"{cls.__qualname__}]), or a preset (secure_serde.pickling.PANDAS, NUMPY).",
+            )
         except BaseException as exc:
             if self.error is None:
                 self.error = exc
             raise
-
-    def _leaf(self, obj: Any, cls: type) -> Any:
-        try:
-            return lg.msgpack_default(obj)
-        except TypeError:
-            pass
-        if cls in self._policy.fallback:
-            return self._pickle(obj)
-        raise _not_allowed(
-            cls,
-            "msgpack cannot encode it and its type is not allowed",
-            f"Allow it with PickleFallbackSerializer(allowed=[..., {cls.__module__}."
-            f"{cls.__qualname__}]), or a preset (secure_serde.pickling.PANDAS, NUMPY).",
-        )
 
     def _pickle(self, obj: Any) -> ormsgpack.Ext:
         prepare = self._policy.prepare.get(type(obj))

@@ -206,7 +206,7 @@ def rules_for(entry: object) -> tuple[Rule, ...]:
     if (
         isinstance(entry, tuple)
         and len(entry) == 2
-        and all(isinstance(part, str) and part for part in entry)
+        and all(isinstance(p, str) and p for p in entry)
     ):
         pair = (entry[0], entry[1])
         refuse_dangerous(pair)

@@ -55,22 +55,17 @@ _SIGNED4: Final = frozenset({"BINSTRING", "LONG4"})
 def _table() -> tuple[_Entry | None, ...]:
     table: list[_Entry | None] = [None] * 256
     prefixes = {
+        pickletools.UP_TO_NEWLINE: _LINE,
         pickletools.TAKEN_FROM_ARGUMENT1: 1,
         pickletools.TAKEN_FROM_ARGUMENT4: 4,
         pickletools.TAKEN_FROM_ARGUMENT4U: 4,
         pickletools.TAKEN_FROM_ARGUMENT8U: 8,
     }
     for op in pickletools.opcodes:
-        arg = op.arg
-        fixed, prefix = 0, 0
-        if arg is not None and arg.n >= 0:
-            fixed = arg.n
-        elif arg is not None and arg.n == pickletools.UP_TO_NEWLINE:
-            prefix = _PAIR if arg.name == "stringnl_noescape_pair" else _LINE
-        elif arg is not None:
-            prefix = prefixes[arg.n]
-        before, after = len(op.stack_before), len(op.stack_after)
-        table[ord(op.code.encode("latin-1"))] = (op.name, fixed, prefix, before, after)
+        n = 0 if op.arg is None else op.arg.n
+        prefix = _PAIR if op.arg and op.arg.name == "stringnl_noescape_pair" else prefixes.get(n, 0)
+        entry = (op.name, max(n, 0), prefix, len(op.stack_before), len(op.stack_after))
+        table[ord(op.code)] = entry
     return tuple(table)
 
 

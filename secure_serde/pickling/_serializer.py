@@ -25,16 +25,15 @@ logger = logging.getLogger("secure_serde")
 _WHOLE_PICKLE: Final = "pickle"
 
 
-def _kinds(
-    pairs: Iterable[tuple[str, str]],
-) -> tuple[frozenset[tuple[str, str]], frozenset[tuple[str, str]]]:
-    """The admitted globals that resolve here to data (``pandas.NA``), and to dict types."""
-    data = set()
-    mappings = set()
+def _policy(rules: tuple[Rule, ...]) -> _codec.Policy:
+    direct = frozenset(t for rule in rules if rule.direct for t in rule.types)
+    globals_ = frozenset(g for rule in rules for g in rule.globals)
+    # The scan needs to know which admitted globals are data (pandas.NA) and which dict types.
+    data, mappings = set(), set()
     with warnings.catch_warnings():
         # numpy 1's module names (numpy.core) still resolve, with a DeprecationWarning.
         warnings.simplefilter("ignore", DeprecationWarning)
-        for module, name in pairs:
+        for module, name in globals_:
             try:
                 target = getattr(importlib.import_module(module), name)
             except (ImportError, AttributeError):
@@ -43,17 +42,12 @@ def _kinds(
                 data.add((module, name))
             elif isinstance(target, type) and issubclass(target, Mapping):
                 mappings.add((module, name))
-    return frozenset(data), frozenset(mappings)
-
-
-def _policy(rules: tuple[Rule, ...]) -> _codec.Policy:
-    direct = frozenset(t for rule in rules if rule.direct for t in rule.types)
-    globals_ = frozenset(g for rule in rules for g in rule.globals)
     admission = Admission(
         globals_,
         frozenset(m for rule in rules for m in rule.methods),
         frozenset(u for rule in rules for u in rule.uncallable),
-        *_kinds(globals_),
+        frozenset(data),
+        frozenset(mappings),
     )
     fallback = frozenset(t for rule in rules for t in rule.types) - direct
     prepare = {t: rule.prepare for rule in rules if rule.prepare is not None for t in rule.types}

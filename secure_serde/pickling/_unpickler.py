@@ -87,12 +87,9 @@ def _checked_build(pair: Any) -> Any:
         # An admitted class or function itself: BUILD would set attributes process-wide.
         raise UnsafePickleError("refusing a pickle that applies BUILD to a global")
     numpy = sys.modules.get("numpy")
-    if numpy is None:
-        check_state(state)
-    else:
-        check_state(state, nested=not isinstance(inst, numpy.dtype))
-        if isinstance(inst, numpy.ndarray):
-            _check_array_state(numpy, state)
+    check_state(state, nested=numpy is None or not isinstance(inst, numpy.dtype))
+    if numpy is not None and isinstance(inst, numpy.ndarray):
+        _check_array_state(numpy, state)
     # load_build's first branch, inline (most states go there); the rest is load_build's.
     setstate: Any = getattr(inst, "__setstate__", None)
     if setstate is not None:
