@@ -39,10 +39,16 @@ def is_internal_channel(channel: str) -> bool:
     return channel.startswith(("__", _BRANCH_TO, _JOIN))
 
 
-def _join_target(channel: str, value: Any) -> str | None:
-    """The node a complete join barrier triggers, or None while it waits."""
+def _target(channel: str, values: Mapping[str, Any]) -> str | None:
+    """The node ``channel`` triggers, if it holds a value (a join: once all its starts wrote it)."""
+    if channel not in values:
+        return None
+    if channel == _START or channel.startswith(_BRANCH_TO):
+        return channel.removeprefix(_BRANCH_TO)
+    if not channel.startswith(_JOIN):
+        return None
     starts, _, node = channel[len(_JOIN) :].rpartition(":")
-    names = set(starts.split("+"))
+    names, value = set(starts.split("+")), values[channel]
     if (
         isinstance(value, (tuple, list))
         and len(value) == 2
@@ -53,18 +59,6 @@ def _join_target(channel: str, value: Any) -> str | None:
         return node if finished and set(seen) == names else None
     if isinstance(value, Collection) and not isinstance(value, str) and set(value) == names:
         return node
-    return None
-
-
-def _target(channel: str, values: Mapping[str, Any]) -> str | None:
-    if channel not in values:
-        return None
-    if channel == _START:
-        return _START
-    if channel.startswith(_BRANCH_TO):
-        return channel[len(_BRANCH_TO) :]
-    if channel.startswith(_JOIN):
-        return _join_target(channel, values[channel])
     return None
 
 
