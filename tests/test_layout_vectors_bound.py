@@ -1,8 +1,8 @@
-"""Frozen vectors for the newer stored layouts: record seals, index tokens, KMS v2, compression.
+"""Frozen vectors for the newer stored layouts: 0.3 records, index tokens, KMS v2, compression.
 
 Each is pinned twice, as in tests/test_layout_vectors.py: the library reproduces the frozen
 bytes, and the bytes are rebuilt from the documented layout with bare ``cryptography`` calls.
-Record seals and index tokens are secure_serde 0.3's, which only `V03Reader` reads now: they are
+Those records and index tokens are secure_serde 0.3's, which only `V03Reader` reads now: they are
 checked through its row and index checks (tests/stores/test_v03_reader.py checks more edits).
 """
 
@@ -66,7 +66,7 @@ def _check(vector: dict[str, Any], **changes: Any) -> None:
     _rows(vector)._check_record(row, fields["parent_id"], fields["record"], fields["seal"])
 
 
-# --- checkpoint record seals -------------------------------------------------------------
+# --- 0.3's checkpoint records ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("vector", SEALS, ids=_ids)

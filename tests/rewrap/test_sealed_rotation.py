@@ -441,7 +441,7 @@ def test_postgres_workers_rotate_a_sealed_store(postgres_url: str) -> None:
 
 
 def test_a_stripped_and_forged_record_is_listed_never_sealed(tmp_path: Path) -> None:
-    """The review's attack 1: strip a record seal, forge the metadata, wait for maintenance."""
+    """The review's attack 1: strip a record, forge the metadata, wait for maintenance."""
     import json
 
     path = tmp_path / "sealed.sqlite"

@@ -93,7 +93,7 @@ def checkpoint_ids(path: Path, thread: str) -> list[str]:
     return [r[0] for r in found]
 
 
-# -- 1. strip the record seal, forge the record, and wait for a pass --------------------------
+# -- 1. strip the record, forge another, and wait for a pass ---------------------------------
 
 
 def test_a_stripped_record_seal_is_refused_by_every_reader_and_pass(tmp_path: Path) -> None:
