@@ -21,20 +21,11 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from secure_serde._errors import StoreIdentityError
 from secure_serde._report import PassProgress
 from secure_serde.sealing import _saver_plans as plans
 from secure_serde.sealing._codec import Sealer, ids
-from secure_serde.sealing._identity import (
-    IDENTITY_THREAD,
-    StoreIdentity,
-    identity_config,
-    new_identity_put,
-    open_identity,
-    refuse_unempty,
-    unenumerable,
-)
-from secure_serde.sealing._inner import guarded_async, read_errors, unreadable
+from secure_serde.sealing._identity import StoreIdentity, identity_plan
+from secure_serde.sealing._inner import read_errors, unreadable
 from secure_serde.sealing._reindex import (
     BATCH,
     ReindexReport,
@@ -75,36 +66,10 @@ class AsyncMethods:
 
     async def _aready(self) -> Sealer:
         sealer = self._sealer
-        if sealer is not None:
-            return sealer
-        found = await self.inner.aget_tuple(identity_config())
-        if found is None:
-            if await self._aholds_checkpoints():
-                raise refuse_unempty()
-            await self.inner.aput(*new_identity_put(self._encrypting), {})
-            found = await self.inner.aget_tuple(identity_config())
-            if found is None:
-                raise StoreIdentityError("the inner saver did not keep the store identity record")
-        if self._sealer is None:
-            self._sealer = self._sealer_for(open_identity(found, self._encrypting))
-        return self._sealer
-
-    async def _aholds_checkpoints(self) -> bool:
-        try:
-            async for row in self.inner.alist(None, limit=2):
-                if str(row.config["configurable"].get("thread_id")) != IDENTITY_THREAD:
-                    return True
-        except ValueError:
-            unenumerable(self.inner)
-            return False
-        except Exception:  # noqa: BLE001 - rows the inner serde cannot read are still rows
-            return True
-        return False
-
-    def _arows(
-        self, config: RunnableConfig | None, **kwargs: Any
-    ) -> AsyncIterator[CheckpointTuple]:
-        return guarded_async(self.inner, self.inner.alist(config, **kwargs))
+        if sealer is None:
+            identity = await self._arun(identity_plan(self.inner, self._encrypting))
+            sealer = self._sealer = self._sealer or self._sealer_for(identity)
+        return sealer
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return await self._arun(plans.get_plan(self, config))
@@ -196,17 +161,13 @@ class AsyncMethods:
     async def _aanswer(self, ask: tuple[Any, ...]) -> Any:
         if ask == plans.READY:
             return await self._aready()
-        if ask == plans.IDENTITY:
-            found = await self.inner.aget_tuple(identity_config())
-            if found is None:
-                raise StoreIdentityError("this store's identity record is gone: restore it first")
-            return found
-        if ask[0] == "read":
-            try:
-                return await self.inner.aget_tuple(ask[1])
-            except read_errors() as exc:
-                error = exc
-            raise unreadable(self.inner, error) from None
-        if ask[0] == "rows":
-            return [row async for row in self._arows(ask[1], **ask[2])]
-        return await getattr(self.inner, "a" + ask[1])(*ask[2], **ask[3])
+        typed, name, args, kwargs = plans.inner_call(ask)
+        try:
+            called = getattr(self.inner, "a" + name)(*args, **kwargs)
+            answer = [row async for row in called] if name == "list" else await called
+            return plans.answered(ask, answer)
+        except read_errors() as exc:
+            if not typed:
+                raise
+            error = exc
+        raise unreadable(self.inner, error) from None

@@ -360,17 +360,10 @@ class Sealer:
         return _cell.pack(kind, f"{_RECORD_TAG}+{cipher_name}", ciphertext)
 
     def _open_raw(self, cell: _cell.Cell, location: Location) -> Any:
-        inner, plus, cipher_name = cell.type_tag.rpartition("+")
-        if not plus or inner != _RECORD_TAG:
+        if cell.type_tag.rpartition("+")[0] != _RECORD_TAG:
             raise BindingError("a sealed record has a type tag secure_serde does not write")
         serde, _ = self._crypto(location.thread_id, writing=False)
-        route = serde.read_rule.route(cell.type_tag)
-        cipher = route.cipher
-        if cipher is None or not is_sealing(cipher):
-            raise BindingError("a sealed record is not under a cipher that binds its place")
-        plaintext = cast(SealingCipher, cipher).decrypt_at(
-            cipher_name, cell.ciphertext, _RECORD_TAG, location.encode()
-        )
+        _, plaintext = _decrypted(serde, cell, location.encode(), "record")
         return self._records.loads_typed((_RECORD_TAG, plaintext))
 
     # -- reading -------------------------------------------------------------------------
@@ -539,23 +532,27 @@ class Sealer:
         cell = _cell.unpack(raw, kind)
         source_serde, _ = self._crypto(source.thread_id, writing=False)
         _, target_cipher = self._crypto(target.thread_id, writing=True)
-        route = source_serde.read_rule.route(cell.type_tag)
-        cipher = route.cipher
-        if cipher is None or not is_sealing(cipher):
-            raise BindingError("a sealed cell is not under a cipher that binds its place")
-        plaintext = cast(SealingCipher, cipher).decrypt_at(
-            route.cipher_name,
-            cell.ciphertext,
-            route.inner,
-            source.in_store(self._store).encode(),
-        )
+        aad = source.in_store(self._store).encode()
+        inner, plaintext = _decrypted(source_serde, cell, aad, "cell")
         name, ciphertext = target_cipher.encrypt_at(
-            plaintext, route.inner, target.in_store(self._store).encode()
+            plaintext, inner, target.in_store(self._store).encode()
         )
-        tag = f"{route.inner}+{name}"
+        tag = f"{inner}+{name}"
         if kind == _cell.WRITE:
             return _cell.pack_write(tag, cell.task_path, cell.idx, ciphertext)
         return _cell.pack(kind, tag, ciphertext)
+
+
+def _decrypted(
+    serde: EncryptedSerializer, cell: _cell.Cell, aad: bytes, what: str
+) -> tuple[str, bytes]:
+    """(inner type tag, plaintext) of ``cell``, opened at ``aad`` by the cipher its tag names."""
+    route = serde.read_rule.route(cell.type_tag)
+    cipher = route.cipher
+    if cipher is None or not is_sealing(cipher):
+        raise BindingError(f"a sealed {what} is not under a cipher that binds its place")
+    sealing = cast(SealingCipher, cipher)
+    return route.inner, sealing.decrypt_at(route.cipher_name, cell.ciphertext, route.inner, aad)
 
 
 def _check_shape(found: CheckpointTuple) -> None:

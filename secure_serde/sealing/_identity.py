@@ -22,7 +22,7 @@ no key id. Format 1 (0.4 and before) is still read::
 its one key is the current one and keeps writing format-1 tokens until the
 store is re-indexed, which writes the record as format 2. It is created only in a
 store that holds no checkpoint at all. A store that holds checkpoints but no
-identity is refused: either its identity record was deleted (restore it from
+identity is refused: either its store identity was deleted (restore it from
 a backup), or it was written by something else (adopt it explicitly).
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, cast
@@ -52,6 +52,7 @@ __all__ = [
     "StoreIdentity",
     "drop_put",
     "identity_config",
+    "identity_plan",
     "new_identity_put",
     "new_record",
     "open_identity",
@@ -74,7 +75,7 @@ _STORE_ID_SIZE: Final = 16
 _LOCATION: Final = Location.identity(IDENTITY_THREAD)
 _UNEMPTY: Final = (
     "this store holds checkpoints but no store identity. If secure_serde sealed it, its"
-    " identity record was deleted: restore the thread {thread!r} from a backup. If a stock"
+    " store identity was deleted: restore the thread {thread!r} from a backup. If a stock"
     " saver or secure_serde 0.3 wrote it, copy it into a new sealed store with"
     " `secure_serde.savers.adopt(source, target)` (docs/upgrading.md)"
 )
@@ -121,7 +122,7 @@ def open_identity(found: CheckpointTuple, serde: EncryptedSerializer) -> StoreId
 @scrubbed
 def _open_record(found: CheckpointTuple, serde: EncryptedSerializer) -> dict[str, Any]:
     if not isinstance(found.metadata, Mapping):
-        raise StoreIdentityError("this store's identity record is not one secure_serde wrote")
+        raise StoreIdentityError("this store identity is not one secure_serde wrote")
     cell = _cell.from_text(found.metadata.get(IDENTITY_KEY), _cell.IDENTITY)
     try:
         record = serde.loads_typed_at((cell.type_tag, cell.ciphertext), _LOCATION)
@@ -129,24 +130,24 @@ def _open_record(found: CheckpointTuple, serde: EncryptedSerializer) -> dict[str
         record = None
     if record is None:
         raise StoreIdentityError(
-            "this store's identity record does not open under the configured keys: it was"
+            "this store identity does not open under the configured keys: it was"
             " forged, or the store is sealed under other keys"
         )
     if not isinstance(record, dict):
-        raise StoreIdentityError("this store's identity record is not one secure_serde wrote")
+        raise StoreIdentityError("this store identity is not one secure_serde wrote")
     return record
 
 
 @scrubbed
 def parse_record(record: object) -> StoreIdentity:
-    """The identity in an opened identity record, or `StoreIdentityError`."""
+    """The `StoreIdentity` an opened store identity cell holds, or `StoreIdentityError`."""
     if not isinstance(record, dict):
-        raise StoreIdentityError("this store's identity record is not one secure_serde wrote")
+        raise StoreIdentityError("this store identity is not one secure_serde wrote")
     return _parse(record)
 
 
 def new_record() -> dict[str, Any]:
-    """A fresh identity record: a random store id and a random index key."""
+    """A fresh store identity: a random store id and a random index key."""
     return {
         "format": _FORMAT,
         "store": os.urandom(_STORE_ID_SIZE),
@@ -156,7 +157,7 @@ def new_record() -> dict[str, Any]:
 
 
 def _not_ours() -> StoreIdentityError:
-    return StoreIdentityError("this store's identity record is not one secure_serde wrote")
+    return StoreIdentityError("this store identity is not one secure_serde wrote")
 
 
 @scrubbed
@@ -278,6 +279,33 @@ def _identity_put(
     config: RunnableConfig = {"configurable": {"thread_id": IDENTITY_THREAD, "checkpoint_ns": ""}}
     metadata = {IDENTITY_KEY: _cell.to_text(_cell.pack(_cell.IDENTITY, type_tag, ciphertext))}
     return config, checkpoint, cast(CheckpointMetadata, metadata)
+
+
+def identity_plan(inner: object, serde: EncryptedSerializer) -> Generator[Any, Any, StoreIdentity]:
+    """This store's identity, created (and read back) in a store that holds no checkpoint.
+
+    A `SealedSaver` plan (secure_serde/sealing/_saver_plans.py): it yields
+    ``("call", name, args, kwargs)`` asks of the inner saver, answered sync or async.
+    """
+    found = yield ("call", "get_tuple", (identity_config(),), {})
+    if found is None:
+        try:
+            rows = yield ("call", "list", (None,), {"limit": 2})
+            threads = {str(t.config["configurable"].get("thread_id")) for t in rows}
+            holds_checkpoints = bool(threads - {IDENTITY_THREAD})
+        except ValueError:
+            unenumerable(inner)
+            holds_checkpoints = False
+        except Exception:  # noqa: BLE001 - rows the inner serde cannot read are still rows
+            holds_checkpoints = True
+        if holds_checkpoints:
+            raise refuse_unempty()
+        yield ("call", "put", (*new_identity_put(serde), {}), {})
+        # Read back: if two processes raced to create it, both use the one kept.
+        found = yield ("call", "get_tuple", (identity_config(),), {})
+        if found is None:
+            raise StoreIdentityError("the inner saver did not keep the store identity")
+    return open_identity(found, serde)
 
 
 def unenumerable(inner: object) -> None:

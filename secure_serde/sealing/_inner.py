@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 from secure_serde._errors import UnreadableRowError
 
-__all__ = ["guarded", "guarded_async", "read_errors", "unreadable"]
+__all__ = ["read_errors", "unreadable"]
 
 
 def read_errors() -> tuple[type[BaseException], ...]:
@@ -44,27 +42,3 @@ def unreadable(inner: object, error: BaseException) -> UnreadableRowError:
         f" ({type(error).__name__}): the row is damaged or hostile; `secure-serde audit`"
         " lists such rows"
     )
-
-
-def guarded(inner: object, rows: Iterator[Any]) -> Iterator[Any]:
-    """``rows`` (an inner saver's ``list``), with a failure to read one typed."""
-    caught = read_errors()
-    try:
-        yield from rows
-    except caught as exc:
-        error = exc
-    else:
-        return
-    raise unreadable(inner, error) from None
-
-
-async def guarded_async(inner: object, rows: AsyncIterator[Any]) -> AsyncIterator[Any]:
-    caught = read_errors()
-    try:
-        async for row in rows:
-            yield row
-    except caught as exc:
-        error = exc
-    else:
-        return
-    raise unreadable(inner, error) from None

@@ -1,4 +1,4 @@
-"""`SealedSaver`: binding, sealed metadata and record seals around any checkpoint saver.
+"""`SealedSaver`: values, writes, metadata and records sealed around any checkpoint saver.
 
 Only langgraph's public ``BaseCheckpointSaver`` API of the inner saver is
 used. What the inner saver stores is laid out in secure_serde/sealing/_codec.py
@@ -23,22 +23,13 @@ from langgraph.checkpoint.base import (
     DeltaChannelHistory,
 )
 
-from secure_serde._errors import ConfigurationError, StoreIdentityError
+from secure_serde._errors import ConfigurationError
 from secure_serde._report import PassProgress
 from secure_serde.sealing import _saver_plans as plans
 from secure_serde.sealing._async import AsyncMethods
 from secure_serde.sealing._codec import RECORD_KEY, Sealer, ids
-from secure_serde.sealing._identity import (
-    IDENTITY_KEY,
-    IDENTITY_THREAD,
-    StoreIdentity,
-    identity_config,
-    new_identity_put,
-    open_identity,
-    refuse_unempty,
-    unenumerable,
-)
-from secure_serde.sealing._inner import guarded, read_errors, unreadable
+from secure_serde.sealing._identity import IDENTITY_KEY, StoreIdentity, identity_plan
+from secure_serde.sealing._inner import read_errors, unreadable
 from secure_serde.sealing._reindex import (
     BATCH,
     ReindexReport,
@@ -176,39 +167,17 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
 
     def _ready(self) -> Sealer:
         sealer = self._sealer
-        if sealer is not None:
-            return sealer
-        with self._lock:
-            if self._sealer is None:
-                found = self.inner.get_tuple(identity_config())
-                if found is None:
-                    found = self._create_identity()
-                self._sealer = self._sealer_for(open_identity(found, self._encrypting))
-            return self._sealer
+        if sealer is None:
+            with self._lock:
+                if self._sealer is None:
+                    identity = self._run(identity_plan(self.inner, self._encrypting))
+                    self._sealer = self._sealer_for(identity)
+                sealer = self._sealer
+        return sealer
 
-    def _create_identity(self) -> CheckpointTuple:
-        try:
-            holds_checkpoints = any(
-                str(t.config["configurable"].get("thread_id")) != IDENTITY_THREAD
-                for t in list(self.inner.list(None, limit=2))
-            )
-        except ValueError:
-            unenumerable(self.inner)
-            holds_checkpoints = False
-        except Exception:  # noqa: BLE001 - rows the inner serde cannot read are still rows
-            holds_checkpoints = True
-        if holds_checkpoints:
-            raise refuse_unempty()
-        self.inner.put(*new_identity_put(self._encrypting), {})
-        # Read back: if two processes raced to create it, both use the one kept.
-        found = self.inner.get_tuple(identity_config())
-        if found is None:
-            raise StoreIdentityError("the inner saver did not keep the store identity record")
-        return found
-
-    def _rows(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
-        """The inner saver's ``list``; its failure to decode a row is typed."""
-        return guarded(self.inner, self.inner.list(config, **kwargs))
+    def _rows(self, config: RunnableConfig | None, **kwargs: Any) -> list[CheckpointTuple]:
+        """The inner saver's ``list``, read to the end; its failure to decode a row is typed."""
+        return cast("list[CheckpointTuple]", self._answer(("rows", config, kwargs)))
 
     def _sealer_for(self, identity: StoreIdentity) -> Sealer:
         return Sealer(self._encrypting, identity, self._indexed, self._plaintext)
@@ -331,20 +300,15 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
     def _answer(self, ask: tuple[Any, ...]) -> Any:
         if ask == plans.READY:
             return self._ready()
-        if ask == plans.IDENTITY:
-            found = self.inner.get_tuple(identity_config())
-            if found is None:
-                raise StoreIdentityError("this store's identity record is gone: restore it first")
-            return found
-        if ask[0] == "read":  # the inner saver's failure to decode the row is typed
-            try:
-                return self.inner.get_tuple(ask[1])
-            except read_errors() as exc:
-                error = exc
-            raise unreadable(self.inner, error) from None
-        if ask[0] == "rows":
-            return list(self._rows(ask[1], **ask[2]))
-        return getattr(self.inner, ask[1])(*ask[2], **ask[3])
+        typed, name, args, kwargs = plans.inner_call(ask)
+        try:
+            answer = getattr(self.inner, name)(*args, **kwargs)
+            return plans.answered(ask, list(answer) if name == "list" else answer)
+        except read_errors() as exc:
+            if not typed:
+                raise
+            error = exc
+        raise unreadable(self.inner, error) from None
 
 
 # ---- the variants __new__ picks: module-level, so each is one fixed class ---------------

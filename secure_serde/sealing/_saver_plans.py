@@ -9,7 +9,8 @@ awaiting it, so only the I/O differs. An ask is one of:
 - ``IDENTITY``: the store identity row, which must exist;
 - ``("read", config)``: the inner ``get_tuple``, its decode failures typed;
 - ``("rows", config, kwargs)``: the inner ``list``, read to the end;
-- ``("call", name, args, kwargs)``: the inner saver's ``name`` (or ``aname``).
+- ``("call", name, args, kwargs)``: the inner saver's ``name`` (or ``aname``),
+  a ``list`` read to the end.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, DeltaChannelHistory
 from langgraph.checkpoint.serde.types import TASKS
 
+from secure_serde._errors import StoreIdentityError
 from secure_serde.sealing._codec import Opened, Sealer, ids, reduced
-from secure_serde.sealing._identity import StoreIdentity
+from secure_serde.sealing._identity import StoreIdentity, identity_config
 from secure_serde.sealing._index import plan_filters
 from secure_serde.sealing._record import new_versions_of
 from secure_serde.sealing._walks import (
@@ -51,6 +53,7 @@ __all__ = [
     "delete_for_runs_plan",
     "get_plan",
     "history_plan",
+    "inner_call",
     "list_plan",
     "parents_plan",
     "prune_plan",
@@ -86,6 +89,23 @@ def _put(put_args: tuple[Any, ...], new_versions: Any) -> Ask:
 def _opened_rows(sealer: Sealer, config: RunnableConfig | None) -> Plan[Any]:
     rows: list[CheckpointTuple] = yield ("rows", config, {})
     return [(f, sealer.open(f, channels=())) for f in rows]
+
+
+def inner_call(ask: Ask) -> tuple[bool, str, tuple[Any, ...], dict[str, Any]]:
+    """(decode failures typed, the inner method, args, kwargs) of ``ask`` (not ``READY``)."""
+    if ask == IDENTITY:
+        return False, "get_tuple", (identity_config(),), {}
+    if ask[0] == "read":
+        return True, "get_tuple", (ask[1],), {}
+    if ask[0] == "rows":
+        return True, "list", (ask[1],), ask[2]
+    return False, ask[1], ask[2], ask[3]
+
+
+def answered(ask: Ask, answer: Any) -> Any:
+    if ask == IDENTITY and answer is None:
+        raise StoreIdentityError("the store identity is gone: restore it first")
+    return answer
 
 
 def get_plan(saver: Host, config: RunnableConfig) -> Plan[CheckpointTuple | None]:

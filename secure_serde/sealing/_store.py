@@ -104,10 +104,9 @@ class SealedStore(BaseStore):
         """`setup` for an async inner store (``await inner.setup()`` where it is a coroutine)."""
         inner_setup = getattr(self.inner, "setup", None)
         if callable(inner_setup):
-            if asyncio.iscoroutinefunction(inner_setup):
-                await inner_setup()
-            else:
-                inner_setup()
+            done = inner_setup()
+            if asyncio.iscoroutine(done):
+                await done
         await self._aready()
 
     def _codec_for(self, identity: Any) -> ItemCodec:

@@ -193,10 +193,6 @@ class TenantInner(BaseCheckpointSaver[Any]):
         configurable["thread_id"] = self._prefix(token) + str(configurable["thread_id"])
         return {**config, "configurable": configurable}
 
-    def _scoped(self, config: RunnableConfig, token: str) -> RunnableConfig:
-        """``config`` with its thread id in this tenant's inner form."""
-        return cast(RunnableConfig, self._in(config, token))
-
     def _out_config(self, config: RunnableConfig, token: str) -> RunnableConfig:
         configurable = dict(config.get("configurable") or {})
         thread = str(configurable.get("thread_id", ""))
@@ -237,7 +233,7 @@ class TenantInner(BaseCheckpointSaver[Any]):
             first = [self._prefix(token) + str(t) for t in first]
         elif name != "delete_for_runs":
             # Run-id tokens are the tenant's own (its blind-index key): no other tenant's match.
-            first = self._scoped(first, token)
+            first = self._in(first, token)
         return (first, *rest)
 
     def _outward(self, name: str, token: str, result: Any) -> Any:

@@ -80,15 +80,13 @@ class _Scoped(SealedSaver):
     def _ready(self) -> Sealer:
         sealer = self._sealer
         if sealer is None:
-            identity = self._root._ready().identity
-            sealer = self._sealer = self._sealer_for(identity)
+            sealer = self._sealer = self._sealer_for(self._root._ready().identity)
         return sealer
 
     async def _aready(self) -> Sealer:
         sealer = self._sealer
         if sealer is None:
-            identity = (await self._root._aready()).identity
-            sealer = self._sealer = self._sealer_for(identity)
+            sealer = self._sealer = self._sealer_for((await self._root._aready()).identity)
         return sealer
 
     def _sealer_for(self, identity: StoreIdentity) -> Sealer:

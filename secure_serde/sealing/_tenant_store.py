@@ -99,13 +99,15 @@ class KeyTable:
     def _run(self, sql: str, params: tuple[object, ...] = ()) -> Any:
         return self._db.execute(sql.replace("?", self._MARK), params)
 
-    def get(self, tenant: str, scope: str) -> KeyRow | None:
+    def _select(self, where: str, params: tuple[object, ...] = ()) -> list[KeyRow]:
+        sql = f"SELECT {_COLUMNS} FROM {TABLE} WHERE {where}"  # noqa: S608 - where: written here
         with self._lock:
-            found = self._run(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE tenant = ? AND scope = ?",  # noqa: S608
-                (tenant, scope),
-            ).fetchone()
-        return None if found is None else _row(found)
+            found = self._run(sql, params).fetchall()
+        return [_row(r) for r in found]
+
+    def get(self, tenant: str, scope: str) -> KeyRow | None:
+        found = self._select("tenant = ? AND scope = ?", (tenant, scope))
+        return found[0] if found else None  # (tenant, scope) is the key: one row at most
 
     def insert(self, row: KeyRow) -> None:
         """Insert ``row`` unless a row of that tenant and scope exists (which is kept)."""
@@ -129,21 +131,11 @@ class KeyTable:
 
     def rows(self, scope: str) -> Iterator[KeyRow]:
         """Every row of ``scope`` ('' for tenant keys), in key order."""
-        with self._lock:
-            found = self._run(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE scope = ? ORDER BY tenant",  # noqa: S608
-                (scope,),
-            ).fetchall()
-        return iter([_row(r) for r in found])
+        return iter(self._select("scope = ? ORDER BY tenant", (scope,)))
 
     def shredded(self) -> Iterator[KeyRow]:
         """Every tombstone (tenant and thread keys alike), in key order."""
-        with self._lock:
-            found = self._run(
-                f"SELECT {_COLUMNS} FROM {TABLE} WHERE wrapped IS NULL"  # noqa: S608
-                " ORDER BY tenant, scope"
-            ).fetchall()
-        return iter([_row(r) for r in found])
+        return iter(self._select("wrapped IS NULL ORDER BY tenant, scope"))
 
     def close(self) -> None:
         with self._lock:

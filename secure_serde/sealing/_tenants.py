@@ -31,6 +31,7 @@ from typing import Any, Final, cast
 from secure_serde._errors import (
     ConfigurationError,
     DecryptionError,
+    SecureSerdeError,
     ShreddedError,
     UnknownTenantError,
 )
@@ -281,15 +282,8 @@ class TenantKeys:
 
     @scrubbed
     def _unwrap_tenant(self, row: KeyRow, primary: EncryptedSerializer) -> _Unwrapped:
-        wrapped = _live(row)
-        route = primary.read_rule.route(f"{_TENANT_CONTEXT}+{row.cipher_name}")
-        cipher = route.cipher
-        if cipher is None or not is_sealing(cipher):
-            raise ConfigurationError("the primary cipher cannot unwrap tenant keys")
-        location = _wrap_location(_TENANT_KIND, row.tenant, "", row.key_id)
-        key = cast(SealingCipher, cipher).decrypt_at(
-            row.cipher_name, wrapped, _TENANT_CONTEXT, location
-        )
+        refusal = ConfigurationError("the primary cipher cannot unwrap tenant keys")
+        key = _tenant_key(row, primary, refusal)
         if len(key) != KEY_SIZE:
             raise DecryptionError("a stored tenant key is not 32 bytes")
         index_key = hkdf_sha256(key, _INDEX_INFO, INDEX_KEY_SIZE)
@@ -334,7 +328,7 @@ class TenantKeys:
     def _shred(self, tenant: str, scope: str) -> ShredResult:
         row = self._table.get(tenant, scope)
         thread = scope[len(THREAD_PREFIX) :] if scope else None
-        what = f"tenant {tenant!r}" if thread is None else f"thread {thread!r} of tenant {tenant!r}"
+        what = _what(tenant, thread)
         if row is None:
             raise UnknownTenantError(
                 f"the tenant key store holds no key for {what}: nothing shredded"
@@ -428,28 +422,35 @@ class TenantKeys:
     def _rewrapped(
         self, row: KeyRow, serde: EncryptedSerializer, primary: SealingCipher
     ) -> tuple[str, bytes]:
-        wrapped = _live(row)
-        route = serde.read_rule.route(f"{_TENANT_CONTEXT}+{row.cipher_name}")
-        cipher = route.cipher
-        if cipher is None or not is_sealing(cipher):
-            raise DecryptionError(f"no cipher reads tenant keys under {row.cipher_name!r}")
+        refusal = DecryptionError(f"no cipher reads tenant keys under {row.cipher_name!r}")
+        key = _tenant_key(row, serde, refusal)
         location = _wrap_location(_TENANT_KIND, row.tenant, "", row.key_id)
-        key = cast(SealingCipher, cipher).decrypt_at(
-            row.cipher_name, wrapped, _TENANT_CONTEXT, location
-        )
         moved = primary.encrypt_at(key, _TENANT_CONTEXT, location)
         del key
         return moved
 
 
+@scrubbed
+def _tenant_key(row: KeyRow, serde: EncryptedSerializer, refusal: SecureSerdeError) -> bytes:
+    """A tenant key unwrapped by whichever of ``serde``'s ciphers its row names."""
+    wrapped = _live(row)
+    cipher = serde.read_rule.route(f"{_TENANT_CONTEXT}+{row.cipher_name}").cipher
+    if cipher is None or not is_sealing(cipher):
+        raise refusal
+    location = _wrap_location(_TENANT_KIND, row.tenant, "", row.key_id)
+    return cast(SealingCipher, cipher).decrypt_at(
+        row.cipher_name, wrapped, _TENANT_CONTEXT, location
+    )
+
+
+def _what(tenant: str, thread: str | None) -> str:
+    return f"tenant {tenant!r}" if thread is None else f"thread {thread!r} of tenant {tenant!r}"
+
+
 def _live(row: KeyRow) -> bytes:
     if row.wrapped is None:
         thread = row.thread
-        what = (
-            f"tenant {row.tenant!r}"
-            if thread is None
-            else f"thread {thread!r} of tenant {row.tenant!r}"
-        )
+        what = _what(row.tenant, thread)
         raise ShreddedError(
             f"the key of {what} was shredded at {row.shredded}: its checkpoints can no longer"
             " be read, and no new ones are written",

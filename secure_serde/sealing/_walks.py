@@ -57,8 +57,19 @@ def overrides(inner: BaseCheckpointSaver[Any], name: str) -> bool:
 
 
 def key_of(found: CheckpointTuple) -> Key:
-    thread, ns, checkpoint_id = ids(found.config)
+    return _key(found.config)
+
+
+def _key(config: RunnableConfig) -> Key:
+    thread, ns, checkpoint_id = ids(config)
     return thread, ns, str(checkpoint_id)
+
+
+def _config(thread: str, ns: str, checkpoint_id: str | None) -> RunnableConfig:
+    config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    if checkpoint_id is not None:
+        config["configurable"]["checkpoint_id"] = checkpoint_id
+    return config
 
 
 def missing(config: RunnableConfig) -> HistoryError:
@@ -72,7 +83,7 @@ def missing(config: RunnableConfig) -> HistoryError:
 
 def parent_config(found: CheckpointTuple, parent_id: str) -> RunnableConfig:
     thread, ns, _ = ids(found.config)
-    return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent_id}}
+    return _config(thread, ns, parent_id)
 
 
 # -- checkpoints before v4 rebuild their pending sends from the parent's writes, as stock savers do
@@ -118,7 +129,7 @@ class ListWalk:
             self.inner_limit = None  # rows are matched here; the inner limit would cut early
         else:
             # One row past the page: usually the parent of its oldest row, whose existence
-            # then needs no query of its own. The identity record may be among all threads'.
+            # then needs no query of its own. The store identity may be among all threads'.
             self.inner_limit = limit + (2 if all_threads else 1)
         self.count = 0
         self.seen: set[Key] = set()
@@ -165,20 +176,14 @@ class ListWalk:
         # A complete listing has every parent; a page has at most its oldest rows' parents
         # beyond it.
         for thread, ns, checkpoint_id in unseen if complete else unseen[-4:]:
-            yield {
-                "configurable": {
-                    "thread_id": thread,
-                    "checkpoint_ns": ns,
-                    "checkpoint_id": checkpoint_id,
-                }
-            }
+            yield _config(thread, ns, checkpoint_id)
 
 
 class History:
     """`get_delta_channel_history`'s walk over verified records: seeds and writes per channel.
 
     Every ancestor is opened and checked exactly as `get_tuple` would (record,
-    parent pointer, metadata, values and writes at their places). Only how the
+    parent pointer, metadata, values and writes at their locations). Only how the
     rows are fetched differs: pages of the inner saver's ``list`` (``before``
     the last checkpoint walked), one query for many ancestors, in place of one
     ``get_tuple`` per ancestor. A row the pages do not hold is asked for by id,
@@ -202,7 +207,7 @@ class History:
 
     def prefetched(self, cursor: RunnableConfig) -> CheckpointTuple | None:
         """The listed row at ``cursor``, if a page brought it (each row is taken once)."""
-        return self.listed.pop(_cursor_key(cursor), None)
+        return self.listed.pop(_key(cursor), None)
 
     def page(self) -> tuple[RunnableConfig, RunnableConfig | None, int] | None:
         """(config, before, limit) of the next page to list, or None: ask by id."""
@@ -211,14 +216,14 @@ class History:
         size = self.page_size
         self.page_size = min(size * 2, _LAST_PAGE)
         thread, ns, _ = ids(self.child)
-        return {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}, self.child, size
+        return _config(thread, ns, None), self.child, size
 
     def keep(self, rows: Iterable[CheckpointTuple], cursor: RunnableConfig) -> None:
         """Rows of one page; a page without the cursor ends paging (the inner order differs)."""
         for found in rows:
             if isinstance(found.pending_writes, list):  # a listing without writes is not used
                 self.listed[key_of(found)] = found
-        if _cursor_key(cursor) not in self.listed:
+        if _key(cursor) not in self.listed:
             self.paging = False
             self.listed.clear()
 
@@ -275,11 +280,6 @@ def _page_hint(metadata: Any, channels: Sequence[str]) -> int:
     return max(2, min(max(depths) + 2, _LAST_PAGE))
 
 
-def _cursor_key(cursor: RunnableConfig) -> Key:
-    thread, ns, checkpoint_id = ids(cursor)
-    return thread, ns, str(checkpoint_id)
-
-
 # -- copy, prune and delete_for_runs through put -----------------------------------------
 
 
@@ -322,14 +322,22 @@ def _cells(found: CheckpointTuple, opened: Opened) -> dict[str, Any]:
     return {channel: stored[channel] for channel in opened.with_values}
 
 
-def resealed(sealer: Sealer, found: CheckpointTuple, opened: Opened, *, detached: bool) -> PutArgs:
+def resealed(  # noqa: PLR0913 - the row, and where and how it is sealed again
+    sealer: Sealer,
+    found: CheckpointTuple,
+    opened: Opened,
+    *,
+    detached: bool,
+    target: str | None = None,
+    cells: dict[str, Any] | None = None,
+) -> PutArgs:
+    """``put`` arguments of ``opened`` sealed again, for its location or in thread ``target``."""
     thread, ns, _ = key_of(found)
-    config: RunnableConfig = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
-    if opened.parent_id is not None:
-        config["configurable"]["checkpoint_id"] = opened.parent_id
     checkpoint: Any = {**opened.tuple.checkpoint, "channel_values": opened.inline}
+    config = _config(target or thread, ns, opened.parent_id)
+    cells = _cells(found, opened) if cells is None else cells
     return sealer.seal_checkpoint(
-        config, checkpoint, opened.tuple.metadata, detached=detached, cells=_cells(found, opened)
+        config, checkpoint, opened.tuple.metadata, detached=detached, cells=cells
     )
 
 
@@ -348,13 +356,7 @@ def copy_of(
         )
         for channel, raw in _cells(found, opened).items()
     }
-    config: RunnableConfig = {"configurable": {"thread_id": target, "checkpoint_ns": ns}}
-    if opened.parent_id is not None:
-        config["configurable"]["checkpoint_id"] = opened.parent_id
-    checkpoint: Any = {**opened.tuple.checkpoint, "channel_values": opened.inline}
-    put_args = sealer.seal_checkpoint(
-        config, checkpoint, opened.tuple.metadata, detached=opened.detached, cells=cells
-    )
+    put_args = resealed(sealer, found, opened, detached=opened.detached, target=target, cells=cells)
     batches: dict[tuple[str, str], list[tuple[int, str, bytes]]] = {}
     for task_id, channel, raw in found.pending_writes or ():
         cell = _cell.unpack(raw, _cell.WRITE)
