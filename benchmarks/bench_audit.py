@@ -5,7 +5,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/bench_audit.py                       # 6k and 90k rows, 5 reps
     .venv/bin/python benchmarks/bench_audit.py --copies 25 --repeat 1  # smoke run
 
-Workload: the chat graph of ``tests/rewrap/rewrap_support.py`` run for its template threads under
+Workload: the chat graph of ``tests/passes/rewrap_support.py`` run for its template threads under
 one key, then cloned (``build_sqlite_store``) into SQLite stores of about 5.8k rows per 25 copies.
 
 Both commands do the same cryptographic work on every row (decrypt and authenticate it under
@@ -35,7 +35,7 @@ from secure_serde import rewrap  # noqa: E402
 from secure_serde.cli._audit_scan import audit_store  # noqa: E402
 from secure_serde.config import ConfiguredCiphers, require_ciphers  # noqa: E402
 from secure_serde.stores import open_store  # noqa: E402
-from tests.rewrap.rewrap_support import KEY_A, build_sqlite_store, rotation_serde  # noqa: E402
+from tests.passes.rewrap_support import KEY_A, build_sqlite_store, rotation_serde  # noqa: E402
 
 
 def run_audit(path: Path, ciphers: ConfiguredCiphers) -> int:

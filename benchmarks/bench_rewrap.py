@@ -7,7 +7,7 @@ the script starts its own throwaway cluster on 127.0.0.1 and removes it afterwar
     .venv/bin/python benchmarks/bench_rewrap.py --sizes 10000 --repeat 1   # smoke run
     .venv/bin/python benchmarks/bench_rewrap.py --no-postgres
 
-Workload: the chat graph of ``tests/rewrap/rewrap_support.py`` (messages, a list channel and an
+Workload: the chat graph of ``tests/passes/rewrap_support.py`` (messages, a list channel and an
 ``interrupt()`` in every turn) is run for four threads under key A, then its threads are
 cloned under new thread ids until the store holds the wanted number of serialized cells
 (SQLite: checkpoints and writes; PostgreSQL: channel blobs and writes).
@@ -44,7 +44,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.rewrap.rewrap_support import (  # noqa: E402
+from tests.passes.rewrap_support import (  # noqa: E402
     KEY_A,
     KEY_B,
     TEMPLATES,

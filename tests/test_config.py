@@ -15,7 +15,7 @@ from secure_serde.cli import main
 from secure_serde.config import ciphers_from_env, serializer_from_env
 from tests.ciphers.kms_support import new_cmk
 from tests.cli.cli_support import only_env_key
-from tests.rewrap.rewrap_support import KEY_A, KEY_B, run_turns, sqlite_graph
+from tests.passes.rewrap_support import KEY_A, KEY_B, run_turns, sqlite_graph
 
 
 @pytest.fixture(autouse=True)

@@ -15,7 +15,7 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from secure_serde import EncryptedSerializer, generate_encoded_key
 from tests.ciphers.kms_support import new_cmk
-from tests.rewrap.rewrap_support import KEY_A, run_turns, sqlite_graph
+from tests.passes.rewrap_support import KEY_A, run_turns, sqlite_graph
 from tests.test_vocabulary import RETIRED
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

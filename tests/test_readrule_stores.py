@@ -25,6 +25,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinS
 from secure_serde import EncryptedSerializer, Migration, StrictDecodeError, rewrap
 from secure_serde.ciphers import KeyRotationCipher
 from tests.cli.cli_support import only_env_key, run_console_script, run_main
+from tests.passes.rewrap_support import KEY_A, rotation_serde, run_turns, sqlite_graph
 from tests.planted_msgpack import (
     SENTINEL_MODULE,
     SENTINEL_NAME,
@@ -32,7 +33,6 @@ from tests.planted_msgpack import (
     os_system_value,
     planted_value,
 )
-from tests.rewrap.rewrap_support import KEY_A, rotation_serde, run_turns, sqlite_graph
 
 OURS, LEGACY = "ours", "legacy"
 

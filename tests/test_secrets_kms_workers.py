@@ -21,7 +21,7 @@ from secure_serde.ciphers import KmsEnvelopeCipher
 from secure_serde.stores import PostgresStore
 from tests.ciphers.kms_support import new_cmk
 from tests.cli.cli_support import run_main
-from tests.rewrap.rewrap_support import (
+from tests.passes.rewrap_support import (
     KEY_A,
     clone_postgres_threads,
     header_key_ids,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.cli_support import run_main
-from tests.rewrap.rewrap_support import KEY_A, rotation_serde, run_turns, sqlite_graph
+from tests.passes.rewrap_support import KEY_A, rotation_serde, run_turns, sqlite_graph
 
 HIDE = "\x1b[8m"
 TAG = f"msgpack\nfindings: 0{HIDE}"

@@ -24,7 +24,7 @@ from psycopg.types.json import Jsonb
 from secure_serde import EncryptedSerializer
 from tests import canary_support as canary
 from tests.fixtures_services import saver_connection
-from tests.rewrap.rewrap_support import KEY_A, rotation_serde
+from tests.passes.rewrap_support import KEY_A, rotation_serde
 
 VECTORS: Final = Path(__file__).resolve().parent / "vectors" / "v03"
 SQLITE_STORE: Final = VECTORS / "store.sqlite"
@@ -32,7 +32,7 @@ POSTGRES_ROWS: Final = VECTORS / "postgres.json"
 # The only key the stores were written under (a test key, committed with them), as the
 # KeyRotationCipher label "a".
 KEY: Final = KEY_A
-# Threads of the chat graph (tests/rewrap/rewrap_support.py) written with the default metadata
+# Threads of the chat graph (tests/passes/rewrap_support.py) written with the default metadata
 # policy, 3 turns each, the last left at its interrupt.
 CHAT_THREADS: Final = ("t0", "t1", "t2", "t3")
 # Threads langgraph's stock saver wrote (same serializer, so encrypted but bound to no row),

@@ -26,7 +26,7 @@ out each item's place and re-encrypting it is rewrap's job
 
 The names are `SealedStore`'s (secure_serde/sealing/_store_codec.py and
 _store_identity.py); stores must not import sealing, so they are repeated
-here, and tests/rewrap/test_store_rotation.py pins them equal.
+here, and tests/passes/test_store_rotation.py pins them equal.
 
 A table is only ever read as sealed items when it holds the identity item:
 a bare store's table is not this layout, and nothing here seals it.

@@ -29,7 +29,7 @@ stock saver writes it (``json.dumps(..., ensure_ascii=False)``, UTF-8).
 
 The keys are `SealedSaver`'s (secure_serde/sealing/_codec.py and
 _identity.py); stores must not import sealing, so they are repeated here,
-and tests/rewrap/test_sealed_layout.py pins them equal.
+and tests/passes/test_sealed_layout.py pins them equal.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from tests import canary_support as canary
 from tests.ciphers.kms_support import REGION, new_cmk
 from tests.cli.cli_support import only_env_key, run_console_script, run_main
 from tests.fixtures_services import saver_connection
-from tests.rewrap.rewrap_support import (
+from tests.passes.rewrap_support import (
     KEY_A,
     KEY_C,
     SECRET,

@@ -18,8 +18,8 @@ from langchain_core.messages import HumanMessage
 from secure_serde.cli import main
 from secure_serde.cli._pretty import MAX_LISTED, capped, command
 from tests.cli.cli_support import only_env_key, run_main
-from tests.rewrap.rewrap_support import KEY_A, rotation_serde, run_turns, sqlite_graph
-from tests.rewrap.sealed_support import factory, populate
+from tests.passes.rewrap_support import KEY_A, rotation_serde, run_turns, sqlite_graph
+from tests.passes.sealed_support import factory, populate
 
 PLANTED = 25
 # msgpack of the string "a": a plaintext value the strict decoder accepts.

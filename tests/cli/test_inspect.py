@@ -37,8 +37,8 @@ from tests import v03_fixtures as v03
 from tests.cli.cli_support import run_console_script, run_main
 from tests.fixtures_services import saver_connection
 from tests.graphs_support import linear_graph
-from tests.rewrap.rewrap_support import KEY_A, SECRET, rotation_serde, run_turns
-from tests.rewrap.rewrap_support import build_graph as build_chat_graph
+from tests.passes.rewrap_support import KEY_A, SECRET, rotation_serde, run_turns
+from tests.passes.rewrap_support import build_graph as build_chat_graph
 
 SERDE_A = {"env": KEY_A}
 CHAT_THREADS = ("chat-1", "chat-2")

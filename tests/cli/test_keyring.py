@@ -14,7 +14,7 @@ import pytest
 
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from tests.cli.cli_support import run_main
-from tests.rewrap.rewrap_support import (
+from tests.passes.rewrap_support import (
     KEY_A,
     header_key_ids,
     history,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from secure_serde.cli import main
-from tests.rewrap.rewrap_support import (
+from tests.passes.rewrap_support import (
     KEY_A,
     KEY_B,
     SECRET,

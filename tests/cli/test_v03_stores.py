@@ -30,7 +30,7 @@ from secure_serde.stores import (
 )
 from tests import v03_fixtures as v03
 from tests.cli.cli_support import only_env_key, run_main
-from tests.rewrap.rewrap_support import KEY_A, rotation_serde, run_turns, sqlite_graph
+from tests.passes.rewrap_support import KEY_A, rotation_serde, run_turns, sqlite_graph
 from tests.stores import v03_support
 from tests.stores.test_v03_postgres_vector import load_vector
 

@@ -37,7 +37,7 @@ from tests.fuzz import _fixtures as fx
 from tests.fuzz._input import Input
 from tests.fuzz._targets import INNER_TAGS
 from tests.graphs_support import linear_graph
-from tests.rewrap.rewrap_support import build_graph, run_turns
+from tests.passes.rewrap_support import build_graph, run_turns
 
 __all__ = ["THREADS", "audit", "build_store", "cli", "inspect", "mutate"]
 

@@ -26,8 +26,8 @@ from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.serde import compression_of
 from tests.fixtures_services import saver_connection
 from tests.graphs_support import build_chat_graph, transcript
-from tests.rewrap.progress_support import progress_lines
-from tests.rewrap.rewrap_support import KeyEnv, cli_command, run_cli
+from tests.passes.progress_support import progress_lines
+from tests.passes.rewrap_support import KeyEnv, cli_command, run_cli
 from tests.serdes_support import env_serde, stock_sqlite
 
 KEY = "rewrap-compress-key-0123456789ab"

@@ -17,7 +17,7 @@ from langgraph.types import Command
 from secure_serde import ConfigurationError, HistoryError, PassReport, SealedSaver
 from secure_serde.passes import copy_thread
 from secure_serde.savers.sqlite import SqliteSaver
-from tests.rewrap.rewrap_support import build_graph, run_turns
+from tests.passes.rewrap_support import build_graph, run_turns
 from tests.serdes_support import env_serde
 
 SOURCE_KEY = "copy-thread-source-key-012345678"

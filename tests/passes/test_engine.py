@@ -28,7 +28,7 @@ from secure_serde.passes import (
 )
 from secure_serde.passes._engine import CellApplier
 from secure_serde.stores import Cell, RowRef, Store, Swap, open_store
-from tests.rewrap.rewrap_support import (
+from tests.passes.rewrap_support import (
     KEY_A,
     KEY_B,
     cells,

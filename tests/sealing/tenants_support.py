@@ -74,7 +74,7 @@ def sealed(inner: BaseCheckpointSaver[Any], keys: TenantKeys) -> SealedSaver:
     return saver
 
 
-# -- audit and rewrap of a tenant-keyed store (test_tenants_audit.py, rewrap/test_sealed_tenants.py)
+# -- audit and rewrap of a tenant-keyed store (test_tenants_audit.py, passes/test_sealed_tenants.py)
 
 TWO_TENANTS = ("acme", "globex")
 TWO_THREADS = ("t1", "t2")

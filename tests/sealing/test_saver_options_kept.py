@@ -19,7 +19,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde import EncryptedSerializer, SealedSaver
 from secure_serde.ciphers import EnvKeyCipher
-from tests.rewrap.sealed_support import serde_a, serde_rotated
+from tests.passes.sealed_support import serde_a, serde_rotated
 from tests.serdes_support import sealed_sqlite
 
 KEY = b"sealing-options-kept-key-0123456"

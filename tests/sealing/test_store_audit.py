@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 from secure_serde import rewrap
-from tests.rewrap.rewrap_support import KEY_A, KEY_B, KeyEnv, run_cli
-from tests.rewrap.sealed_support import serde_a, serde_b, serde_rotated
-from tests.rewrap.test_store_rotation import ITEMS, Lane, audit, lane, populate, tamper
+from tests.passes.rewrap_support import KEY_A, KEY_B, KeyEnv, run_cli
+from tests.passes.sealed_support import serde_a, serde_b, serde_rotated
+from tests.passes.test_store_rotation import ITEMS, Lane, audit, lane, populate, tamper
 
 __all__ = ["lane"]  # the fixture, shared with the rotation tests
 
@@ -77,8 +77,8 @@ def test_cli_audit_text_and_json(tmp_path: Path) -> None:
 
 def test_cli_audit_of_one_database_with_checkpoints_and_items(tmp_path: Path) -> None:
     """Both kinds of tables in one database: audit reports both, and a finding in either counts."""
-    from tests.rewrap.sealed_support import factory
-    from tests.rewrap.sealed_support import populate as populate_saver
+    from tests.passes.sealed_support import factory
+    from tests.passes.sealed_support import populate as populate_saver
 
     lane = Lane("sqlite", str(tmp_path / "app.sqlite"))
     populate_saver(factory(lane.location), turns=1)

@@ -223,7 +223,7 @@ def test_the_scan_sees_a_private_touch(tmp_path: Path) -> None:
         "        return saver._has_task_path, getattr(saver, '_cursor')\n"
     )
     assert len(private_touches(leaky)) == 6
-    assert private_touches(PACKAGE / "serde" / "_langgraph.py") != []  # the one module does touch them
+    assert private_touches(PACKAGE / "serde" / "_langgraph.py") != []  # the one module does
 
 
 # --- each package we depend on below its public API is capped at its next major version -------

@@ -26,7 +26,7 @@ from secure_serde.stores import (
 )
 from secure_serde.stores._postgres import display_url
 from tests.fixtures_services import saver_connection
-from tests.rewrap.rewrap_support import (
+from tests.passes.rewrap_support import (
     KEY_A,
     build_graph,
     postgres_graph,

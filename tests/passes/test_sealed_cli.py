@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.rewrap.progress_support import progress_lines
-from tests.rewrap.rewrap_support import KEY_A, KEY_B, KeyEnv, cli_command, run_cli
-from tests.rewrap.sealed_support import (
+from tests.passes.progress_support import progress_lines
+from tests.passes.rewrap_support import KEY_A, KEY_B, KeyEnv, cli_command, run_cli
+from tests.passes.sealed_support import (
     audit,
     digest,
     factory,

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from secure_serde import EncryptedSerializer
-from tests.rewrap.progress_support import progress_lines
-from tests.rewrap.rewrap_support import (
+from tests.passes.progress_support import progress_lines
+from tests.passes.rewrap_support import (
     KEY_A,
     KEY_B,
     TEMPLATES,

@@ -27,8 +27,8 @@ from secure_serde import (
 from secure_serde.crypto import _format
 from secure_serde.sealing import _cell
 from secure_serde.stores import StoreError, open_store
-from tests.rewrap.live_writer import live_writer
-from tests.rewrap.rewrap_support import (
+from tests.passes.live_writer import live_writer
+from tests.passes.rewrap_support import (
     KEY_A,
     KEY_B,
     KEY_C,
@@ -38,7 +38,7 @@ from tests.rewrap.rewrap_support import (
     resume,
     rotation_serde,
 )
-from tests.rewrap.sealed_support import (
+from tests.passes.sealed_support import (
     A_AND_B,
     CHAT_THREADS,
     audit,

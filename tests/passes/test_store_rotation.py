@@ -32,8 +32,8 @@ from secure_serde.sealing import (
 )
 from secure_serde.stores import _items
 from tests.ciphers.kms_support import new_cmk
-from tests.rewrap.rewrap_support import KEY_A, KEY_B, KeyEnv, run_cli
-from tests.rewrap.sealed_support import serde_a, serde_b, serde_rotated
+from tests.passes.rewrap_support import KEY_A, KEY_B, KeyEnv, run_cli
+from tests.passes.sealed_support import serde_a, serde_b, serde_rotated
 
 LANES = ("sqlite", "postgres")
 INDEXED = ("kind",)
@@ -247,10 +247,10 @@ def test_cli_rewrap_store_table(tmp_path: Path) -> None:
 
 
 def test_one_database_with_checkpoints_and_items_rotates_both(lane: Lane) -> None:
-    from tests.rewrap.sealed_support import audit as audit_saver
-    from tests.rewrap.sealed_support import factory
-    from tests.rewrap.sealed_support import observe as observe_saver
-    from tests.rewrap.sealed_support import populate as populate_saver
+    from tests.passes.sealed_support import audit as audit_saver
+    from tests.passes.sealed_support import factory
+    from tests.passes.sealed_support import observe as observe_saver
+    from tests.passes.sealed_support import populate as populate_saver
 
     open_saver = factory(lane.location)
     populate_saver(open_saver, turns=1)
@@ -274,9 +274,9 @@ def test_decrypt_only_given_as_a_generator_reads_for_checkpoints_and_items(
 ) -> None:
     """Moving to a KMS key with the env key's cipher in ``decrypt_only``: the checkpoints' pass
     and the items' pass both read it, so a one-shot iterator must serve both."""
-    from tests.rewrap.sealed_support import factory
-    from tests.rewrap.sealed_support import observe as observe_saver
-    from tests.rewrap.sealed_support import populate as populate_saver
+    from tests.passes.sealed_support import factory
+    from tests.passes.sealed_support import observe as observe_saver
+    from tests.passes.sealed_support import populate as populate_saver
 
     open_saver = factory(lane.location)
     populate_saver(open_saver, turns=1)

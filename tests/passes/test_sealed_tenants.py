@@ -21,7 +21,7 @@ import pytest
 from secure_serde import SealedSaver, ShreddedError, TenantKeys, rewrap
 from secure_serde.sealing import audit_sealed
 from secure_serde.sealing._identity import IDENTITY_THREAD
-from tests.rewrap.rewrap_support import (
+from tests.passes.rewrap_support import (
     A_AND_B,
     KEY_A,
     KEY_B,

@@ -24,9 +24,8 @@ from secure_serde import (
 )
 from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher
 from secure_serde.stores import SqliteStore, Swap
-from tests.planted import PlantedPickle
-from tests.rewrap.live_writer import live_writer
-from tests.rewrap.rewrap_support import (
+from tests.passes.live_writer import live_writer
+from tests.passes.rewrap_support import (
     A_AND_B,
     KEY_A,
     KEY_B,
@@ -43,6 +42,7 @@ from tests.rewrap.rewrap_support import (
     run_turns,
     sqlite_graph,
 )
+from tests.planted import PlantedPickle
 
 STAGE3_ENV = KeyEnv(env_key=KEY_A, keyring={"primary": "b", "keys": {"b": KEY_B}})
 

@@ -14,8 +14,8 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinS
 
 from secure_serde import EncryptedSerializer, rewrap
 from secure_serde.stores import PostgresStore
-from tests.rewrap.live_writer import live_writer
-from tests.rewrap.rewrap_support import (
+from tests.passes.live_writer import live_writer
+from tests.passes.rewrap_support import (
     A_AND_B,
     KEY_A,
     KEY_B,

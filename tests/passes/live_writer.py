@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from tests.rewrap.rewrap_support import config, run_turns
+from tests.passes.rewrap_support import config, run_turns
 
 # Turn numbers of the writer start here, clear of the turns the tests write beforehand.
 FIRST_TURN: Final = 100

@@ -18,7 +18,7 @@ from typing import Any
 
 from secure_serde import EncryptedSerializer
 from secure_serde.sealing import SealedAuditReport, SealedSaver, audit_sealed
-from tests.rewrap.rewrap_support import (
+from tests.passes.rewrap_support import (
     KEY_A,
     KEY_B,
     build_graph,
