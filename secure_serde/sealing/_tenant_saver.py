@@ -67,15 +67,15 @@ class _Scoped(SealedSaver):
     def for_tenant(self, tenant_id: str) -> SealedSaver:
         return self._root.for_tenant(tenant_id)
 
-    def _check(self, config: RunnableConfig | None) -> None:
-        if config is None:
-            return
-        named = self._root._tenant_named(config)
+    def _target(self, config: RunnableConfig | None, name: str) -> Any:
+        """SealedSaver's own ``name`` on this saver, once ``config`` names no other tenant."""
+        named = None if config is None else self._root._tenant_named(config)
         if named is not None and named != self._tenant:
             raise TenantRequiredError(
                 f"a config naming tenant {named!r} was passed to the saver of tenant"
                 f" {self._tenant!r}"
             )
+        return getattr(SealedSaver, name).__get__(self)
 
     def _ready(self) -> Sealer:
         sealer = self._sealer
@@ -158,13 +158,15 @@ class _Routing(SealedSaver):
             return None
         return _resolved(value, "the config")
 
-    def _tenant_for(self, config: RunnableConfig | None, method: str) -> SealedSaver:
+    def _target(self, config: RunnableConfig | None, name: str) -> Any:
+        """``name`` of the saver of the tenant ``config`` names."""
+        method = f"{name}(None)" if name.endswith("list") else name  # a list with no config
         if config is None:
             raise TenantRequiredError(_NO_CONFIG.format(method=method))
         named = self._tenant_named(config)
         if named is None:
             _resolved(None, f"the config passed to {method}")
-        return self.for_tenant(cast(str, named))
+        return getattr(self.for_tenant(cast(str, named)), name)
 
     def for_tenant(self, tenant_id: str) -> SealedSaver:
         """This saver, bound to one tenant: every method, including those without a config."""
@@ -213,46 +215,25 @@ def _config_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return kwargs["config"] if "config" in kwargs else args[0]
 
 
-def _checked(name: str) -> Any:
-    """SealedSaver's ``name`` for one tenant's saver: a config naming another is refused first."""
+def _per_tenant(name: str) -> Any:
+    """SealedSaver's ``name``, run by the saver ``self._target`` picks for the call's config."""
     method = getattr(SealedSaver, name)
     if inspect.iscoroutinefunction(method):
 
-        async def checked_async(self: _Scoped, *args: Any, **kwargs: Any) -> Any:
-            self._check(_config_of(args, kwargs))
-            return await method(self, *args, **kwargs)
+        async def run_async(self: _Scoped | _Routing, *args: Any, **kwargs: Any) -> Any:
+            return await self._target(_config_of(args, kwargs), name)(*args, **kwargs)
 
-        return functools.wraps(method)(checked_async)
+        return functools.wraps(method)(run_async)
 
-    def checked(self: _Scoped, *args: Any, **kwargs: Any) -> Any:
-        self._check(_config_of(args, kwargs))
-        return method(self, *args, **kwargs)
+    def run(self: _Scoped | _Routing, *args: Any, **kwargs: Any) -> Any:
+        return self._target(_config_of(args, kwargs), name)(*args, **kwargs)
 
-    return functools.wraps(method)(checked)
-
-
-def _routed(name: str) -> Any:
-    """SealedSaver's ``name`` for the routing saver: run on the saver of the config's tenant."""
-    method = getattr(SealedSaver, name)
-    # What a refusal names: a list with no config is list(None).
-    label = f"{name}(None)" if name.endswith("list") else name
-    if inspect.iscoroutinefunction(method):
-
-        async def routed_async(self: _Routing, *args: Any, **kwargs: Any) -> Any:
-            scoped = self._tenant_for(_config_of(args, kwargs), label)
-            return await getattr(scoped, name)(*args, **kwargs)
-
-        return functools.wraps(method)(routed_async)
-
-    def routed(self: _Routing, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self._tenant_for(_config_of(args, kwargs), label), name)(*args, **kwargs)
-
-    return functools.wraps(method)(routed)
+    return functools.wraps(method)(run)
 
 
 for _call in _CONFIG_CALLS:
-    setattr(_Scoped, _call, _checked(_call))
-    setattr(_Routing, _call, _routed(_call))
+    setattr(_Scoped, _call, _per_tenant(_call))
+    setattr(_Routing, _call, _per_tenant(_call))
 
 
 def _refused(method: str) -> Any:
