@@ -72,10 +72,6 @@ class Policy:
     verdicts: ScanVerdicts = field(default_factory=ScanVerdicts, compare=False)
 
 
-def _callable_attr(obj: Any, name: str) -> bool:
-    return hasattr(obj, name) and callable(getattr(obj, name))
-
-
 def _names(obj: Any) -> tuple[str, str]:
     return obj.__class__.__module__, obj.__class__.__name__
 
@@ -92,11 +88,11 @@ def container_payload(obj: Any) -> tuple[int, tuple[Any, ...]] | None:  # noqa: 
         cls = obj.__class__
         dumped = (cls.__module__, cls.__name__, model_dump(), "model_validate_json")
         return lg.EXT_PYDANTIC_V2, dumped
-    if _callable_attr(obj, "get_secret_value"):
+    if callable(getattr(obj, "get_secret_value", None)):
         return lg.EXT_CONSTRUCTOR_SINGLE_ARG, (*_names(obj), obj.get_secret_value())
-    if _callable_attr(obj, "dict"):
+    if callable(getattr(obj, "dict", None)):
         return lg.EXT_PYDANTIC_V1, (*_names(obj), obj.dict())
-    if _callable_attr(obj, "_asdict"):
+    if callable(getattr(obj, "_asdict", None)):
         return lg.EXT_CONSTRUCTOR_KW_ARGS, (*_names(obj), obj._asdict())
     if isinstance(obj, _LEAVES):
         return None

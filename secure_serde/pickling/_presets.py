@@ -172,14 +172,13 @@ def _pandas_rules() -> tuple[Rule, ...]:
         pd.Timedelta, pd.Period, pd.Interval, type(pd.NaT), type(pd.NA),
         *(getattr(pd.arrays, name) for name in _PANDAS_ARRAYS),
     }  # fmt: skip
-    families = (
-        ({pd.DataFrame}, FRAME_GLOBALS),
-        ({pd.Series}, SERIES_GLOBALS),
-        (others, PANDAS_GLOBALS),
-    )
     return tuple(
         Rule(frozenset(types), globals_ | NUMPY_1_ALIASES, PANDAS_METHODS, True, NUMPY_UNCALLABLE)
-        for types, globals_ in families
+        for types, globals_ in (
+            ({pd.DataFrame}, FRAME_GLOBALS),
+            ({pd.Series}, SERIES_GLOBALS),
+            (others, PANDAS_GLOBALS),
+        )
     )
 
 

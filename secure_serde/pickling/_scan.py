@@ -1,17 +1,11 @@
 """A static check of a pickle's opcodes, run before a single one of them executes.
 
-`scan` walks the opcodes (with its own table from ``pickletools.opcodes``,
-about four times faster than ``pickletools.genops``) over a symbolic stack
-that knows which items are globals, string literals, dicts, lists and call
-results, so it can refuse what no admitted name should make possible:
-foreign or computed globals, calling a call result (but for the admitted
-``getattr`` triples such as ``ZoneInfo._unpickle``), calling a global
-admitted only as an argument, changing a global, BUILD states that could
-plant a callable or a dunder name (SECURITY.md lists the rules and why),
-opcodes this library never writes, and malformed or trailing bytes. It runs
-on write too, so nothing is written that could not be read back. It returns
-the `Layout` the unpickler needs to hand every BUILD to its run-time check;
-`locate` finds that layout without the symbolic stack.
+`scan` walks the opcodes with its own table (about four times faster than
+``pickletools.genops``) over a symbolic stack that knows globals, string
+literals, dicts, lists and call results, and refuses what SECURITY.md lists:
+whatever would let an admitted name reach further than itself. It runs on
+write too, so nothing is written that could not be read back, and returns the
+`Layout` the unpickler needs to hand every BUILD to its run-time check.
 """
 
 from __future__ import annotations
@@ -28,13 +22,10 @@ GETATTR: Final = ("builtins", "getattr")
 
 _STRINGS: Final = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8"})
 # Never written by this library, so never read: less for a hostile pickle to work with.
-_REFUSED: Final = frozenset(
-    {
-        "PERSID", "BINPERSID", "NEXT_BUFFER", "READONLY_BUFFER", "EXT1", "EXT2", "EXT4",
-        "OBJ", "INST", "INT", "LONG", "STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE",
-        "FLOAT", "GET", "PUT",
-    }
-)  # fmt: skip
+_REFUSED: Final = frozenset({
+    "PERSID", "BINPERSID", "NEXT_BUFFER", "READONLY_BUFFER", "EXT1", "EXT2", "EXT4", "OBJ", "INST",
+    "INT", "LONG", "STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "FLOAT", "GET", "PUT",
+})  # fmt: skip
 _CALLS: Final = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX"})
 _MUTATORS: Final = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"})
 _CALLABLE_KINDS: Final = frozenset({"global", "method"})

@@ -164,11 +164,7 @@ class PickleFallbackSerializer:
     def with_msgpack_allowlist(
         self, extra_allowlist: Iterable[tuple[str, ...] | type]
     ) -> PickleFallbackSerializer:
-        """Apply a compiled graph's msgpack allowlist to the inner JsonPlusSerializer.
-
-        Pickled values are governed by ``allowed=`` alone; returns ``self``
-        when the inner serializer does not change.
-        """
+        """Apply a compiled graph's msgpack allowlist to the inner serializer (not to pickles)."""
         inner = self._serde.with_msgpack_allowlist(extra_allowlist)
         if inner is self._serde:
             return self

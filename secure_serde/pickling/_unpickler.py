@@ -117,11 +117,9 @@ def _check_array_state(numpy: Any, state: Any) -> None:
         raise UnsafePickleError("refusing a pickle whose object-array items do not match its shape")
 
 
-# Admitted globals, once resolved, per admission: the C find_class goes
-# through the import machinery on every call (about 10 µs), for the same few
-# dozen names. A name enters an admission's table only after passing that
-# admission's check below, so a lookup there is the check; builtins.getattr,
-# which becomes a guarded stand-in, never enters.
+# Admitted globals, resolved once per admission (C find_class imports, about 10 µs a call).
+# A name enters only after passing that admission's check, so a hit is the check;
+# builtins.getattr, which becomes a guarded stand-in, never enters.
 _RESOLVED: dict[Admission, dict[tuple[str, str], Any]] = {}
 _MAX_RESOLVED: Final = 4096
 _MAX_ADMISSIONS: Final = 64
