@@ -192,7 +192,7 @@ def test_rewrap_on_sqlite_loads_no_postgres_driver(tmp_path: Path) -> None:
         SqliteSaver(sqlite3.connect({str(path)!r})).setup()
         with open_store({str(path)!r}) as store:
             names = [t.name for t in store.tables]
-            assert names == ["checkpoints", "checkpoints.metadata", "writes"], names
+            assert names == ["checkpoints", "writes"], names
         """
     )
     assert "secure_serde.passes._rewrap" in loaded
