@@ -90,20 +90,10 @@ def pack(kind: int, type_tag: str, ciphertext: bytes) -> bytes:
 
 def pack_write(type_tag: str, task_path: str, idx: int, ciphertext: bytes) -> bytes:
     """A pending write's cell, carrying the coordinates ``pending_writes`` drops."""
-    tag = _tag_bytes(type_tag)
     path = task_path.encode("utf-8", "surrogatepass")
     if len(path) > 0xFFFF:
         raise ValueError("task paths are at most 65535 bytes")
-    return b"".join(
-        (
-            _HEAD.pack(MAGIC, WRITE, len(tag)),
-            tag,
-            _PATH.pack(len(path)),
-            path,
-            _IDX.pack(idx),
-            ciphertext,
-        )
-    )
+    return pack(WRITE, type_tag, _PATH.pack(len(path)) + path + _IDX.pack(idx) + ciphertext)
 
 
 def unpack(raw: object, kind: int) -> Cell:  # noqa: C901 - one check per field, in order
