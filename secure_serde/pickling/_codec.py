@@ -51,7 +51,6 @@ __all__ = ["EXT_NESTED", "EXT_PICKLE", "TAG", "Policy", "decode", "encode"]
 EXT_PICKLE: Final = 80
 EXT_NESTED: Final = 81
 TAG: Final = "msgpack+pickle"
-_UNPACK_OPTION: Final = ormsgpack.OPT_NON_STR_KEYS
 # Types JsonPlus encodes whole, whose contents cannot hold a pickle.
 _LEAVES: Final = (pathlib.Path, re.Pattern, uuid.UUID, decimal.Decimal)
 _LATE_LEAVES: Final = (
@@ -79,8 +78,7 @@ def _names(obj: Any) -> tuple[str, str]:
 def container_payload(obj: Any) -> tuple[int, tuple[Any, ...]] | None:  # noqa: C901 - JsonPlus's _msgpack_default order, branch for branch (pinned by a test)
     """JsonPlus's ext code and payload for a container, or None for a leaf.
 
-    The checks run in ``_msgpack_default``'s order, so an object matching
-    several (a model that is also a dataclass) takes the same branch.
+    In ``_msgpack_default``'s order, so a model that is also a dataclass takes the same branch.
     """
     # Messages are pydantic models, by far the most common container: no helper calls.
     model_dump = getattr(obj, "model_dump", None)
@@ -221,26 +219,23 @@ class _Decoder:
         self.error: BaseException | None = None
 
     def unpack(self, data: bytes) -> Any:
-        return ormsgpack.unpackb(data, ext_hook=self._hook, option=_UNPACK_OPTION)
+        return ormsgpack.unpackb(data, ext_hook=self._hook, option=ormsgpack.OPT_NON_STR_KEYS)
 
     def _hook(self, code: int, data: bytes) -> Any:
         try:
-            return self._ext(code, data)
+            if code == EXT_PICKLE:
+                return _unpickler.load(data, self._policy.admission, self._policy.verdicts)
+            if code == lg.EXT_DELTA_SNAPSHOT:
+                return lg.DeltaSnapshot(self.unpack(data))
+            if code == EXT_NESTED:
+                if len(data) < 2 or data[0] not in CONSTRUCTORS:
+                    raise DecryptionError("refusing a malformed nested value")
+                return self._construct(data[0], self.unpack(data[1:]))
+            return self._inner_hook(code, data)
         except BaseException as exc:
             if self.error is None:
                 self.error = exc
             raise
-
-    def _ext(self, code: int, data: bytes) -> Any:
-        if code == EXT_PICKLE:
-            return _unpickler.load(data, self._policy.admission, self._policy.verdicts)
-        if code == lg.EXT_DELTA_SNAPSHOT:
-            return lg.DeltaSnapshot(self.unpack(data))
-        if code == EXT_NESTED:
-            if len(data) < 2 or data[0] not in CONSTRUCTORS:
-                raise DecryptionError("refusing a malformed nested value")
-            return self._construct(data[0], self.unpack(data[1:]))
-        return self._inner_hook(code, data)
 
     def _construct(self, code: int, tup: Any) -> Any:
         """Rebuild a container as JsonPlus's ext hook does, allowlist and fallbacks included."""

@@ -29,8 +29,6 @@ _REFUSED: Final = frozenset({
 _CALLS: Final = frozenset({"REDUCE", "NEWOBJ", "NEWOBJ_EX"})
 _MUTATORS: Final = frozenset({"APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS"})
 _CALLABLE_KINDS: Final = frozenset({"global", "method"})
-_GETS: Final = frozenset({"BINGET", "LONG_BINGET"})
-_PUTS: Final = frozenset({"BINPUT", "LONG_BINPUT"})
 
 # How each opcode's argument is laid out, from pickletools' own table:
 # (name, fixed size, length prefix, items before, items after). A length
@@ -69,7 +67,6 @@ _FRAME_SIZE: Final = 9
 # What a BUILD becomes for the C unpickler: TUPLE2 (instance, state), then
 # BINPERSID, which hands the pair to the unpickler's persistent_load.
 _REROUTED_BUILD: Final = b"\x86Q"
-_FRAME: Final = b"\x95"
 
 
 @dataclass(frozen=True)
@@ -85,7 +82,7 @@ class Layout:
     def reroute(self, data: bytes) -> bytes:
         size = len(data) + sum(len(new) - (end - start) for start, end, new in self.cuts)
         view = memoryview(data)
-        parts: list[bytes | memoryview] = [_FRAME + size.to_bytes(8, "little")]
+        parts: list[bytes | memoryview] = [bytes((_FRAME_CODE,)) + size.to_bytes(8, "little")]
         last = 0
         for start, end, replacement in self.cuts:
             parts += (view[last:start], replacement)
@@ -351,12 +348,12 @@ def scan(data: bytes, admission: Admission) -> Layout:  # noqa: C901 - one opcod
             elif name == "MARK":
                 marks.append(len(stack))
                 stack.append(_MARK)
-            elif name in _GETS:
+            elif name in ("BINGET", "LONG_BINGET"):
                 index = int.from_bytes(data[start:stop], "little")
                 if index not in memo:
                     raise _malformed("memo key missing")
                 stack.append(memo[index])
-            elif name in _PUTS:
+            elif name in ("BINPUT", "LONG_BINPUT"):
                 if not stack or stack[-1] is _MARK:
                     raise _malformed("nothing to memoize")
                 memo[int.from_bytes(data[start:stop], "little")] = stack[-1]

@@ -7,7 +7,7 @@ import importlib
 import logging
 import warnings
 from collections.abc import Iterable, Mapping
-from typing import Any, Final
+from typing import Any
 
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
@@ -21,8 +21,6 @@ from secure_serde.serde import langgraph_internals as lg
 __all__ = ["PickleFallbackSerializer"]
 
 logger = logging.getLogger("secure_serde")
-
-_WHOLE_PICKLE: Final = "pickle"
 
 
 def _policy(rules: tuple[Rule, ...]) -> _codec.Policy:
@@ -154,7 +152,7 @@ class PickleFallbackSerializer:
             return unvouched(
                 _codec.decode, payload, self._policy, self._inner_hook, self._allowlist
             )
-        if type_tag == _WHOLE_PICKLE:
+        if type_tag == "pickle":
             raise PickleRefusedError(
                 "refusing a whole-value pickle row (JsonPlusSerializer(pickle_fallback=True));"
                 " PickleFallbackSerializer reads only its own msgpack+pickle values"

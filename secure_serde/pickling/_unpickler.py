@@ -52,10 +52,7 @@ _PLAIN: Final = frozenset({str, bytes, bytearray, int, float, bool, complex, typ
 
 
 def check_state(state: Any, nested: bool = True) -> None:
-    """The scan's `_check_state` rule, on the real objects.
-
-    A key may not be a ``str`` subclass either, which can compare equal to a dunder name.
-    """
+    """The scan's `_check_state` rule on the real objects; no key a ``str`` subclass (== dunder)."""
     pending = [state]
     while pending:
         item = pending.pop()
@@ -132,11 +129,7 @@ def _resolved_for(admission: Admission) -> dict[tuple[str, str], Any]:
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
-    """The C unpickler, with every BUILD rerouted to `_checked_build`.
-
-    Without the scan's ``layout``, `_scan.locate` finds the BUILDs, and a
-    pickle it cannot walk is refused by `load`.
-    """
+    """The C unpickler, each BUILD rerouted to `_checked_build` (without a layout, by `locate`)."""
 
     def __init__(self, data: bytes, admission: Admission, layout: Layout | None = None) -> None:
         self._admission = admission
@@ -191,10 +184,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
 
 
 def load(data: bytes, admission: Admission, verdicts: ScanVerdicts | None = None) -> Any:
-    """Rebuild the value pickled in ``data``, or raise `UnsafePickleError`.
-
-    ``verdicts`` may spare the static scan, never the run-time checks.
-    """
+    """Rebuild the value pickled in ``data``; ``verdicts`` may spare the scan, not the checks."""
     layout = (_scan.scan if verdicts is None else verdicts.scan)(data, admission)
     try:
         return _RestrictedUnpickler(data, admission, layout).load()
