@@ -783,7 +783,7 @@ def test_a_record_under_a_cipher_that_does_not_bind_or_a_composite_tag_is_refuse
     raw = saver.inner.get_tuple(config("t"))
     assert raw is not None
     record = _cell.from_text(dict(raw.metadata)[_codec.RECORD_KEY], _cell.RECORD)
-    for tag, reason in (("msgpack+aes", "binding"), ("msgpack+zlib+aesgcm", "does not write")):
+    for tag, reason in (("msgpack+aes", "not sealed"), ("msgpack+zlib+aesgcm", "does not write")):
         text = _cell.to_text(_cell.pack(_cell.RECORD, tag, record.ciphertext))
         forged = raw._replace(
             metadata=cast(CheckpointMetadata, {**raw.metadata, _codec.RECORD_KEY: text})
