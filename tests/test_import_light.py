@@ -171,7 +171,7 @@ def test_cli_keygen_imports_only_its_own_module() -> None:
 
 
 def test_cli_help_lists_what_the_full_parser_lists() -> None:
-    # The summaries in cli/__init__.py are copies of each module's register() help.
+    # The summaries in cli/__init__.py are each subcommand's only help.
     out = run_python(
         """
         from secure_serde.cli import build_parser

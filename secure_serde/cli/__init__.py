@@ -4,9 +4,9 @@ No argument shaped like a key is printed back, by any command, in any
 output or error: `main` applies that one rule to every argument (see
 `secure_serde.cli._args`).
 
-Each subcommand module exposes ``register(subparsers)``, which adds its
-parser and sets ``func`` to a callable taking the parsed arguments and
-returning the exit code.
+Each subcommand module exposes ``register(parser)``, which fills in the
+parser `build_parser` made for it under its `_SUBCOMMANDS` help, and sets
+``func`` to a callable taking the parsed arguments and returning the exit code.
 
 A subcommand's module, and what it imports (the rewrap engine, the stores, a
 database driver, KMS), is loaded only when that subcommand runs: the others
@@ -39,8 +39,7 @@ __all__ = [
     "option_strings",
 ]
 
-# name -> one-line help; NAME's module is secure_serde.cli._NAME. Each help must equal
-# the one its module's register() gives, which tests/test_import_light.py checks.
+# name -> one-line help (the only copy); NAME's module is secure_serde.cli._NAME.
 _SUBCOMMANDS: Final = {
     "keygen": "print a new 256-bit key in the base64: form",
     "keyring": "create and edit a keyring file: add, promote, retire, drop, show",
@@ -199,10 +198,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name, summary in _SUBCOMMANDS.items():
+        sub = subparsers.add_parser(name, help=summary)
         if only is None or only == name:
-            importlib.import_module(f"secure_serde.cli._{name}").register(subparsers)
-        else:
-            subparsers.add_parser(name, help=summary)
+            importlib.import_module(f"secure_serde.cli._{name}").register(sub)
     return parser
 
 

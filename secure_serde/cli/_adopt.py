@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 from contextlib import ExitStack
-from typing import Any, Final
+from typing import Final
 
 from secure_serde import ConfigurationError, Migration
 from secure_serde.cli._fixes import adopt_fixes
@@ -36,21 +36,17 @@ _LENIENT: Final = Migration(
 )
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "adopt",
-        help="copy a store secure_serde 0.3 or a stock saver wrote into a new sealed store",
-        description=(
-            "Copy every thread of SOURCE (written by secure_serde 0.3's sealed savers, or by a"
-            " stock saver with secure_serde's serializer) into TARGET, a new store that"
-            " secure_serde.SealedSaver seals. Rows the tool cannot vouch for (plaintext, legacy"
-            " +aes rows whose type tag could have been relabelled, values that do not"
-            " authenticate at their location) are listed and refused unless --accept-unvouched."
-            " Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
-            " SECURE_SERDE_KMS_KEY."
-        ),
-        epilog="exit status: 0 everything copied; 1 rows refused (listed); 2 error.",
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Copy every thread of SOURCE (written by secure_serde 0.3's sealed savers, or by a"
+        " stock saver with secure_serde's serializer) into TARGET, a new store that"
+        " secure_serde.SealedSaver seals. Rows the tool cannot vouch for (plaintext, legacy"
+        " +aes rows whose type tag could have been relabelled, values that do not"
+        " authenticate at their location) are listed and refused unless --accept-unvouched."
+        " Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
+        " SECURE_SERDE_KMS_KEY."
     )
+    parser.epilog = "exit status: 0 everything copied; 1 rows refused (listed); 2 error."
     parser.add_argument("source", help="the older store: a SQLite file or a postgresql:// URL")
     parser.add_argument("target", help="the new store: a SQLite file or a postgresql:// URL")
     parser.add_argument("--dry-run", action="store_true", help="list what would happen only")

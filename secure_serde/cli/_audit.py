@@ -45,24 +45,20 @@ EXIT_FINDINGS: Final = 1
 _DEFAULT_LISTED: Final = MAX_LISTED
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "audit",
-        help="report what a store holds unencrypted, under which keys, and what cannot be read",
-        description=(
-            "Scan a LangGraph checkpoint store (a SQLite file or a postgresql:// URL) and report"
-            " its serialized values by cipher, key id and format version; unencrypted values;"
-            " values the configured keys cannot decrypt (each is authenticated, never"
-            " deserialized); channel values inline in PostgreSQL's checkpoint JSON; and the"
-            " metadata key names stored in plaintext. Prints names, ids and counts only, never"
-            " a value or a key. Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
-            " SECURE_SERDE_KMS_KEY."
-        ),
-        epilog=(
-            "exit status: 0 nothing found; 1 findings (unencrypted or undecryptable values,"
-            " values the strict decoder refuses, legacy-format values, inline channel values,"
-            " metadata keys not written by LangGraph); 2 usage, configuration or store error."
-        ),
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Scan a LangGraph checkpoint store (a SQLite file or a postgresql:// URL) and report"
+        " its serialized values by cipher, key id and format version; unencrypted values;"
+        " values the configured keys cannot decrypt (each is authenticated, never"
+        " deserialized); channel values inline in PostgreSQL's checkpoint JSON; and the"
+        " metadata key names stored in plaintext. Prints names, ids and counts only, never"
+        " a value or a key. Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
+        " SECURE_SERDE_KMS_KEY."
+    )
+    parser.epilog = (
+        "exit status: 0 nothing found; 1 findings (unencrypted or undecryptable values,"
+        " values the strict decoder refuses, legacy-format values, inline channel values,"
+        " metadata keys not written by LangGraph); 2 usage, configuration or store error."
     )
     parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
     parser.add_argument("--json", action="store_true", help="print one JSON object")

@@ -37,22 +37,18 @@ UNBOUND_WARNING: Final = (
 )
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "inspect",
-        help="decrypt and show a checkpoint, or a thread's history, for time-travel debugging",
-        description=(
-            "Decrypt and print one checkpoint of a thread, or its history newest first: channel"
-            " values, next tasks, metadata and pending writes. Reads through LangGraph's savers,"
-            " read only, with the keys of LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
-            " SECURE_SERDE_KMS_KEY. 'next' is derived from the checkpoint's trigger channels"
-            " without the graph (exact for StateGraph graphs; siblings sorted by name). Prints"
-            " state values: it is a debugging tool."
-        ),
-        epilog=(
-            "exit status: 0 shown; 1 no such thread, namespace or checkpoint, or a checkpoint"
-            " could not be read (shown in its place); 2 usage, configuration or store error."
-        ),
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Decrypt and print one checkpoint of a thread, or its history newest first: channel"
+        " values, next tasks, metadata and pending writes. Reads through LangGraph's savers,"
+        " read only, with the keys of LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
+        " SECURE_SERDE_KMS_KEY. 'next' is derived from the checkpoint's trigger channels"
+        " without the graph (exact for StateGraph graphs; siblings sorted by name). Prints"
+        " state values: it is a debugging tool."
+    )
+    parser.epilog = (
+        "exit status: 0 shown; 1 no such thread, namespace or checkpoint, or a checkpoint"
+        " could not be read (shown in its place); 2 usage, configuration or store error."
     )
     parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
     parser.add_argument("--thread", required=True, help="the thread id")

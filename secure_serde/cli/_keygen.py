@@ -4,23 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
 
 from secure_serde.crypto import generate_encoded_key
 
 __all__ = ["register"]
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "keygen",
-        help="print a new 256-bit key in the base64: form",
-        description=(
-            "Print a new key from os.urandom in the form LANGGRAPH_AES_KEY and keyring"
-            " files accept. With --label, print a complete keyring file whose primary is that"
-            " key, under that label, instead (or use 'secure-serde keyring new FILE --label"
-            " LABEL', which writes it at mode 0600 without printing the key)."
-        ),
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Print a new key from os.urandom in the form LANGGRAPH_AES_KEY and keyring"
+        " files accept. With --label, print a complete keyring file whose primary is that"
+        " key, under that label, instead (or use 'secure-serde keyring new FILE --label"
+        " LABEL', which writes it at mode 0600 without printing the key)."
     )
     parser.add_argument(
         "--label",

@@ -32,16 +32,12 @@ _DONE: Final = {
 }
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "keyring",
-        help="create and edit a keyring file: add, promote, retire, drop, show",
-        description=(
-            "Edit the JSON keyring file that SECURE_SERDE_KEYRING_FILE names, one rotation"
-            " stage per command: add (decrypt only) -> deploy -> promote -> secure-serde"
-            " rewrap -> retire -> drop. Edits are atomic, the file is kept at mode 0600,"
-            " and keys are never printed unless 'show --reveal' asks."
-        ),
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Edit the JSON keyring file that SECURE_SERDE_KEYRING_FILE names, one rotation"
+        " stage per command: add (decrypt only) -> deploy -> promote -> secure-serde"
+        " rewrap -> retire -> drop. Edits are atomic, the file is kept at mode 0600,"
+        " and keys are never printed unless 'show --reveal' asks."
     )
     actions = parser.add_subparsers(dest="action", required=True)
     new = {"metavar": "LABEL", "required": True, "help": "the new key's label, such as 2025-06"}

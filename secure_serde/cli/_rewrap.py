@@ -20,7 +20,7 @@ import argparse
 import json
 import sys
 import time
-from typing import Any, Final, TextIO
+from typing import Final, TextIO
 
 from secure_serde import Migration, TenantKeys
 from secure_serde.cli._args import positive_int
@@ -39,28 +39,24 @@ EXIT_INTERRUPTED: Final = 130
 _REDRAW_SECONDS: Final = 0.1
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "rewrap",
-        help="re-encrypt every stored value under the current primary key",
-        description=(
-            "Re-encrypt every serialized value of a LangGraph checkpoint store (checkpoints,"
-            " writes, blobs) under the current primary key, in batches of one transaction"
-            " each. Values are decrypted and sealed again without being deserialized. Rows"
-            " already under the primary are skipped, so the command can be killed and rerun"
-            " at any time, and run while the application writes. Keys come from"
-            " LANGGRAPH_AES_KEY (label 'env') and the keyring file named by"
-            " SECURE_SERDE_KEYRING_FILE; a KMS key named by SECURE_SERDE_KMS_KEY"
-            " (older ones in SECURE_SERDE_KMS_DECRYPT_KEYS, the encryption context in"
-            " SECURE_SERDE_KMS_ENCRYPTION_CONTEXT) becomes the primary, and the AES keys"
-            " then only read."
-        ),
-        epilog=(
-            "exit status: 0 all rows under the primary; 1 some rows could not be rewrapped"
-            " (the first 20 listed by table and key, never by content; --json lists up to"
-            " 1,000); 2 usage, configuration or store"
-            " error; 130 interrupted (rerun to finish)."
-        ),
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Re-encrypt every serialized value of a LangGraph checkpoint store (checkpoints,"
+        " writes, blobs) under the current primary key, in batches of one transaction"
+        " each. Values are decrypted and sealed again without being deserialized. Rows"
+        " already under the primary are skipped, so the command can be killed and rerun"
+        " at any time, and run while the application writes. Keys come from"
+        " LANGGRAPH_AES_KEY (label 'env') and the keyring file named by"
+        " SECURE_SERDE_KEYRING_FILE; a KMS key named by SECURE_SERDE_KMS_KEY"
+        " (older ones in SECURE_SERDE_KMS_DECRYPT_KEYS, the encryption context in"
+        " SECURE_SERDE_KMS_ENCRYPTION_CONTEXT) becomes the primary, and the AES keys"
+        " then only read."
+    )
+    parser.epilog = (
+        "exit status: 0 all rows under the primary; 1 some rows could not be rewrapped"
+        " (the first 20 listed by table and key, never by content; --json lists up to"
+        " 1,000); 2 usage, configuration or store"
+        " error; 130 interrupted (rerun to finish)."
     )
     parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
     parser.add_argument("--dry-run", action="store_true", help="decrypt and count, write nothing")

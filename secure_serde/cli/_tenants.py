@@ -14,7 +14,7 @@ import dataclasses
 import json
 import sys
 from contextlib import closing
-from typing import Any, Final
+from typing import Final
 
 __all__ = ["register"]
 
@@ -22,16 +22,12 @@ __all__ = ["register"]
 _JSON_NAMES: Final = ("tenant", "thread", "key_id", "shredded_at", "already_shredded")
 
 
-def register(subparsers: Any) -> None:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "tenants",
-        help="crypto-shred a tenant's (or one thread's) key in a tenant key store",
-        description=(
-            "Per-tenant keys of SealedSaver(..., tenant_keys=TenantKeys.open(LOCATION))."
-            " 'shred' destroys a tenant's key (or, with --thread, one thread's): its"
-            " checkpoints, in the store and in every backup of it, can no longer be read."
-            " This cannot be undone, except from a backup of the key store."
-        ),
+def register(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Per-tenant keys of SealedSaver(..., tenant_keys=TenantKeys.open(LOCATION))."
+        " 'shred' destroys a tenant's key (or, with --thread, one thread's): its"
+        " checkpoints, in the store and in every backup of it, can no longer be read."
+        " This cannot be undone, except from a backup of the key store."
     )
     commands = parser.add_subparsers(dest="tenants_command", required=True)
     shred = commands.add_parser(
