@@ -149,9 +149,14 @@ class Tally:
         )
 
 
-def counted(name: str) -> Any:
+def _read(read: Callable[[PassReport], _T]) -> _T:
+    """A read-only report attribute, computed from the report (typed as what it reads)."""
+    return cast(_T, property(read))
+
+
+def counted(name: str) -> int:
     """A report property: the report's count ``name`` (0 when the pass counted none)."""
-    return property(lambda report: report.counts.get(name, 0))
+    return _read(lambda report: report.counts.get(name, 0))
 
 
 def _frozen(counts: Mapping[str, int]) -> Mapping[str, int]:
@@ -328,63 +333,30 @@ class PassReport:
             }
         return {}
 
-    # -- rewrap's documented attributes ------------------------------------------------
+    # -- the attributes the old report types documented: rewrap's, adopt's, reindex's ---------
+
+    rewrapped = rewritten = _read(lambda r: r.changed)
+    current = _read(lambda r: r.skipped.get("current", 0))
+    empty = _read(lambda r: r.skipped.get("empty", 0))
+    # Rows of live tenants (their keys rotate with ``TenantKeys.rewrap``), of shredded ones.
+    tenant_skipped = _read(lambda r: r.skipped.get("tenant-keyed", 0))
+    shredded_skipped = _read(lambda r: r.skipped.get("shredded", 0))
+    conflicts = counted("conflicts")
+    vanished = counted("vanished")
+    threads = counted("threads")
+    writes = counted("writes")
+    remaining = counted("remaining")
+    sources = _read(lambda r: r.changed_by)
+    primary = _read(lambda r: str(r.details.get("primary", "")))
+    workers = _read(lambda r: int(cast(int, r.details.get("workers", 1))))
+    key_id = _read(lambda r: None if r.details.get("key_id") is None else str(r.details["key_id"]))
+    rotated = _read(lambda r: bool(r.details.get("rotated", False)))
+    dropped = _read(lambda r: cast(tuple[str, ...], r.details.get("dropped", ())))
+    complete = _read(lambda r: bool(r.details.get("complete", False)))
 
     @property
-    def rewrapped(self) -> int:
+    def checkpoints(self) -> int:  # a property: the sealed audit's report overrides it
         return self.changed
-
-    @property
-    def current(self) -> int:
-        return self.skipped.get("current", 0)
-
-    @property
-    def empty(self) -> int:
-        return self.skipped.get("empty", 0)
-
-    @property
-    def conflicts(self) -> int:
-        return self.counts.get("conflicts", 0)
-
-    @property
-    def vanished(self) -> int:
-        return self.counts.get("vanished", 0)
-
-    @property
-    def sources(self) -> Mapping[str, int]:
-        return self.changed_by
-
-    @property
-    def primary(self) -> str:
-        return str(self.details.get("primary", ""))
-
-    @property
-    def workers(self) -> int:
-        return int(cast(int, self.details.get("workers", 1)))
-
-    @property
-    def tenant_skipped(self) -> int:
-        """Rows of live tenants, skipped (their keys rotate with ``TenantKeys.rewrap``)."""
-        return self.skipped.get("tenant-keyed", 0)
-
-    @property
-    def shredded_skipped(self) -> int:
-        """Rows of shredded tenants or threads, skipped."""
-        return self.skipped.get("shredded", 0)
-
-    # -- adopt's ---------------------------------------------------------------------------
-
-    @property
-    def threads(self) -> int:
-        return self.counts.get("threads", 0)
-
-    @property
-    def checkpoints(self) -> int:
-        return self.changed
-
-    @property
-    def writes(self) -> int:
-        return self.counts.get("writes", 0)
 
     @property
     def unvouched(self) -> tuple[Unvouched, ...]:
@@ -401,33 +373,6 @@ class PassReport:
     def refused(self) -> tuple[Unvouched, ...]:
         """Adopt: the rows not copied."""
         return tuple(u for u in self.unvouched if not u.copied)
-
-    # -- reindex's -------------------------------------------------------------------------
-
-    @property
-    def rewritten(self) -> int:
-        return self.changed
-
-    @property
-    def remaining(self) -> int:
-        return self.counts.get("remaining", 0)
-
-    @property
-    def key_id(self) -> str | None:
-        value = self.details.get("key_id")
-        return None if value is None else str(value)
-
-    @property
-    def rotated(self) -> bool:
-        return bool(self.details.get("rotated", False))
-
-    @property
-    def dropped(self) -> tuple[str, ...]:
-        return cast(tuple[str, ...], self.details.get("dropped", ()))
-
-    @property
-    def complete(self) -> bool:
-        return bool(self.details.get("complete", False))
 
     @property
     def refused_rows(self) -> list[tuple[str, str, str]]:
