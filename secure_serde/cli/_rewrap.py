@@ -5,8 +5,9 @@ and inspect"; a KMS key set there becomes the primary: the move from an env key 
 with the configuration of step 4 of the README's rotation runbook: the new key primary, the old
 keys still present and not retired.
 
-``--bind`` and ``--seal-metadata`` (0.3) are refused, naming ``secure-serde adopt``
-(``_rewrap_bind``).
+0.3's ``--bind``, ``--seal-metadata``, ``--plaintext-metadata`` and ``--indexed-metadata`` stay
+for one minor version, hidden from ``--help``, so a script that passes them fails before the store
+is opened, naming ``secure-serde adopt``.
 
 Exit codes: 0 when every row is under the primary (or, with ``--dry-run``, can be put there); 1
 when some rows could not be rewrapped (the first 20 are listed by table and primary key, never by
@@ -22,11 +23,10 @@ import sys
 import time
 from typing import Final, TextIO
 
-from secure_serde import Migration, TenantKeys
+from secure_serde import ConfigurationError, Migration, TenantKeys
 from secure_serde.cli._args import positive_int
 from secure_serde.cli._fixes import row_error_fixes
 from secure_serde.cli._pretty import command, for_terminal, report_lines
-from secure_serde.cli._rewrap_bind import add_arguments, check_options
 from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.passes import PassProgress, PassReport, rewrap
 from secure_serde.stores import DEFAULT_BATCH_SIZE
@@ -37,6 +37,12 @@ EXIT_OK: Final = 0
 EXIT_FAILED_ROWS: Final = 1
 EXIT_INTERRUPTED: Final = 130
 _REDRAW_SECONDS: Final = 0.1
+_REMOVED: Final = {
+    "--bind": "store_true",
+    "--seal-metadata": "store_true",
+    "--plaintext-metadata": "append",
+    "--indexed-metadata": "append",
+}
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -115,7 +121,8 @@ def register(parser: argparse.ArgumentParser) -> None:
             " TenantKeys.rewrap) and counted as tenant-keyed or shredded"
         ),
     )
-    add_arguments(parser)
+    for flag, action in _REMOVED.items():  # hidden; refused in run
+        parser.add_argument(flag, action=action, help=argparse.SUPPRESS)
     add_progress_options(parser)
     parser.set_defaults(func=run)
 
@@ -181,7 +188,13 @@ class ProgressLine(Redraw):
 
 
 def run(args: argparse.Namespace) -> int:
-    check_options(args)
+    given = [flag for flag in _REMOVED if getattr(args, flag[2:].replace("-", "_"))]
+    if given:
+        raise ConfigurationError(
+            f"rewrap {' '.join(given)} was removed in secure_serde 0.4: take a store that a"
+            " stock saver or secure_serde 0.1-0.3 wrote into a sealed one with"
+            " `secure-serde adopt SOURCE TARGET` (docs/upgrading.md), then rewrap that"
+        )
     configured = require_ciphers()
     show = sys.stderr.isatty() if args.progress is None else args.progress
     bar = ProgressLine(sys.stderr, dry_run=args.dry_run) if show else None
