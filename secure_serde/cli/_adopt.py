@@ -19,7 +19,7 @@ from typing import Final
 
 from secure_serde import ConfigurationError, Migration
 from secure_serde.cli._fixes import adopt_fixes
-from secure_serde.cli._inspect_sealed import open_sealed
+from secure_serde.cli._inspect_read import open_sealed
 from secure_serde.cli._pretty import report_lines
 from secure_serde.config import serializer_from_env
 from secure_serde.savers import adopt

@@ -18,7 +18,7 @@ from typing import Any, Final, TextIO
 
 from secure_serde import ConfigurationError, EncryptedSerializer, TenantKeys
 from secure_serde.cli._fixes import row_error_fixes
-from secure_serde.cli._inspect_sealed import open_sealed
+from secure_serde.cli._inspect_read import open_sealed
 from secure_serde.cli._pretty import capped, command, for_terminal
 from secure_serde.config import serializer_from_env
 from secure_serde.sealing import (

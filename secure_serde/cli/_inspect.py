@@ -1,7 +1,7 @@
 """``secure-serde inspect STORE --thread T``: decrypt and show a checkpoint or a thread's history.
 
 What it shows is in docs/cli.md (``secure-serde inspect``); the reading is `_inspect_read`
-(`_inspect_sealed` on a store SealedSaver sealed), and ``next`` comes from `_next`, without the
+(its `SealedReader` on a store SealedSaver sealed), and ``next`` comes from `_next`, without the
 graph. This is a debugging tool: unlike audit, it prints state values. Exit codes: 0 shown; 1
 no such thread, namespace or checkpoint, or some checkpoint could not be read (its error is
 shown in its place); 2 usage, configuration or store error.
@@ -17,8 +17,7 @@ from typing import Any, Final, TextIO
 
 from secure_serde import Migration
 from secure_serde.cli._args import positive_int
-from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader
-from secure_serde.cli._inspect_sealed import SealedReader
+from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader, SealedReader
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import compact, for_terminal, to_jsonable
 from secure_serde.config import PICKLE_PRESETS, serializer_from_env
@@ -105,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
     )
     serde = serializer_from_env(migration=migration, pickle_presets=args.pickle)
     sealed = sealed_store_display(args.store)
-    reader: CheckpointReader | SealedReader
+    reader: CheckpointReader
     if sealed is not None:
         # Sealed by SealedSaver: read as the application reads, with no migration switch.
         display = sealed

@@ -8,10 +8,17 @@ checkpoint is read bound first, then unbound (marked, with a warning when the st
 docs/cli.md (``secure-serde inspect``) says; a sealed value is authenticated either
 way. Each is loaded on its own with ``get_tuple``, so one that cannot be decrypted is reported
 and the rest of the history is still shown.
+
+On a store SealedSaver sealed, `SealedReader` reads through the application's own saver
+(`open_sealed`), every check of its reads included; namespaces and ids come from the inner
+saver's raw rows, nothing decrypted.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -27,10 +34,19 @@ from secure_serde import (
     UnboundValueError,
 )
 from secure_serde.cli._next import derive_next
+from secure_serde.sealing import SealedSaver
 from secure_serde.serde import langgraph_internals as lg
 from secure_serde.stores import HistoryView, Store, StoreError, V03Reader
 
-__all__ = ["CheckpointEntry", "CheckpointReader", "DeltaValue", "config_for", "read_deltas"]
+__all__ = [
+    "CheckpointEntry",
+    "CheckpointReader",
+    "DeltaValue",
+    "SealedReader",
+    "config_for",
+    "open_sealed",
+    "read_deltas",
+]
 
 _DELTA_COUNTERS: Final = "counters_since_delta_snapshot"
 # Errors a stored value can raise while being decrypted or decoded; each is
@@ -88,6 +104,7 @@ class CheckpointReader:
             raise ConfigurationError("--allow-inline-values applies to PostgreSQL stores only")
         self.binds = isinstance(serde, EncryptedSerializer) and serde.binds_locations
         self._view = HistoryView(store)
+        self._driver_error: Any = self._view.driver_error
         try:
             if not self._view.has_history():
                 raise StoreError(
@@ -175,7 +192,7 @@ class CheckpointReader:
             raise  # the database, not this checkpoint
         except _READ_ERRORS as exc:
             return CheckpointEntry(checkpoint_id, error=_describe(exc))
-        except self._view.driver_error as exc:
+        except self._driver_error as exc:
             raise StoreError(f"reading the store failed: {type(exc).__name__}") from None
         if saved is None:
             return None
@@ -232,3 +249,47 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, NotImplementedError) and _PICKLE_TAG in str(exc):
         text += " (written through PickleFallbackSerializer: see --pickle)"
     return text
+
+
+@contextmanager
+def open_sealed(location: str, serde: EncryptedSerializer) -> Iterator[SealedSaver]:
+    """The app's own sealed saver on a SQLite path or a PostgreSQL URL."""
+    if location.startswith(("postgresql://", "postgres://")):
+        from secure_serde.savers.postgres import PostgresSaver
+
+        with PostgresSaver.from_conn_string(location, serde=serde) as saver:
+            yield saver
+    else:
+        from secure_serde.savers.sqlite import SqliteSaver
+
+        with SqliteSaver.from_conn_string(location, serde=serde) as saver:
+            yield saver
+
+
+class SealedReader(CheckpointReader):
+    """`CheckpointReader` over the `SealedSaver` of a store it sealed: every row binds."""
+
+    def __init__(self, location: str, serde: EncryptedSerializer) -> None:  # not super()'s
+        self._stack = ExitStack()
+        self._sealed = self._stack.enter_context(open_sealed(location, serde))
+        self.saver = self._bound = self._sealed
+        self.binds = self._binding_store = True
+        self._driver_error = ()  # the saver's own errors are SecureSerdeErrors
+
+    def _ids(self, thread_id: str) -> list[tuple[str, str]]:
+        """(namespace, checkpoint id) of each of the thread's raw rows."""
+        rows = self._sealed.inner.list({"configurable": {"thread_id": thread_id}})
+        return [
+            (str(c.get("checkpoint_ns", "")), str(c["checkpoint_id"]))
+            for c in (t.config["configurable"] for t in rows)
+        ]
+
+    def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
+        return sorted(Counter(ns for ns, _ in self._ids(thread_id)).items())
+
+    def checkpoint_ids(self, thread_id: str, checkpoint_ns: str, limit: int | None) -> list[str]:
+        ids = [i for ns, i in self._ids(thread_id) if ns == checkpoint_ns]
+        return sorted(ids, reverse=True)[:limit]
+
+    def close(self) -> None:
+        self._stack.close()
