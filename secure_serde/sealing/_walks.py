@@ -242,7 +242,7 @@ class History:
     def _next(self, opened: Opened) -> RunnableConfig | None:
         if not self.remaining or opened.parent_id is None:
             return None
-        # A record sealed as detached may have lost its parent legitimately.
+        # A detached record may have lost its parent legitimately.
         self.optional = opened.detached
         self.child = opened.tuple.config
         return parent_config(opened.tuple, opened.parent_id)
