@@ -102,7 +102,7 @@ class CheckpointReader:
         resolved = Migration.resolve(migration)
         if resolved.inline_values and store.kind != "postgres":
             raise ConfigurationError("--allow-inline-values applies to PostgreSQL stores only")
-        self.binds = isinstance(serde, EncryptedSerializer) and serde.binds_locations
+        self.binds = isinstance(serde, EncryptedSerializer) and serde.seals_locations
         self._view = HistoryView(store)
         self._driver_error: Any = self._view.driver_error
         try:

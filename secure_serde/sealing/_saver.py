@@ -110,7 +110,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             )
         if isinstance(inner, SealedSaver):
             raise ConfigurationError("this saver is sealed already; wrap the inner saver once")
-        if not isinstance(serde, EncryptedSerializer) or not serde.binds_locations:
+        if not isinstance(serde, EncryptedSerializer) or not serde.seals_locations:
             raise ConfigurationError(
                 "SealedSaver needs serde=secure_serde.EncryptedSerializer(cipher) with a cipher"
                 " that binds values to their row (EnvKeyCipher, KeyRotationCipher,"

@@ -65,7 +65,7 @@ class SealedStore(BaseStore):
             )
         if isinstance(inner, SealedStore):
             raise ConfigurationError("this store is sealed already; wrap the inner store once")
-        if not isinstance(serde, EncryptedSerializer) or not serde.binds_locations:
+        if not isinstance(serde, EncryptedSerializer) or not serde.seals_locations:
             raise ConfigurationError(
                 "SealedStore needs serde=secure_serde.EncryptedSerializer(cipher) with a cipher"
                 " that seals values for their location (EnvKeyCipher, KeyRotationCipher,"

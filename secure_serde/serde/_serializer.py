@@ -13,6 +13,7 @@ read by the strict decoder, which builds data types only.
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Iterable
 from typing import Any, Final, cast
 
@@ -236,9 +237,20 @@ class EncryptedSerializer:
     # -- Sealing for a location (issue 10): the sealed savers' entry points. --
 
     @property
-    def binds_locations(self) -> bool:
+    def seals_locations(self) -> bool:
         """True when the encrypting cipher can seal values for their location (format v3)."""
         return is_sealing(self._cipher)
+
+    @property
+    def binds_locations(self) -> bool:
+        """0.3's name of `seals_locations`, until 0.5 (warns)."""
+        warnings.warn(
+            "EncryptedSerializer.binds_locations is deprecated: use seals_locations (the old"
+            " name goes in 0.5)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.seals_locations
 
     def dumps_typed_at(self, obj: Any, location: Location) -> tuple[str, bytes]:
         """`dumps_typed`, with the value sealed for ``location``: it opens only there."""

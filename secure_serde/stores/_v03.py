@@ -105,7 +105,7 @@ class V03Reader(BaseCheckpointSaver[str]):
         index_key: str | bytes | Iterable[str | bytes] | None = None,
         migration: Migration | None = None,
     ) -> None:
-        if not isinstance(serde, EncryptedSerializer) or not serde.binds_locations:
+        if not isinstance(serde, EncryptedSerializer) or not serde.seals_locations:
             raise ConfigurationError(
                 "reading a 0.3 sealed store needs an EncryptedSerializer whose cipher binds"
                 " values to their rows (any cipher from secure_serde.ciphers)"
@@ -236,7 +236,7 @@ def written_by_v03(view: HistoryView, serde: EncryptedSerializer | None = None) 
     """
     if view.v03_marks():
         return True
-    if serde is None or not serde.binds_locations or view.kind == "postgres":
+    if serde is None or not serde.seals_locations or view.kind == "postgres":
         return False
     newest = view.newest_checkpoint()
     if newest is None:

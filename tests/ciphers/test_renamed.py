@@ -45,6 +45,15 @@ def test_each_old_name_warns_and_is_the_new_object(old: str, new: object) -> Non
     assert old not in dir(secure_serde.ciphers)
 
 
+def test_the_serializer_s_binds_locations_warns_and_is_seals_locations() -> None:
+    for cipher, expected in ((EnvKeyCipher(KEY), True), (_Cipher03(), False)):
+        serde = EncryptedSerializer(cipher) if expected else _built(cipher)  # type: ignore[arg-type]
+        with pytest.warns(DeprecationWarning, match="binds_locations .*seals_locations") as seen:
+            assert serde.binds_locations is expected
+        assert seen[0].filename == __file__
+        assert serde.seals_locations is expected
+
+
 def test_an_unknown_name_is_still_an_attribute_error() -> None:
     with pytest.raises(AttributeError, match="NoSuchCipher"):
         secure_serde.ciphers.NoSuchCipher  # type: ignore[attr-defined]  # noqa: B018
@@ -137,12 +146,12 @@ def test_an_old_decrypt_only_cipher_is_read_and_the_call_warns_once() -> None:
 def test_an_old_locating_cipher_still_seals_for_a_location() -> None:
     old = _Locating03()
     serde = _built(old)
-    assert serde.binds_locations
+    assert serde.seals_locations
     here = Location.blob("thread", "", "channel", "1")
     stored = serde.dumps_typed_at({"v": 1}, here)
     assert serde.loads_typed_at(stored, here) == {"v": 1}
     assert {"encrypt_at", "decrypt_at"} <= set(old.calls)
-    assert not _built(_Cipher03()).binds_locations
+    assert not _built(_Cipher03()).seals_locations
 
 
 def test_a_subclass_overriding_one_old_method_is_honoured() -> None:
