@@ -39,8 +39,8 @@ from secure_serde.ciphers import (
     KeyRotationCipher,
     KmsEnvelopeCipher,
     TagAuthenticatingCipher,
+    cmk_id,
 )
-from secure_serde.ciphers._kms_format import cmk_id
 from secure_serde.crypto import ENV_VAR
 from secure_serde.serde import EncryptedSerializer, Migration
 

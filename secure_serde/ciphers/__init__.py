@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from secure_serde.ciphers._env import EnvKeyCipher
-    from secure_serde.ciphers._headers import StoredHeader, read_header
+    from secure_serde.ciphers._headers import StoredHeader, current_test, read_header
     from secure_serde.ciphers._keyring import Keyring
     from secure_serde.ciphers._keyring_file import KeyringEntry, KeyringFile
     from secure_serde.ciphers._kms import KmsCacheInfo, KmsEnvelopeCipher
+    from secure_serde.ciphers._kms_format import cmk_id
     from secure_serde.ciphers._legacy import LEGACY_CIPHER_NAME, LegacyAesReader
     from secure_serde.ciphers._protocol import (
         SealingCipher,
@@ -43,6 +44,8 @@ else:
             "SealingCipher": "secure_serde.ciphers._protocol",
             "StoredHeader": "secure_serde.ciphers._headers",
             "TagAuthenticatingCipher": "secure_serde.ciphers._protocol",
+            "cmk_id": "secure_serde.ciphers._kms_format",
+            "current_test": "secure_serde.ciphers._headers",
             "is_sealing": "secure_serde.ciphers._protocol",
             "read_header": "secure_serde.ciphers._headers",
             "tag_ciphers": "secure_serde.ciphers._protocol",
@@ -68,6 +71,8 @@ __all__ = [
     "SealingCipher",
     "StoredHeader",
     "TagAuthenticatingCipher",
+    "cmk_id",
+    "current_test",
     "is_sealing",
     "read_header",
     "tag_ciphers",

@@ -19,6 +19,7 @@ from secure_serde._report import (
     RewrapReport,
 )
 from secure_serde._rows import CheckpointRow, RowFailure, Unvouched
+from secure_serde.passes._adopt import AdoptPlanner, SaverApplier, stored_checkpoints
 from secure_serde.passes._copy import copy_thread
 from secure_serde.passes._plan import Planner
 from secure_serde.passes._rewrap import rewrap
@@ -26,6 +27,7 @@ from secure_serde.passes._rewrap import rewrap
 __all__ = [
     "CURRENT",
     "MAX_LISTED_FAILURES",
+    "AdoptPlanner",
     "CheckpointRow",
     "PassProgress",
     "PassReport",
@@ -34,10 +36,12 @@ __all__ = [
     "RewrapProgress",
     "RewrapReport",
     "RowFailure",
+    "SaverApplier",
     "Skip",
     "Unreadable",
     "Unvouched",
     "copy_thread",
     "rewrap",
     "run_batches",
+    "stored_checkpoints",
 ]

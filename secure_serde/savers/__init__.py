@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from secure_serde.savers._adopt import AdoptReport, Unvouched, adopt
-    from secure_serde.stores._v03 import V03Reader
+    from secure_serde.stores import V03Reader
 else:
     from secure_serde._lazy import lazy_attributes
 
@@ -26,7 +26,7 @@ else:
         {
             "AdoptReport": "secure_serde.savers._adopt",
             "Unvouched": "secure_serde.savers._adopt",
-            "V03Reader": "secure_serde.stores._v03",
+            "V03Reader": "secure_serde.stores",
             "adopt": "secure_serde.savers._adopt",
         },
     )

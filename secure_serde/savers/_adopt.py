@@ -45,8 +45,14 @@ from typing import Any, Final
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from secure_serde._errors import ConfigurationError
-from secure_serde.passes import PassReport, Unvouched, run_batches
-from secure_serde.passes._adopt import AdoptPlanner, SaverApplier, stored_checkpoints
+from secure_serde.passes import (
+    AdoptPlanner,
+    PassReport,
+    SaverApplier,
+    Unvouched,
+    run_batches,
+    stored_checkpoints,
+)
 from secure_serde.sealing import SealedSaver
 from secure_serde.stores import Store
 
@@ -112,7 +118,7 @@ def adopt(  # noqa: PLR0913 - the source, the target, and keyword-only switches
     )
     planner = AdoptPlanner(source, lenient, accept=accept_unvouched)
     batches = (rows[i : i + _BATCH] for i in range(0, len(rows), _BATCH))
-    tally = run_batches(batches, planner, SaverApplier(target, planner), dry_run=dry_run)
+    tally = run_batches(batches, planner, SaverApplier(target, planner.ref), dry_run=dry_run)
     planner.count_into(tally)
     report = tally.report("adopt", dry_run=dry_run, elapsed=time.monotonic() - started)
     for line in report.lines():

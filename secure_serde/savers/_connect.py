@@ -21,7 +21,7 @@ import psycopg
 from psycopg import AsyncConnection, Connection
 from psycopg.rows import DictRow, dict_row
 
-from secure_serde.stores._dsn import redact
+from secure_serde.stores import redact
 
 __all__ = ["Dsn", "aconnect", "connect"]
 

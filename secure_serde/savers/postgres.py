@@ -29,7 +29,7 @@ from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Final
 
-from secure_serde.sealing._saver import _WithPrune
+from secure_serde.sealing import PruningSealedSaver
 from secure_serde.serde import EncryptedSerializer
 
 _MISSING: Final = (
@@ -53,7 +53,7 @@ except ImportError as exc:
 __all__ = ["AsyncPostgresSaver", "PostgresSaver"]
 
 
-class PostgresSaver(_WithPrune):
+class PostgresSaver(PruningSealedSaver):
     """`SealedSaver` around langgraph's ``PostgresSaver`` on ``conn``.
 
     Args:
@@ -110,7 +110,7 @@ class PostgresSaver(_WithPrune):
                 yield cls(conn, None, **options)
 
 
-class AsyncPostgresSaver(_WithPrune):
+class AsyncPostgresSaver(PruningSealedSaver):
     """`SealedSaver` around langgraph's ``AsyncPostgresSaver`` on ``conn``.
 
     Args:

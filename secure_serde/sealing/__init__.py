@@ -21,13 +21,14 @@ import secure_serde.sealing._tenant_saver  # noqa: F401
 from secure_serde.sealing._audit import AuditFinding, SealedAuditReport, ShreddedRow, audit_sealed
 from secure_serde.sealing._record import new_versions_of
 from secure_serde.sealing._reindex import ReindexReport
-from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, SealedSaver
+from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, PruningSealedSaver, SealedSaver
 from secure_serde.sealing._store import SealedStore
 from secure_serde.sealing._store_audit import StoreAuditReport, StoreItemFinding, audit_store_items
 
 __all__ = [
     "DEFAULT_INDEXED_METADATA",
     "AuditFinding",
+    "PruningSealedSaver",
     "ReindexReport",
     "SealedAuditReport",
     "SealedSaver",

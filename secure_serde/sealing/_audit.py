@@ -46,7 +46,7 @@ from secure_serde._errors import (
 )
 from secure_serde._report import Kept, PassReport, Tally, counted
 from secure_serde._rows import CheckpointRow, RowFailure
-from secure_serde.ciphers._headers import current_test
+from secure_serde.ciphers import current_test
 from secure_serde.sealing import _cell
 from secure_serde.sealing._codec import RECORD_KEY, Sealer
 from secure_serde.sealing._identity import IDENTITY_THREAD

@@ -40,7 +40,7 @@ from secure_serde.sealing._reindex import (
 from secure_serde.sealing._walks import overrides
 from secure_serde.serde import EncryptedSerializer
 
-__all__ = ["DEFAULT_INDEXED_METADATA", "ReindexReport", "SealedSaver"]
+__all__ = ["DEFAULT_INDEXED_METADATA", "PruningSealedSaver", "ReindexReport", "SealedSaver"]
 
 # langgraph's own keys that callers and savers filter on: indexed by default.
 # ``run_id`` must be: ``delete_for_runs`` finds rows by it.
@@ -352,6 +352,9 @@ _VARIANTS: Final[dict[tuple[bool, bool], type[SealedSaver]]] = {
 }
 for _variant in (_WithPrune, _WithDeleteForRuns, _WithBoth):
     _variant.__name__ = _variant.__qualname__ = "SealedSaver"
+
+# The base of savers.postgres's savers: the stock PostgresSaver has prune, not delete_for_runs.
+PruningSealedSaver = _WithPrune
 
 
 def _names(values: Iterable[str], option: str) -> frozenset[str]:

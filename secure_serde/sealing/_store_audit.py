@@ -26,7 +26,7 @@ from secure_serde._engine import ReadOnly, Skip, Unreadable, run_batches
 from secure_serde._errors import SecureSerdeError
 from secure_serde._report import PassReport, counted
 from secure_serde._rows import RowRef
-from secure_serde.ciphers._headers import current_test
+from secure_serde.ciphers import current_test
 from secure_serde.sealing import _cell
 from secure_serde.sealing._store import SealedStore
 from secure_serde.sealing._store_codec import SEALED_FIELD

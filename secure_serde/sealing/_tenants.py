@@ -36,8 +36,7 @@ from secure_serde._errors import (
     UnknownTenantError,
 )
 from secure_serde._scrub import scrubbed
-from secure_serde.ciphers import EnvKeyCipher, SealingCipher, is_sealing
-from secure_serde.ciphers._headers import current_test
+from secure_serde.ciphers import EnvKeyCipher, SealingCipher, current_test, is_sealing
 from secure_serde.crypto import SecretHolder, hkdf_sha256
 from secure_serde.sealing._index import INDEX_KEY_SIZE, BlindIndex
 from secure_serde.sealing._tenant_store import (

@@ -47,6 +47,7 @@ if TYPE_CHECKING:
         MetadataKeys,
         scan_json_columns,
     )
+    from secure_serde.stores._dsn import redact
     from secure_serde.stores._history import CheckpointId, HistoryView
     from secure_serde.stores._open import (
         open_items,
@@ -103,6 +104,7 @@ else:
             "checkpoint_tags": "secure_serde.stores._v03_tags",
             "metadata_record": "secure_serde.stores._v03_rows",
             "open_store": "secure_serde.stores._open",
+            "redact": "secure_serde.stores._dsn",
             "sealed_items_at": "secure_serde.stores._open",
             "open_items": "secure_serde.stores._open",
             "open_sealed": "secure_serde.stores._open",
@@ -147,6 +149,7 @@ __all__ = [
     "open_sealed",
     "open_store",
     "parse_envelope",
+    "redact",
     "refuse_v03",
     "scan_json_columns",
     "sealed_items_at",

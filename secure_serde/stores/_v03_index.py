@@ -69,7 +69,7 @@ class V03IndexKeys(SecretHolder):
         if index_key is not None:
             values = [index_key] if isinstance(index_key, (str, bytes)) else list(index_key)
             return cls(Key.derive(v, label=f"index_key[{i}]") for i, v in enumerate(values))
-        from secure_serde.ciphers._keyring import Keyring
+        from secure_serde.ciphers import Keyring
 
         keys: list[Key] = []
         for position, cipher in enumerate(getattr(serde, "decrypt_ciphers", None) or ()):
