@@ -35,23 +35,18 @@ a bare store's table is not this layout, and nothing here seals it.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any, Final
 
 from secure_serde.stores._base import (
     ALL_THREADS,
-    DEFAULT_BATCH_SIZE,
     Cell,
     RowRef,
     Store,
     StoreError,
-    Swap,
     TableSpec,
     ThreadRange,
-    check_batch_size,
 )
+from secure_serde.stores._keyed import KeyedStore
 
 __all__ = [
     "IDENTITY_ITEM_KEY",
@@ -59,7 +54,6 @@ __all__ = [
     "ITEMS",
     "SEALED_FIELD",
     "ItemsLayout",
-    "SealedItemsSqliteStore",
     "identity_item_ref",
     "is_items_layout",
     "namespace_of",
@@ -72,59 +66,42 @@ IDENTITY_PREFIX: Final = "__secure_serde_store__"
 IDENTITY_ITEM_KEY: Final = "identity"
 # The table (and RowRef/TableSpec name) of the items.
 ITEMS: Final = "store"
-ITEM_KEY: Final = ("prefix", "key")
-_BUSY_TIMEOUT_MS: Final = 30_000
-_SELECT: Final = "SELECT prefix, key, value FROM store"
-_SWAP: Final = "UPDATE store SET value = ? WHERE prefix = ? AND key = ? AND value IS ?"
 
 
-class ItemsLayout(Store):
+class ItemsLayout(KeyedStore):
     """The stores of this module: SealedStore's items, not checkpoint rows.
 
     ``holds_checkpoints`` says whether the same database also has langgraph's
-    checkpoint tables (one application, one database).
+    checkpoint tables (one application, one database). An empty ``tables``
+    means the database has no ``store`` table. Items have no thread: thread
+    ranges are not used.
     """
 
-    layout: Final = "items"
     holds_checkpoints: bool = False
-    # Each database's statements over ``store``, with its own parameter marker.
-    _FIRST: str
-    _PAGE: str
-    _RELOAD: str
 
-    def _fetch(self, query: str, params: Sequence[object]) -> list[Any]:
-        raise NotImplementedError
+    def _discover(self) -> tuple[TableSpec, ...]:
+        self.holds_checkpoints = bool(self._catalog("checkpoints")[0])
+        columns = self._catalog(ITEMS)[0]
+        if not columns:
+            return ()
+        if not {"prefix", "key", "value"} <= columns:
+            raise StoreError(f"the store table in {self.display} is not langgraph's")
+        return (TableSpec(ITEMS, "value", "value", ("prefix", "key"), SEALED_FIELD),)
 
-    @staticmethod
-    def _value(raw: object) -> object:
-        """The decoded JSON of a ``value`` column (PostgreSQL's driver already decodes it)."""
-        return raw
+    def _range(self, thread_range: ThreadRange) -> tuple[str, list[Any]]:
+        return self._TRUE, []
 
     def count(self, table: TableSpec, thread_range: ThreadRange = ALL_THREADS) -> int:
-        if not self.tables:
-            return 0
-        return int(self._fetch("SELECT count(*) FROM store", ())[0][0])
-
-    def iter_batches(
-        self,
-        table: TableSpec,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        thread_range: ThreadRange = ALL_THREADS,
-    ) -> Iterator[list[Cell]]:
-        """Every item, by ``(prefix, key)``; items have no thread, so ``thread_range`` is unused."""
-        check_batch_size(batch_size)
-        rows = self._fetch(self._FIRST, (batch_size,))
-        while rows:
-            yield [item_cell(r[0], r[1], self._value(r[2])) for r in rows]
-            if len(rows) < batch_size:
-                return
-            rows = self._fetch(self._PAGE, (rows[-1][0], rows[-1][1], batch_size))
+        return super().count(table) if self.tables else 0
 
     def reload(self, ref: RowRef) -> Cell | None:
-        if not self.tables:
-            return None
-        rows = self._fetch(self._RELOAD, ref.key_values)
-        return item_cell(rows[0][0], rows[0][1], self._value(rows[0][2])) if rows else None
+        return super().reload(ref) if self.tables else None
+
+    @staticmethod
+    def _dump_entry(value: object, raw: object) -> str | bytes:
+        # As langgraph's SqliteStore writes the column (orjson: compact, UTF-8 bytes).
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return text if isinstance(raw, str) else text.encode("utf-8")
 
     def thread_ranges(self, parts: int) -> list[ThreadRange]:
         return [ALL_THREADS]
@@ -148,125 +125,3 @@ def identity_item_ref() -> RowRef:
 def namespace_of(ref: RowRef) -> tuple[str, ...]:
     """The namespace of the item at ``ref`` (langgraph joins its labels with ``"."``)."""
     return tuple(str(ref.get("prefix")).split("."))
-
-
-def entry_data(value: object, field: str = SEALED_FIELD) -> bytes | None:
-    """The sealed entry's text of a decoded JSON object, as UTF-8; ``None`` when it has none."""
-    entry = value.get(field) if isinstance(value, dict) else None
-    return entry.encode("utf-8") if isinstance(entry, str) else None
-
-
-def json_or_none(text: object) -> object:
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        try:
-            text = bytes(text).decode("utf-8")
-        except UnicodeDecodeError:
-            return None
-    if not isinstance(text, str):
-        return None
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None
-
-
-def item_cell(prefix: object, key: object, value: object) -> Cell:
-    """The cell of one row; ``value`` already decoded from JSON (or ``None``)."""
-    ref = RowRef(ITEMS, (("prefix", str(prefix)), ("key", str(key))))
-    return Cell(ref, SEALED_FIELD, entry_data(value))
-
-
-def check_swap(swap: Swap) -> None:
-    cell = swap.cell
-    if cell.data is None or cell.type_tag != SEALED_FIELD or swap.new_type != SEALED_FIELD:
-        raise StoreError(f"{cell.ref} holds no sealed item text to replace")
-
-
-class SealedItemsSqliteStore(ItemsLayout):
-    """The ``store`` table of a SQLite file langgraph's ``SqliteStore`` wrote under SealedStore.
-
-    Autocommit, one ``SELECT`` per page, one ``BEGIN IMMEDIATE`` ... ``COMMIT``
-    per `compare_and_swap`, as `secure_serde.stores.SqliteStore`. An empty
-    ``tables`` means the file has no ``store`` table.
-    """
-
-    kind = "sqlite"
-    _FIRST = f"{_SELECT} ORDER BY prefix, key LIMIT ?"
-    _PAGE = f"{_SELECT} WHERE (prefix, key) > (?, ?) ORDER BY prefix, key LIMIT ?"
-    _RELOAD = f"{_SELECT} WHERE prefix = ? AND key = ?"
-
-    def __init__(self, path: Path) -> None:
-        self._path = path
-        try:
-            self._conn = sqlite3.connect(
-                f"{path.resolve().as_uri()}?mode=rw", uri=True, isolation_level=None
-            )
-            self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-            names = {
-                row[0]
-                for row in self._conn.execute(
-                    "SELECT name FROM sqlite_master WHERE type = 'table'"
-                ).fetchall()
-            }
-            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(store)")}
-        except sqlite3.DatabaseError as exc:
-            self.close()
-            raise StoreError(f"cannot open {path} as a SQLite store: {exc}") from None
-        self.holds_checkpoints = "checkpoints" in names
-        self.tables: tuple[TableSpec, ...] = ()
-        if columns:
-            if not {"prefix", "key", "value"} <= columns:
-                self.close()
-                raise StoreError(f"the store table in {path} is not langgraph's")
-            self.tables = (TableSpec(ITEMS, "value", "value", ITEM_KEY),)
-
-    @property
-    def display(self) -> str:
-        return str(self._path)
-
-    @property
-    def location(self) -> str:
-        return str(self._path)
-
-    def close(self) -> None:
-        conn = getattr(self, "_conn", None)
-        if conn is not None:
-            conn.close()
-
-    def _fetch(self, query: str, params: Sequence[object]) -> list[Any]:
-        return self._conn.execute(query, params).fetchall()
-
-    @staticmethod
-    def _value(raw: object) -> object:
-        return json_or_none(raw)
-
-    def compare_and_swap(self, swaps: Sequence[Swap]) -> list[bool]:
-        for swap in swaps:
-            check_swap(swap)
-        try:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                applied = [self._swap(swap) for swap in swaps]
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"writing to {self._path} failed: {exc}") from None
-        return applied
-
-    def _swap(self, swap: Swap) -> bool:
-        cell = swap.cell
-        found = self._conn.execute(self._RELOAD, cell.ref.key_values).fetchone()
-        if found is None:
-            return False
-        raw = found[2]
-        value = json_or_none(raw)
-        if not isinstance(value, dict) or entry_data(value) != cell.data:
-            return False
-        value[SEALED_FIELD] = swap.new_data.decode("utf-8")
-        # As langgraph's SqliteStore writes the column (orjson: compact, UTF-8 bytes).
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-        new: str | bytes = text if isinstance(raw, str) else text.encode("utf-8")
-        cursor = self._conn.execute(_SWAP, (new, *cell.ref.key_values, raw))
-        return cursor.rowcount == 1

@@ -10,8 +10,9 @@ from typing import Final, TypeVar
 from secure_serde._scrub import scrubbed
 from secure_serde.stores._base import SEALED_STORE_REFUSAL, Store, StoreError
 from secure_serde.stores._dsn import looks_like_conninfo, url_scheme
-from secure_serde.stores._items import ItemsLayout, SealedItemsSqliteStore, identity_item_ref
-from secure_serde.stores._sealed import SealedSqliteStore, is_sealed_layout
+from secure_serde.stores._items import ItemsLayout, identity_item_ref
+from secure_serde.stores._sealed import is_sealed_layout
+from secure_serde.stores._sqlite import SealedItemsSqliteStore, SealedSqliteStore, SqliteStore
 
 __all__ = [
     "POSTGRES_SCHEMES",
@@ -83,8 +84,6 @@ def _raw_store(location: str | os.PathLike[str]) -> Store:
         raise StoreError(f"a store is a path or a postgresql:// URL, not {type(location).__name__}")
     if isinstance(location, str) and not Path(location).exists():
         _refuse_other_forms(location)
-    from secure_serde.stores._sqlite import SqliteStore
-
     return SqliteStore(Path(location))
 
 
@@ -145,7 +144,7 @@ def _refuse_other_forms(location: str) -> None:
 def open_sealed(location: str | os.PathLike[str]) -> Store:
     """The store at ``location`` (a SQLite path or a ``postgresql://`` URL), as sealed rows."""
     if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
-        from secure_serde.stores._sealed_postgres import SealedPostgresStore
+        from secure_serde.stores._postgres import SealedPostgresStore
 
         return SealedPostgresStore(location)
     return SealedSqliteStore(Path(location))
@@ -160,7 +159,7 @@ def open_items(location: str | os.PathLike[str]) -> ItemsLayout | None:
     """
     store: ItemsLayout
     if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
-        from secure_serde.stores._items_postgres import SealedItemsPostgresStore
+        from secure_serde.stores._postgres import SealedItemsPostgresStore
 
         store = SealedItemsPostgresStore(location)
     else:

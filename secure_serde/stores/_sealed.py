@@ -34,31 +34,21 @@ and tests/passes/test_sealed_layout.py pins them equal.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from secure_serde.stores._base import (
-    SEALED_STORE_THREAD,
-    Cell,
-    RowRef,
-    Store,
-    StoreError,
-    Swap,
-    TableSpec,
-)
-from secure_serde.stores._items import entry_data, json_or_none
-from secure_serde.stores._sqlite import _ENVELOPE_KEY, _ENVELOPE_SWAP, SqliteStore, _quote
+from secure_serde.stores._base import SEALED_STORE_THREAD, Cell, RowRef, Store, TableSpec
+from secure_serde.stores._keyed import KeyedStore
 
 __all__ = [
+    "CHECKPOINT_KEY",
     "IDENTITY_CHECKPOINT_ID",
     "IDENTITY_KEY",
     "RECORDS",
     "RECORD_KEY",
     "SealedLayout",
     "SealedRow",
-    "SealedSqliteStore",
     "entry_key",
     "identity_ref",
     "is_sealed_layout",
@@ -71,7 +61,9 @@ IDENTITY_KEY: Final = "__secure_serde_store__"
 IDENTITY_CHECKPOINT_ID: Final = "00000000-0000-0000-0000-000000000000"
 # The RowRef/TableSpec name of the record and identity cells.
 RECORDS: Final = "checkpoints.metadata"
-_CHECKPOINT_KEY: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
+CHECKPOINT_KEY: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
+# The checkpoints rows' metadata, seen as the record (or identity) cell under one key.
+RECORDS_SPEC: Final = TableSpec(RECORDS, "metadata", "metadata", CHECKPOINT_KEY, RECORD_KEY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +73,18 @@ class SealedRow(Cell):
     channel: str | None = None
 
 
-class SealedLayout:
-    """Marks the stores of this module: the sealed layout, not the 0.3 one."""
+class SealedLayout(KeyedStore):
+    """The stores of this module: the sealed layout, whose tables must all be there."""
 
-    layout: Final = "sealed"
+    _ALL_NEEDED = True
+
+    def _cell(self, table: TableSpec, row: Sequence[Any]) -> Cell:
+        cell = super()._cell(table, row)
+        extra = row[len(table.key_columns) + 2] if table.extra_columns else None
+        return SealedRow(cell.ref, cell.type_tag, cell.data, None if extra is None else str(extra))
+
+    def _entry_key(self, ref: RowRef, table: TableSpec) -> str:
+        return entry_key(ref.thread_id)
 
 
 def is_sealed_layout(store: Store) -> bool:
@@ -94,87 +94,9 @@ def is_sealed_layout(store: Store) -> bool:
 def identity_ref() -> RowRef:
     """Where the store identity's cell is: `Store.reload` it."""
     key = (SEALED_STORE_THREAD, "", IDENTITY_CHECKPOINT_ID)
-    return RowRef(RECORDS, tuple(zip(_CHECKPOINT_KEY, key, strict=True)))
+    return RowRef(RECORDS, tuple(zip(CHECKPOINT_KEY, key, strict=True)))
 
 
 def entry_key(thread_id: object) -> str:
     """The metadata key a checkpoints row of ``thread_id`` keeps its cell under."""
     return IDENTITY_KEY if str(thread_id) == SEALED_STORE_THREAD else RECORD_KEY
-
-
-# ---------------------------------------------------------------------------------------------
-# SQLite
-
-
-class SealedSqliteStore(SealedLayout, SqliteStore):
-    """A SQLite file `SealedSaver` over langgraph's ``SqliteSaver`` wrote."""
-
-    def _discover(self) -> tuple[TableSpec, ...]:
-        found = super()._discover()
-        names = {spec.name for spec in found}
-        if not {"checkpoints", "writes"} <= names:
-            raise StoreError(f"{self.display} lacks the checkpoints or writes table")
-        specs = []
-        for spec in found:
-            if spec.name == "checkpoints":
-                if spec.key_columns != _CHECKPOINT_KEY:
-                    raise StoreError(f"checkpoints in {self.display} is not keyed as the stock one")
-                specs.append(TableSpec("checkpoints", "type", "checkpoint", spec.key_columns))
-                specs.append(TableSpec(RECORDS, "metadata", "metadata", spec.key_columns))
-            elif spec.name == "writes":
-                columns = {
-                    row[1] for row in self._conn.execute("PRAGMA table_info(writes)").fetchall()
-                }
-                if "channel" not in columns:
-                    raise StoreError(f"writes in {self.display} has no channel column")
-                key = spec.key_columns
-                specs.append(TableSpec("writes", "type", "value", key, extra_columns=("channel",)))
-        return tuple(specs)
-
-    @staticmethod
-    def _statements(spec: TableSpec) -> tuple[str, str, str, str, str]:
-        if spec.name != RECORDS:
-            return SqliteStore._statements(spec)
-        cols = ", ".join(_quote(c) for c in _CHECKPOINT_KEY)
-        select = f"SELECT {cols}, CAST(metadata AS TEXT) FROM checkpoints"  # noqa: S608
-        first = f"{select} WHERE {{range}} ORDER BY {cols} LIMIT ?"
-        page = f"{select} WHERE ({cols}) > (?, ?, ?) AND {{range}} ORDER BY {cols} LIMIT ?"
-        reload = f"{select} WHERE {_ENVELOPE_KEY}"
-        count = "SELECT count(*) FROM checkpoints WHERE {range}"
-        return first, page, reload, "", count
-
-    @staticmethod
-    def _cell(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
-        ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
-        if table.name == RECORDS:
-            key = entry_key(ref.thread_id)
-            return SealedRow(ref, key, entry_data(json_or_none(row[nkey]), key))
-        channel = None
-        if table.extra_columns:
-            channel = None if row[nkey + 2] is None else str(row[nkey + 2])
-        return SealedRow(ref, row[nkey], row[nkey + 1], channel)
-
-    def _swap_one(self, swap: Swap) -> bool:
-        """Replace one row's record (or identity) text if it is still the one read."""
-        cell = swap.cell
-        if cell.ref.table != RECORDS:
-            return super()._swap_one(swap)
-        if cell.data is None or cell.type_tag != entry_key(cell.ref.thread_id):
-            raise StoreError(f"{cell.ref} holds no sealed text to replace")
-        if swap.new_type != cell.type_tag:
-            raise StoreError(f"{cell.ref}: a swap may not move the sealed text to another key")
-        found = self._conn.execute(_RELOAD_TEXT, cell.ref.key_values).fetchone()
-        if found is None:
-            return False
-        metadata = json_or_none(found[0])
-        if not isinstance(metadata, dict) or entry_data(metadata, cell.type_tag) != cell.data:
-            return False
-        metadata[cell.type_tag] = swap.new_data.decode("utf-8")
-        # As the stock SqliteSaver encodes the column.
-        new = json.dumps(metadata, ensure_ascii=False).encode("utf-8", "ignore")
-        cursor = self._conn.execute(_ENVELOPE_SWAP, (new, *cell.ref.key_values, found[0]))
-        return cursor.rowcount == 1
-
-
-# Every row's whole metadata (the identity row too).
-_RELOAD_TEXT: Final = f"SELECT CAST(metadata AS TEXT) FROM checkpoints WHERE {_ENVELOPE_KEY}"  # noqa: S608

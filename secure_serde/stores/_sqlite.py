@@ -8,47 +8,43 @@ the serializer. A store secure_serde 0.3's savers wrote is not read here
 
 from __future__ import annotations
 
+import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
-from secure_serde.stores._base import (
-    ALL_THREADS,
-    DEFAULT_BATCH_SIZE,
-    Cell,
-    RowRef,
-    Store,
-    StoreError,
-    Swap,
-    TableSpec,
-    ThreadRange,
-    check_batch_size,
-)
+from secure_serde.stores._base import StoreError, Swap, TableSpec
+from secure_serde.stores._items import ItemsLayout
+from secure_serde.stores._keyed import KeyedStore, entry_data, json_or_none, quote
+from secure_serde.stores._sealed import CHECKPOINT_KEY, RECORDS_SPEC, SealedLayout
 
-__all__ = ["SQLITE_TABLES", "SqliteStore"]
+__all__ = ["SealedItemsSqliteStore", "SealedSqliteStore", "SqliteStore"]
 
-# (table, type column, data column), in the order they are visited.
-SQLITE_TABLES: Final = (("checkpoints", "type", "checkpoint"), ("writes", "type", "value"))
 # A live application holds the write lock for one checkpoint at a time:
 # wait for it rather than fail the batch.
 _BUSY_TIMEOUT_MS: Final = 30_000
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-class SqliteStore(Store):
+class SqliteStore(KeyedStore):
     """A SQLite checkpoint file, opened read-write; it is never created.
 
     The connection runs in autocommit mode: each page is one ``SELECT``,
     and each `compare_and_swap` one ``BEGIN IMMEDIATE`` ... ``COMMIT``, so
     the write lock is held only while a batch's updates run, never while
-    values are being decrypted.
+    values are being decrypted. CAST makes a TEXT or number planted in the
+    BLOB column come back as bytes, and the swap compares through the same
+    CAST, so such a row is still reported and swapped like any other.
     """
 
     kind = "sqlite"
+    _MARK, _TRUE, _SAME = "?", "1", "IS"
+    _TEXT, _BLOB = "CAST({} AS TEXT)", "CAST({} AS BLOB)"
+    _conn: sqlite3.Connection
+    _WANTED: ClassVar[tuple[TableSpec, ...]] = (
+        TableSpec("checkpoints", "type", "checkpoint", ()),
+        TableSpec("writes", "type", "value", ()),
+    )
 
     def __init__(self, path: str | Path) -> None:
         self._path = Path(path)
@@ -61,64 +57,17 @@ class SqliteStore(Store):
             self._conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
             self.tables = self._discover()
         except sqlite3.DatabaseError as exc:
-            self._close_quietly()
+            self.close()
             raise StoreError(f"cannot open {self._path} as a SQLite store: {exc}") from None
-        if not self.tables:
-            self._conn.close()
-            raise StoreError(
-                f"{self._path} holds no langgraph checkpoint tables (checkpoints, writes)"
-            )
-        self._sql: dict[str, tuple[str, str, str, str, str]] = {
-            spec.name: self._statements(spec) for spec in self.tables
-        }
+        except BaseException:
+            self.close()
+            raise
+        self._sql = {spec.name: self._statements(spec) for spec in self.tables}
 
-    def _close_quietly(self) -> None:
-        conn = getattr(self, "_conn", None)
-        if conn is not None:
-            conn.close()
-
-    def _discover(self) -> tuple[TableSpec, ...]:
-        found = []
-        for name, type_col, data_col in SQLITE_TABLES:
-            info = self._conn.execute(f"PRAGMA table_info({_quote(name)})").fetchall()
-            if not info:
-                continue
-            columns = {row[1] for row in info}
-            if not {type_col, data_col, "thread_id"} <= columns:
-                raise StoreError(
-                    f"table {name} in {self._path} lacks the stock columns"
-                    f" thread_id, {type_col}, {data_col}"
-                )
-            key = tuple(row[1] for row in sorted((r for r in info if r[5] > 0), key=lambda r: r[5]))
-            if not key or key[0] != "thread_id":
-                raise StoreError(f"table {name} in {self._path} is not keyed by thread_id first")
-            found.append(TableSpec(name, type_col, data_col, key))
-        return tuple(found)
-
-    @staticmethod
-    def _statements(spec: TableSpec) -> tuple[str, str, str, str, str]:
-        table = _quote(spec.name)
-        cols = ", ".join(_quote(c) for c in spec.key_columns)
-        marks = ", ".join("?" for _ in spec.key_columns)
-        where_key = " AND ".join(f"{_quote(c)} = ?" for c in spec.key_columns)
-        type_col, data_col = _quote(spec.type_column), _quote(spec.data_column)
-        # Every name is a fixed constant or a catalog column name, and all are
-        # quoted: nothing user-supplied reaches these statements (hence S608).
-        # CAST makes a TEXT or number planted in the BLOB column come back as
-        # bytes, and the swap compares through the same CAST, so such a row
-        # is still reported and swapped like any other.
-        extras = "".join(f", {_quote(c)}" for c in spec.extra_columns)
-        value = f"CAST({type_col} AS TEXT), CAST({data_col} AS BLOB){extras}"
-        select = f"SELECT {cols}, {value} FROM {table}"  # noqa: S608
-        page = f"{select} WHERE ({cols}) > ({marks}) AND {{range}} ORDER BY {cols} LIMIT ?"
-        first = f"{select} WHERE {{range}} ORDER BY {cols} LIMIT ?"
-        reload = f"{select} WHERE {where_key}"
-        unchanged = f"CAST({type_col} AS TEXT) IS ? AND CAST({data_col} AS BLOB) IS ?"
-        swap = (
-            f"UPDATE {table} SET {type_col} = ?, {data_col} = ? WHERE {where_key} AND {unchanged}"  # noqa: S608
-        )
-        count = f"SELECT count(*) FROM {table} WHERE {{range}}"  # noqa: S608
-        return first, page, reload, swap, count
+    def _catalog(self, relation: str) -> tuple[set[str], tuple[str, ...]]:
+        info = self._conn.execute(f"PRAGMA table_info({quote(relation)})").fetchall()
+        key = tuple(row[1] for row in sorted((r for r in info if r[5] > 0), key=lambda r: r[5]))
+        return {row[1] for row in info}, key
 
     @property
     def display(self) -> str:
@@ -127,52 +76,6 @@ class SqliteStore(Store):
     @property
     def location(self) -> str:
         return str(self._path)
-
-    @staticmethod
-    def _range_sql(thread_range: ThreadRange) -> tuple[str, list[Any]]:
-        clauses, params = [], []
-        if thread_range.low is not None:
-            clauses.append("thread_id >= ?")
-            params.append(thread_range.low)
-        if thread_range.high is not None:
-            clauses.append("thread_id < ?")
-            params.append(thread_range.high)
-        return (" AND ".join(clauses) or "1"), params
-
-    def count(self, table: TableSpec, thread_range: ThreadRange = ALL_THREADS) -> int:
-        where, params = self._range_sql(thread_range)
-        row = self._execute(self._sql[table.name][4].format(range=where), params).fetchone()
-        return int(row[0])
-
-    def iter_batches(
-        self,
-        table: TableSpec,
-        batch_size: int = DEFAULT_BATCH_SIZE,
-        thread_range: ThreadRange = ALL_THREADS,
-    ) -> Iterator[list[Cell]]:
-        check_batch_size(batch_size)
-        first, page, _, _, _ = self._sql[table.name]
-        where, range_params = self._range_sql(thread_range)
-        nkey = len(table.key_columns)
-        rows = self._execute(first.format(range=where), [*range_params, batch_size]).fetchall()
-        while rows:
-            yield [self._cell(table, row, nkey) for row in rows]
-            if len(rows) < batch_size:
-                return
-            after = list(rows[-1][:nkey])
-            rows = self._execute(
-                page.format(range=where), [*after, *range_params, batch_size]
-            ).fetchall()
-
-    @staticmethod
-    def _cell(table: TableSpec, row: Sequence[Any], nkey: int) -> Cell:
-        ref = RowRef(table.name, tuple(zip(table.key_columns, row[:nkey], strict=True)))
-        return Cell(ref, row[nkey], row[nkey + 1])
-
-    def reload(self, ref: RowRef) -> Cell | None:
-        table = self.table(ref.table)
-        row = self._execute(self._sql[table.name][2], ref.key_values).fetchone()
-        return None if row is None else self._cell(table, row, len(table.key_columns))
 
     def compare_and_swap(self, swaps: Sequence[Swap]) -> list[bool]:
         if not swaps:
@@ -191,36 +94,48 @@ class SqliteStore(Store):
         return applied
 
     def _swap_one(self, swap: Swap) -> bool:
-        """One swap, inside the transaction: whether the row still held the cell read."""
+        """One swap, inside the transaction: whether the row still held the cell read.
+
+        A JSON entry is replaced in Python, the rest of the value kept, and the
+        whole column swapped while it still holds exactly what was read.
+        """
         cell = swap.cell
-        values = (swap.new_type, swap.new_data, *cell.ref.key_values, cell.type_tag, cell.data)
-        return self._conn.execute(self._sql[cell.ref.table][3], values).rowcount == 1
+        statements = self._sql[cell.ref.table]
+        if self.table(cell.ref.table).envelope_key is None:
+            return self._conn.execute(statements.swap, self._swap_params(swap)).rowcount == 1
+        key = self._checked_key(swap)
+        found = self._conn.execute(statements.reload, cell.ref.key_values).fetchone()
+        if found is None:
+            return False
+        raw = found[-1]
+        value = json_or_none(raw)
+        if not isinstance(value, dict) or entry_data(value, key) != cell.data:
+            return False
+        value[key] = swap.new_data.decode("utf-8")
+        new = self._dump_entry(value, raw)
+        return self._conn.execute(statements.swap, (new, *cell.ref.key_values, raw)).rowcount == 1
 
-    def thread_ranges(self, parts: int) -> list[ThreadRange]:
-        # One writer at a time: splitting a SQLite file buys nothing.
-        return [ALL_THREADS]
+    @staticmethod
+    def _dump_entry(value: object, raw: object) -> str | bytes:
+        # As the stock SqliteSaver encodes the metadata column.
+        return json.dumps(value, ensure_ascii=False).encode("utf-8", "ignore")
 
-    def thread_ids(self) -> list[str]:
-        query = "SELECT DISTINCT thread_id FROM checkpoints ORDER BY thread_id"
-        return [str(row[0]) for row in self._execute(query, []).fetchall()]
-
-    def holds_thread(self, thread_id: str) -> bool:
-        query = "SELECT 1 FROM checkpoints WHERE thread_id = ? LIMIT 1"
-        return self._execute(query, [thread_id]).fetchone() is not None
-
-    def _execute(self, sql: str, params: Sequence[Any]) -> sqlite3.Cursor:
+    def _fetch(self, query: str, params: Sequence[Any]) -> list[Any]:
         try:
-            return self._conn.execute(sql, params)
+            return self._conn.execute(query, params).fetchall()
         except sqlite3.Error as exc:
             raise StoreError(f"reading {self._path} failed: {exc}") from None
 
-    def close(self) -> None:
-        self._conn.close()
+
+class SealedSqliteStore(SealedLayout, SqliteStore):
+    """A SQLite file `SealedSaver` over langgraph's ``SqliteSaver`` wrote."""
+
+    _WANTED = (
+        TableSpec("checkpoints", "type", "checkpoint", CHECKPOINT_KEY),
+        RECORDS_SPEC,
+        TableSpec("writes", "type", "value", (), extra_columns=("channel",)),
+    )
 
 
-# One checkpoints row, and its metadata swapped whole while it still holds the text read
-# (secure_serde/stores/_sealed.py). Fixed fragments only, values bound (hence S608).
-_ENVELOPE_KEY: Final = "thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-_ENVELOPE_SWAP: Final = (
-    f"UPDATE checkpoints SET metadata = ? WHERE {_ENVELOPE_KEY} AND CAST(metadata AS TEXT) IS ?"  # noqa: S608
-)
+class SealedItemsSqliteStore(ItemsLayout, SqliteStore):
+    """The ``store`` table of a SQLite file langgraph's ``SqliteStore`` wrote under SealedStore."""
