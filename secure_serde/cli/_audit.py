@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Final, TextIO
 
 from secure_serde._errors import ConfigurationError
@@ -21,6 +21,7 @@ from secure_serde.cli._audit_scan import (
     STATE_METADATA_KEYS,
     AuditReport,
     CipherGroup,
+    Listed,
     audit_store,
 )
 from secure_serde.cli._audit_sealed import run_sealed
@@ -133,19 +134,27 @@ def run(args: argparse.Namespace) -> int:
             if bar is not None:
                 bar.finish()
     code = EXIT_FINDINGS if report.findings() else EXIT_CLEAN
+    document = report_json(report, code)
     if args.json:
-        json.dump(report_json(report, code), sys.stdout, indent=2, sort_keys=False)
+        json.dump(document, sys.stdout, indent=2, sort_keys=False)
         sys.stdout.write("\n")
     else:
-        _print_text(report, sys.stdout, args.max_listed)
+        _print_text(document, sys.stdout, args.max_listed)
     return code
 
 
-# -- JSON ---------------------------------------------------------------------------------------
+# -- the report as one document: --json prints it, _print_text reads it -------------------------
 
 
-def _ref(ref: RowRef) -> dict[str, Any]:
-    return {"table": ref.table, "key": dict(ref.key)}
+def _row(row: RowRef | RowFailure) -> dict[str, Any]:
+    if isinstance(row, RowFailure):
+        return {**_row(row.ref), "reason": row.reason}
+    return {"table": row.table, "key": dict(row.key)}
+
+
+def _listed(listed: Listed, by: str = "by_error") -> dict[str, Any]:
+    rows = [_row(row) for row in listed.rows]
+    return {"count": listed.count, by: dict(sorted(listed.kinds.items())), "rows": rows}
 
 
 def _group_json(group: CipherGroup, decrypted: bool) -> dict[str, Any]:
@@ -170,48 +179,34 @@ def _group_json(group: CipherGroup, decrypted: bool) -> dict[str, Any]:
     return entry
 
 
-def _failures_json(
-    count: int, kinds: Mapping[str, int], failures: list[RowFailure]
-) -> dict[str, Any]:
-    return {
-        "count": count,
-        "by_error": dict(sorted(kinds.items())),
-        "rows": [{**_ref(f.ref), "reason": f.reason} for f in failures],
-    }
-
-
 def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
-    """The ``--json`` document: the same facts as the text report, and the exit code."""
-    inline = report.inline
+    """The ``--json`` document: every fact of the report (the text prints it), and the exit code."""
+    decrypted, inline, meta = report.decrypted, report.inline, report.metadata
+    groups = sorted(
+        report.groups.values(),
+        key=lambda g: (
+            g.cipher,
+            g.key_id or "",
+            -1 if g.format_version is None else g.format_version,
+        ),
+    )
     flagged = report.flagged_metadata_keys()
     return {
         "store": report.store,
         "kind": report.kind,
-        "decrypted": report.decrypted,
+        "decrypted": decrypted,
         "keys": report.keys,
         "cells": {
             "total": report.cells,
             "empty": report.empty,
             "by_table": dict(sorted(report.tables.items())),
         },
-        "ciphers": [_group_json(g, report.decrypted) for g in _sorted_groups(report)],
+        "ciphers": [_group_json(g, decrypted) for g in groups],
         "compression": dict(sorted(report.compression.items())),
-        "stale": report.stale_count if report.decrypted else None,
-        "plaintext": {
-            "count": report.plaintext_count,
-            "by_type": dict(sorted(report.plaintext.items())),
-            "rows": [_ref(ref) for ref in report.plaintext_rows],
-        },
-        "undecryptable": (
-            _failures_json(report.failure_count, report.failure_kinds, report.failures)
-            if report.decrypted
-            else None
-        ),
-        "refused": (
-            _failures_json(report.refused_count, report.refused_kinds, report.refused)
-            if report.decrypted
-            else None
-        ),
+        "stale": report.stale_count if decrypted else None,
+        "plaintext": _listed(report.plaintext, "by_type"),
+        "undecryptable": _listed(report.undecryptable) if decrypted else None,
+        "refused": _listed(report.refused) if decrypted else None,
         "inline_values": (
             None
             if inline is None
@@ -230,141 +225,126 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             }
         ),
         "metadata": {
-            "checkpoints": report.metadata.checkpoints,
-            "not_objects": report.metadata.not_objects,
-            "keys": report.metadata.counts,
-            "truncated": report.metadata.truncated,
+            "checkpoints": meta.checkpoints,
+            "not_objects": meta.not_objects,
+            "keys": meta.counts,
+            "truncated": meta.truncated,
             "flagged": flagged,
             "allowed": sorted(report.allowed_metadata_keys),
         },
         "findings": report.findings(),
         # One per finding, in the same order: the command that fixes it.
         "fixes": [
-            {"kind": kind, "finding": text, "commands": _fixes_json(kind, report)}
+            {
+                "kind": kind,
+                "finding": text,
+                "commands": [
+                    {"command": line, "why": why}
+                    for line, why in finding_fixes(kind, report.store, flagged)
+                ],
+            }
             for kind, text in report.problems()
         ],
         "exit_code": exit_code,
     }
 
 
-def fixes_for(kind: str, report: AuditReport) -> list[tuple[str, str]]:
-    """What fixes a finding of ``kind`` in ``report``: (command, why) pairs, the fix first."""
-    return finding_fixes(kind, report.store, report.flagged_metadata_keys())
-
-
-def _fixes_json(kind: str, report: AuditReport) -> list[dict[str, str]]:
-    return [{"command": line, "why": why} for line, why in fixes_for(kind, report)]
-
-
-# -- text ---------------------------------------------------------------------------------------
-
-
-def _sorted_groups(report: AuditReport) -> list[CipherGroup]:
-    return sorted(
-        report.groups.values(),
-        key=lambda g: (
-            g.cipher,
-            g.key_id or "",
-            -1 if g.format_version is None else g.format_version,
-        ),
-    )
-
-
-def _group_line(group: CipherGroup, decrypted: bool) -> str:
-    if group.legacy:
-        what = f"{group.cipher}: langgraph built-in format (no key id or version)"
+def _group_line(group: Mapping[str, Any], decrypted: bool) -> str:
+    if group["legacy"]:
+        what = f"{group['cipher']}: langgraph built-in format (no key id or version)"
     else:
-        key = "key id ?" if group.key_id is None else f"key id {group.key_id}"
-        if group.key_label:
-            key += f" ({group.key_label})"
-        version = "?" if group.format_version is None else str(group.format_version)
-        what = f"{group.cipher} {key} format v{version}"
-    line = f"  {what}: {group.count:,}"
+        key = "key id ?" if group["key_id"] is None else f"key id {group['key_id']}"
+        if group["key_label"]:
+            key += f" ({group['key_label']})"
+        version = "?" if group["format_version"] is None else group["format_version"]
+        what = f"{group['cipher']} {key} format v{version}"
+    line = f"  {what}: {group['count']:,}"
     if decrypted:
-        line += f" ({group.current:,} under the primary, {group.failed:,} unreadable"
-        line += f", {group.refused:,} refused)" if group.refused else ")"
+        line += f" ({group['current']:,} under the primary, {group['failed']:,} unreadable"
+        line += f", {group['refused']:,} refused)" if group["refused"] else ")"
     return line
 
 
-def _refs(out: TextIO, refs: list[str], total: int, limit: int) -> None:
-    for line in capped(refs, total, limit=limit, indent="    "):
-        print(line, file=out)
+def _rows(title: str, listed: Mapping[str, Any], limit: int) -> list[str]:
+    """A `_listed` document as text: its count by kind, then its rows, `capped`."""
+    kinds = listed.get("by_error", listed.get("by_type", {}))
+    counts = ", ".join(f"{kind} {n:,}" for kind, n in kinds.items())
+    rows = [
+        f"{row['table']} {' '.join(f'{k}={v!r}' for k, v in row['key'].items())}"
+        + (f": {row['reason']}" if "reason" in row else "")
+        for row in listed["rows"]
+    ]
+    return [
+        f"{title}: {listed['count']:,}" + (f" ({counts})" if counts else ""),
+        *capped(rows, listed["count"], limit=limit, indent="    "),
+    ]
 
 
-def _counted(title: str, count: int, kinds: Mapping[str, int]) -> str:
-    listed = ", ".join(f"{for_terminal(k)} {n:,}" for k, n in sorted(kinds.items()))
-    return f"{title}: {count:,}" + (f" ({listed})" if listed else "")
+def _metadata_note(key: str, allowed: Collection[str]) -> str:
+    if key in LANGGRAPH_METADATA_KEYS:
+        return "LangGraph"
+    if key in allowed:
+        return "allowed"
+    if key in STATE_METADATA_KEYS:
+        return "NOT LangGraph's today: node outputs, written by old langgraph versions"
+    return "NOT LangGraph's: copied from config"
 
 
-def _print_text(report: AuditReport, out: TextIO, limit: int) -> None:
-    print(f"store: {for_terminal(report.store)} ({report.kind})", file=out)
-    for line in report.keys or ["keys: none (--no-decrypt: values were not authenticated)"]:
-        print(for_terminal(f"keys: {line}" if report.keys else line), file=out)
-    tables = ", ".join(f"{name} {n:,}" for name, n in sorted(report.tables.items()))
-    print(f"serialized values: {report.cells:,} ({tables}); empty {report.empty:,}", file=out)
-    print(compression_line(report.compression), file=out)
-    if report.groups:
-        print("encrypted, by cipher, key id and format version:", file=out)
-        for group in _sorted_groups(report):
-            print(for_terminal(_group_line(group, report.decrypted)), file=out)
-    if report.decrypted and report.stale_count:
-        print(
-            f"  {report.stale_count:,} readable value(s) not under the primary key"
-            f" ({command('rewrap', report.store)} moves them)",
-            file=out,
+def _print_text(doc: Mapping[str, Any], out: TextIO, limit: int) -> None:
+    """`report_json`'s document as text; every line passes through `for_terminal`."""
+    store, cells, meta = doc["store"], doc["cells"], doc["metadata"]
+    lines = [f"store: {store} ({doc['kind']})"]
+    lines += [f"keys: {key}" for key in doc["keys"]] or [
+        "keys: none (--no-decrypt: values were not authenticated)"
+    ]
+    tables = ", ".join(f"{name} {n:,}" for name, n in cells["by_table"].items())
+    lines += [
+        f"serialized values: {cells['total']:,} ({tables}); empty {cells['empty']:,}",
+        compression_line(doc["compression"]),
+    ]
+    if doc["ciphers"]:
+        lines.append("encrypted, by cipher, key id and format version:")
+        lines += [_group_line(group, doc["decrypted"]) for group in doc["ciphers"]]
+    if doc["stale"]:
+        lines.append(
+            f"  {doc['stale']:,} readable value(s) not under the primary key"
+            f" ({command('rewrap', store)} moves them)"
         )
-    print(_counted("unencrypted", report.plaintext_count, report.plaintext), file=out)
-    _refs(out, [str(ref) for ref in report.plaintext_rows], report.plaintext_count, limit)
-    if report.decrypted:
-        print(_counted("cannot decrypt", report.failure_count, report.failure_kinds), file=out)
-        _refs(out, [str(f) for f in report.failures], report.failure_count, limit)
+    lines += _rows("unencrypted", doc["plaintext"], limit)
+    if doc["decrypted"]:
+        lines += _rows("cannot decrypt", doc["undecryptable"], limit)
         refused = "refused by the strict decoder (type tag not authenticated)"
-        print(_counted(refused, report.refused_count, report.refused_kinds), file=out)
-        _refs(out, [str(f) for f in report.refused], report.refused_count, limit)
-    if report.inline is not None:
-        print(
-            f"inline plaintext channel values (checkpoints.checkpoint JSONB):"
-            f" {report.inline_count:,}",
-            file=out,
+        lines += _rows(refused, doc["refused"], limit)
+    if (inline := doc["inline_values"]) is not None:
+        lines.append(
+            f"inline plaintext channel values (checkpoints.checkpoint JSONB): {inline['count']:,}"
         )
-        for channel in report.inline:
-            internal = " (a LangGraph channel)" if is_internal_channel(channel.channel) else ""
-            print(
-                f"  {for_terminal(channel.channel)}{internal}: {channel.checkpoints:,}"
-                f" checkpoint(s), {channel.threads:,} thread(s),"
-                f" JSON {'/'.join(channel.json_types)}",
-                file=out,
-            )
-    _print_metadata(report, out)
-    findings = report.findings()
-    print(f"findings: {len(findings)}", file=out)
-    for kind, finding in report.problems():
-        print(f"  - {for_terminal(finding)}", file=out)
-        for index, (line, why) in enumerate(fixes_for(kind, report)):
-            # A shell comment: the line runs as printed, explanation included.
-            print(f"    {'or: ' if index else 'fix:'} {line}  # {why}", file=out)
-
-
-def _print_metadata(report: AuditReport, out: TextIO) -> None:
-    meta = report.metadata
-    print(
-        f"plaintext metadata keys (checkpoints.metadata, {meta.checkpoints:,} checkpoints):",
-        file=out,
+        lines += [
+            f"  {c['channel']}{' (a LangGraph channel)' if c['internal'] else ''}:"
+            f" {c['checkpoints']:,} checkpoint(s), {c['threads']:,} thread(s),"
+            f" JSON {'/'.join(c['json_types'])}"
+            for c in inline["channels"]
+        ]
+    lines.append(
+        f"plaintext metadata keys (checkpoints.metadata, {meta['checkpoints']:,} checkpoints):"
     )
-    if meta.not_objects:
-        print(
-            f"  {meta.not_objects:,} checkpoint(s) with metadata that is not a JSON object",
-            file=out,
+    if meta["not_objects"]:
+        lines.append(
+            f"  {meta['not_objects']:,} checkpoint(s) with metadata that is not a JSON object"
         )
-    for key, count in sorted(meta.counts.items()):
-        if key in LANGGRAPH_METADATA_KEYS:
-            note = "LangGraph"
-        elif key in report.allowed_metadata_keys:
-            note = "allowed"
-        elif key in STATE_METADATA_KEYS:
-            note = "NOT LangGraph's today: node outputs, written by old langgraph versions"
-        else:
-            note = "NOT LangGraph's: copied from config"
-        print(f"  {for_terminal(key)}: {count:,} ({note})", file=out)
-    if meta.truncated:
-        print(f"  ... more keys, not listed (the first {len(meta.counts):,} by name are)", file=out)
+    lines += [
+        f"  {key}: {count:,} ({_metadata_note(key, meta['allowed'])})"
+        for key, count in sorted(meta["keys"].items())
+    ]
+    if meta["truncated"]:
+        lines.append(f"  ... more keys, not listed (the first {len(meta['keys']):,} by name are)")
+    lines.append(f"findings: {len(doc['findings'])}")
+    for fix in doc["fixes"]:
+        lines.append(f"  - {fix['finding']}")
+        # A shell comment: the line runs as printed, explanation included.
+        lines += [
+            f"    {'or: ' if index else 'fix:'} {c['command']}  # {c['why']}"
+            for index, c in enumerate(fix["commands"])
+        ]
+    for line in lines:
+        print(for_terminal(line), file=out)

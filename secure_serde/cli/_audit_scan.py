@@ -41,6 +41,7 @@ __all__ = [
     "STATE_METADATA_KEYS",
     "AuditReport",
     "CipherGroup",
+    "Listed",
     "audit_store",
 ]
 
@@ -91,6 +92,22 @@ class CipherGroup:
 
 
 @dataclass
+class Listed:
+    """Rows of one kind of problem: each counted, by kind (an error class, a type tag), and the
+    first `MAX_LISTED_FAILURES` kept."""
+
+    count: int = 0
+    kinds: Counter[str] = field(default_factory=Counter)
+    rows: list[RowRef | RowFailure] = field(default_factory=list)
+
+    def add(self, row: RowRef | RowFailure, kind: str) -> None:
+        self.count += 1
+        self.kinds[kind] += 1
+        if len(self.rows) < MAX_LISTED_FAILURES:
+            self.rows.append(row)
+
+
+@dataclass
 class AuditReport:
     """Everything audit found; ids, names and counts only, never a value or a key."""
 
@@ -103,21 +120,12 @@ class AuditReport:
     empty: int = 0
     tables: Counter[str] = field(default_factory=Counter)
     groups: dict[tuple[str, str | None, int | None], CipherGroup] = field(default_factory=dict)
-    plaintext: Counter[str] = field(default_factory=Counter)
     compression: Counter[str] = field(default_factory=Counter)
-    plaintext_rows: list[RowRef] = field(default_factory=list)
-    failures: list[RowFailure] = field(default_factory=list)
-    failure_count: int = 0
-    failure_kinds: Counter[str] = field(default_factory=Counter)
-    refused: list[RowFailure] = field(default_factory=list)
-    refused_count: int = 0
-    refused_kinds: Counter[str] = field(default_factory=Counter)
+    plaintext: Listed = field(default_factory=Listed)  # by type tag
+    undecryptable: Listed = field(default_factory=Listed)  # by error class, as refused
+    refused: Listed = field(default_factory=Listed)
     metadata: MetadataKeys = field(default_factory=lambda: MetadataKeys(0, 0, {}))
     inline: list[InlineChannel] | None = None
-
-    @property
-    def plaintext_count(self) -> int:
-        return sum(self.plaintext.values())
 
     @property
     def legacy_count(self) -> int:
@@ -148,10 +156,13 @@ class AuditReport:
         """`findings`, each with its kind (the CLI names the command that fixes each kind):
         ``plaintext``, ``undecryptable``, ``refused``, ``legacy``, ``inline``, ``metadata``."""
         counted = {
-            "plaintext": (self.plaintext_count, "unencrypted serialized value(s)"),
-            "undecryptable": (self.failure_count, "value(s) the configured keys cannot decrypt"),
+            "plaintext": (self.plaintext.count, "unencrypted serialized value(s)"),
+            "undecryptable": (
+                self.undecryptable.count,
+                "value(s) the configured keys cannot decrypt",
+            ),
             "refused": (
-                self.refused_count,
+                self.refused.count,
                 "value(s) whose type tag nothing authenticates hold what the strict decoder"
                 " refuses (a type outside the allowlist, a pickle): planted or relabelled rows"
                 " would run code when loaded permissively; rewrap will not seal them",
@@ -172,18 +183,6 @@ class AuditReport:
             found.append(("metadata", text))
         return found
 
-    def add_failure(self, failure: RowFailure, kind: str) -> None:
-        self.failure_count += 1
-        self.failure_kinds[kind] += 1
-        if len(self.failures) < MAX_LISTED_FAILURES:
-            self.failures.append(failure)
-
-    def add_refused(self, failure: RowFailure, kind: str) -> None:
-        self.refused_count += 1
-        self.refused_kinds[kind] += 1
-        if len(self.refused) < MAX_LISTED_FAILURES:
-            self.refused.append(failure)
-
 
 class _Auditor:
     def __init__(
@@ -194,7 +193,7 @@ class _Auditor:
         self._planner = planner
         self._by_header: dict[bytes, CipherGroup] = {}
 
-    def add(self, cell: Cell) -> None:  # noqa: C901 - one branch per kind of stored cell
+    def add(self, cell: Cell) -> None:
         report = self._report
         report.cells += 1
         report.tables[cell.ref.table] += 1
@@ -203,22 +202,19 @@ class _Auditor:
             report.empty += 1
             return
         if type_tag is None:
-            report.add_failure(
-                RowFailure(cell.ref, f"{_NO_TYPE_TAG}: the row has a value but no type tag"),
-                _NO_TYPE_TAG,
-            )
+            failure = RowFailure(cell.ref, f"{_NO_TYPE_TAG}: the row has a value but no type tag")
+            report.undecryptable.add(failure, _NO_TYPE_TAG)
             return
         report.compression[compression_of(type_tag) or UNCOMPRESSED] += 1
         _, plus, cipher_name = type_tag.rpartition("+")
         if not plus:
-            known = type_tag in report.plaintext or len(report.plaintext) < MAX_DISTINCT
-            report.plaintext[type_tag if known else OTHER] += 1
-            if len(report.plaintext_rows) < MAX_LISTED_FAILURES:
-                report.plaintext_rows.append(cell.ref)
+            tags = report.plaintext.kinds
+            known = type_tag in tags or len(tags) < MAX_DISTINCT
+            report.plaintext.add(cell.ref, type_tag if known else OTHER)
             if self._planner is not None:
                 outcome = self._planner.plan(cell)
                 if isinstance(outcome, Unreadable) and is_refusal(outcome.error):
-                    self._refuse(cell, outcome)
+                    _add(report.refused, cell, outcome)
             return
         group = self._group(cipher_name, data)
         group.count += 1
@@ -227,23 +223,14 @@ class _Auditor:
             return
         outcome = self._planner.plan(cell)
         if isinstance(outcome, Unreadable):
-            if is_refusal(outcome.error):
-                group.refused += 1
-                self._refuse(cell, outcome)
-                return
-            group.failed += 1
-            report.add_failure(
-                RowFailure(cell.ref, outcome.reason, outcome.error), outcome.error.__name__
-            )
+            refused = is_refusal(outcome.error)
+            group.refused += refused
+            group.failed += not refused
+            _add(report.refused if refused else report.undecryptable, cell, outcome)
             return
         group.readable += 1
         if outcome is CURRENT:
             group.current += 1
-
-    def _refuse(self, cell: Cell, outcome: Unreadable) -> None:
-        self._report.add_refused(
-            RowFailure(cell.ref, outcome.reason, outcome.error), outcome.error.__name__
-        )
 
     def _group(self, cipher_name: str, data: bytes) -> CipherGroup:
         # A v1 blob long enough to parse is grouped by its 5 header bytes alone:
@@ -271,6 +258,10 @@ class _Auditor:
             group = CipherGroup(cipher_name, key_id, version, label)
             groups[(cipher_name, key_id, version)] = group
         return group
+
+
+def _add(listed: Listed, cell: Cell, outcome: Unreadable) -> None:
+    listed.add(RowFailure(cell.ref, outcome.reason, outcome.error), outcome.error.__name__)
 
 
 def audit_store(
