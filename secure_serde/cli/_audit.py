@@ -28,7 +28,7 @@ from secure_serde.cli._audit_sealed import run_sealed
 from secure_serde.cli._fixes import finding_fixes
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import MAX_LISTED, capped, command, for_terminal
-from secure_serde.cli._rewrap import Redraw, add_progress_options
+from secure_serde.cli._rewrap import add_progress_options, progress_line
 from secure_serde.config import require_ciphers
 from secure_serde.passes import RowFailure
 from secure_serde.serde import compression_line
@@ -101,14 +101,6 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=run)
 
 
-class _AuditProgress(Redraw):
-    """``scanned/total`` rows on one stderr line."""
-
-    def __call__(self, scanned: int, total: int) -> None:
-        if self._due(scanned >= total):
-            self._draw(f"\raudit: {scanned:,}/{total:,} rows {scanned / max(total, 1):6.1%}")
-
-
 def run(args: argparse.Namespace) -> int:
     ciphers = None if args.no_decrypt else require_ciphers()  # a bad keyring fails first
     sealed = sealed_store_display(args.store)
@@ -119,8 +111,10 @@ def run(args: argparse.Namespace) -> int:
             "--tenant-keys applies to a store SealedSaver(..., tenant_keys=...) wrote, and"
             " this one is not sealed by SealedSaver"
         )
-    show = sys.stderr.isatty() if args.progress is None else args.progress
-    bar = _AuditProgress(sys.stderr) if show else None
+    bar = progress_line(
+        args,
+        lambda n, total: (f"\raudit: {n:,}/{total:,} rows {n / max(total, 1):6.1%}", n >= total),
+    )
     with open_store(args.store) as store:
         try:
             report = audit_store(

@@ -21,7 +21,8 @@ import argparse
 import json
 import sys
 import time
-from typing import Final, TextIO
+from collections.abc import Callable
+from typing import Any, Final, TextIO
 
 from secure_serde import ConfigurationError, Migration, TenantKeys
 from secure_serde.cli._args import positive_int
@@ -31,7 +32,7 @@ from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.passes import PassProgress, PassReport, rewrap
 from secure_serde.stores import DEFAULT_BATCH_SIZE
 
-__all__ = ["ProgressLine", "Redraw", "add_progress_options", "register"]
+__all__ = ["ProgressLine", "add_progress_options", "progress_line", "register"]
 
 EXIT_OK: Final = 0
 EXIT_FAILED_ROWS: Final = 1
@@ -139,52 +140,46 @@ def add_progress_options(parser: argparse.ArgumentParser) -> None:
     progress.add_argument("--no-progress", dest="progress", action="store_false")
 
 
-class Redraw:
-    """One progress line on a stream, redrawn in place with ``\\r``, at most ten times a second."""
+class ProgressLine:
+    """A progress callback: one line on stderr, ``render(*args)``'s text, redrawn in place with
+    ``\\r`` at most ten times a second (and when it says done); `finish` ends it once drawn."""
 
-    def __init__(self, stream: TextIO) -> None:
-        self._stream = stream
+    def __init__(self, render: Callable[..., tuple[str, bool]]) -> None:
+        self._render = render
         self._last = float("-inf")
         self._drawn = False
 
-    def _due(self, done: bool) -> bool:
+    def __call__(self, *args: Any) -> None:
+        text, done = self._render(*args)
         now = time.monotonic()
-        if now - self._last < _REDRAW_SECONDS and not done:
-            return False
-        self._last = now
-        return True
-
-    def _draw(self, text: str) -> None:
-        self._stream.write(text)
-        self._stream.flush()
-        self._drawn = True
+        if done or now - self._last >= _REDRAW_SECONDS:
+            self._last, self._drawn = now, True
+            sys.stderr.write(text)
+            sys.stderr.flush()
 
     def finish(self) -> None:
         if self._drawn:
-            self._stream.write("\n")
-            self._stream.flush()
+            sys.stderr.write("\n")
+            sys.stderr.flush()
 
 
-class ProgressLine(Redraw):
-    """A one-line progress bar with the rate and the rows rewrapped and failed."""
+def progress_line(
+    args: argparse.Namespace, render: Callable[..., tuple[str, bool]]
+) -> ProgressLine | None:
+    """A `ProgressLine` under ``--progress`` (by default, when stderr is a terminal)."""
+    shown = sys.stderr.isatty() if args.progress is None else args.progress
+    return ProgressLine(render) if shown else None
 
-    def __init__(self, stream: TextIO, *, width: int = 24, dry_run: bool = False) -> None:
-        super().__init__(stream)
-        self._verb = "would rewrap" if dry_run else "rewrapped"
-        self._width = width
 
-    def __call__(self, snapshot: PassProgress) -> None:
-        if not self._due(snapshot.total > 0 and snapshot.scanned >= snapshot.total):
-            return
-        total = max(snapshot.total, snapshot.scanned, 1)
-        fraction = snapshot.scanned / total
-        filled = int(self._width * fraction)
-        bar = "#" * filled + "-" * (self._width - filled)
-        self._draw(
-            f"\rrewrap [{bar}] {snapshot.scanned:,}/{snapshot.total:,} rows"
-            f" {fraction:6.1%}  {snapshot.rate:,.0f} rows/s"
-            f"  {self._verb} {snapshot.rewrapped:,}  failed {snapshot.failures:,} "
-        )
+def _bar(snapshot: PassProgress, verb: str, width: int = 24) -> str:
+    """Rewrap's progress: a bar, the rate, and the rows rewrapped and failed."""
+    fraction = snapshot.scanned / max(snapshot.total, snapshot.scanned, 1)
+    filled = int(width * fraction)
+    return (
+        f"\rrewrap [{'#' * filled}{'-' * (width - filled)}] {snapshot.scanned:,}/"
+        f"{snapshot.total:,} rows {fraction:6.1%}  {snapshot.rate:,.0f} rows/s"
+        f"  {verb} {snapshot.rewrapped:,}  failed {snapshot.failures:,} "
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -196,8 +191,8 @@ def run(args: argparse.Namespace) -> int:
             " `secure-serde adopt SOURCE TARGET` (docs/upgrading.md), then rewrap that"
         )
     configured = require_ciphers()
-    show = sys.stderr.isatty() if args.progress is None else args.progress
-    bar = ProgressLine(sys.stderr, dry_run=args.dry_run) if show else None
+    verb = "would rewrap" if args.dry_run else "rewrapped"
+    bar = progress_line(args, lambda s: (_bar(s, verb), 0 < s.total <= s.scanned))
     try:
         report = rewrap(
             args.store,
