@@ -25,7 +25,6 @@ from secure_serde.cli._audit_scan import (
     audit_store,
 )
 from secure_serde.cli._audit_sealed import run_sealed
-from secure_serde.cli._fixes import finding_fixes
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import MAX_LISTED, capped, command, for_terminal
 from secure_serde.cli._rewrap import add_progress_options, progress_line
@@ -127,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if bar is not None:
                 bar.finish()
-    code = EXIT_FINDINGS if report.findings() else EXIT_CLEAN
+    code = EXIT_FINDINGS if report.problems() else EXIT_CLEAN
     document = report_json(report, code)
     if args.json:
         json.dump(document, sys.stdout, indent=2, sort_keys=False)
@@ -184,7 +183,7 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             -1 if g.format_version is None else g.format_version,
         ),
     )
-    flagged = report.flagged_metadata_keys()
+    problems = report.problems()
     return {
         "store": report.store,
         "kind": report.kind,
@@ -223,21 +222,18 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             "not_objects": meta.not_objects,
             "keys": meta.counts,
             "truncated": meta.truncated,
-            "flagged": flagged,
+            "flagged": report.flagged_metadata_keys(),
             "allowed": sorted(report.allowed_metadata_keys),
         },
-        "findings": report.findings(),
+        "findings": [text for _, text, _ in problems],
         # One per finding, in the same order: the command that fixes it.
         "fixes": [
             {
                 "kind": kind,
                 "finding": text,
-                "commands": [
-                    {"command": line, "why": why}
-                    for line, why in finding_fixes(kind, report.store, flagged)
-                ],
+                "commands": [{"command": line, "why": why} for line, why in fixes],
             }
-            for kind, text in report.problems()
+            for kind, text, fixes in problems
         ],
         "exit_code": exit_code,
     }

@@ -20,6 +20,8 @@ from typing import Final
 
 from secure_serde import EncryptedSerializer, Migration
 from secure_serde.ciphers import LEGACY_CIPHER_NAME, read_header
+from secure_serde.cli._fixes import NEW_STORE
+from secure_serde.cli._pretty import command
 from secure_serde.config import ConfiguredCiphers
 from secure_serde.crypto import format_v1
 from secure_serde.passes import CURRENT, MAX_LISTED_FAILURES, Planner, RowFailure, Unreadable
@@ -128,10 +130,6 @@ class AuditReport:
     inline: list[InlineChannel] | None = None
 
     @property
-    def legacy_count(self) -> int:
-        return sum(g.count for g in self.groups.values() if g.legacy)
-
-    @property
     def stale_count(self) -> int:
         """Readable cells not under the primary key: what ``secure-serde rewrap`` would move."""
         return sum(g.readable - g.current for g in self.groups.values())
@@ -148,39 +146,74 @@ class AuditReport:
             if key not in LANGGRAPH_METADATA_KEYS and key not in self.allowed_metadata_keys
         }
 
-    def findings(self) -> list[str]:
-        """One line per kind of problem; empty for a clean store."""
-        return [text for _, text in self.problems()]
-
-    def problems(self) -> list[tuple[str, str]]:
-        """`findings`, each with its kind (the CLI names the command that fixes each kind):
-        ``plaintext``, ``undecryptable``, ``refused``, ``legacy``, ``inline``, ``metadata``."""
-        counted = {
-            "plaintext": (self.plaintext.count, "unencrypted serialized value(s)"),
-            "undecryptable": (
+    def problems(self) -> list[tuple[str, str, list[tuple[str, str]]]]:
+        """One finding per kind of problem: its kind, its text, and what fixes it, as (command,
+        why) pairs, the fix first, then any alternative. The kinds: ``plaintext``,
+        ``undecryptable``, ``refused``, ``legacy``, ``inline``, ``metadata``."""
+        store, flagged = self.store, self.flagged_metadata_keys()
+        adopt = command("adopt", store, NEW_STORE)
+        table = [
+            (
+                "plaintext",
+                self.plaintext.count,
+                "unencrypted serialized value(s)",
+                [(command("rewrap", store, "--allow-plaintext"), "encrypts them in place")],
+            ),
+            (
+                "undecryptable",
                 self.undecryptable.count,
                 "value(s) the configured keys cannot decrypt",
+                [
+                    (
+                        adopt,
+                        "copies every row that opens into a new sealed store and lists the rest;"
+                        " first configure any key the rows name (`secure-serde keyring show FILE`"
+                        " lists the key ids a keyring holds)",
+                    )
+                ],
             ),
-            "refused": (
+            (
+                "refused",
                 self.refused.count,
                 "value(s) whose type tag nothing authenticates hold what the strict decoder"
                 " refuses (a type outside the allowlist, a pickle): planted or relabelled rows"
                 " would run code when loaded permissively; rewrap will not seal them",
+                [(adopt, "copies the store into a new sealed store, listing and leaving these")],
             ),
-            "legacy": (
-                self.legacy_count,
+            (
+                "legacy",
+                sum(g.count for g in self.groups.values() if g.legacy),
                 "value(s) in langgraph's built-in format (type tag not authenticated):"
                 " run secure-serde rewrap",
+                [
+                    (
+                        command("rewrap", store),
+                        "moves them to the current format; pickle rows also need"
+                        " --allow-legacy-pickle, only for a store nobody untrusted could write",
+                    )
+                ],
             ),
-            "inline": (
+            (
+                "inline",
                 self.inline_count,
                 "plaintext channel value(s) inline in the checkpoint JSON",
+                [
+                    (
+                        command("adopt", store, NEW_STORE, "--accept-unvouched"),
+                        "seals them in a new store (each is listed as plaintext)",
+                    )
+                ],
             ),
-        }
-        found = [(kind, f"{n:,} {text}") for kind, (n, text) in counted.items() if n]
-        if flagged := self.flagged_metadata_keys():
+        ]
+        found = [(kind, f"{n:,} {text}", fixes) for kind, n, text, fixes in table if n]
+        if flagged:
+            allow = [arg for key in sorted(flagged) for arg in ("--allow-metadata-key", key)]
             text = f"plaintext metadata key(s) not written by LangGraph: {sorted(flagged)}"
-            found.append(("metadata", text))
+            fixes = [
+                (adopt, "seals every metadata key in a new store"),
+                (command("audit", store, *allow), "if they are harmless in plaintext"),
+            ]
+            found.append(("metadata", text, fixes))
         return found
 
 

@@ -1,11 +1,12 @@
-"""Which command fixes what a report found: one place for audit (both layouts), rewrap and adopt.
+"""Which command fixes the rows a pass could not read or vouch for: audit, rewrap and adopt.
 
 Every finding the CLI prints is followed by what fixes it. A fix is a
 command line that runs as printed (`command` quotes it), with the reason as
 a shell comment after ``#``; where no command can repair a row (it was
 changed outside the application), the line says so and names the command
 to run once it is restored. ``NEW_STORE`` stands for the new store `adopt`
-copies into, which only the operator can name.
+copies into, which only the operator can name. What fixes each kind of audit
+finding is in its table (`AuditReport.problems`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Final
 
 from secure_serde.cli._pretty import command
 
-__all__ = ["NEW_STORE", "adopt_fixes", "finding_fixes", "row_error_fixes"]
+__all__ = ["NEW_STORE", "adopt_fixes", "row_error_fixes"]
 
 NEW_STORE: Final = "NEW_STORE"
 # The error classes of a key this configuration lacks (or retired): configuring it fixes them.
@@ -25,50 +26,6 @@ _CONFIGURE_KEY: Final = (
     " SECURE_SERDE_KMS_DECRYPT_KEYS for a KMS key; `secure-serde keyring show FILE` lists"
     " a keyring's key ids)"
 )
-
-
-def finding_fixes(
-    kind: str, store: str, flagged_metadata_keys: Collection[str] = ()
-) -> list[tuple[str, str]]:
-    """What fixes a finding of ``kind`` in audit's scan of ``store``: (command, why) pairs.
-
-    ``kind`` is one of `AuditReport.problems`' kinds. The first pair is the
-    fix; any other is an alternative.
-    """
-    adopt = command("adopt", store, NEW_STORE)
-    allow = [arg for key in sorted(flagged_metadata_keys) for arg in ("--allow-metadata-key", key)]
-    fixes = {
-        "plaintext": [(command("rewrap", store, "--allow-plaintext"), "encrypts them in place")],
-        "legacy": [
-            (
-                command("rewrap", store),
-                "moves them to the current format; pickle rows also need --allow-legacy-pickle,"
-                " only for a store nobody untrusted could write",
-            )
-        ],
-        "undecryptable": [
-            (
-                adopt,
-                "copies every row that opens into a new sealed store and lists the rest; first"
-                " configure any key the rows name (`secure-serde keyring show FILE` lists the key"
-                " ids a keyring holds)",
-            )
-        ],
-        "refused": [(adopt, "copies the store into a new sealed store, listing and leaving these")],
-        "inline": [
-            (
-                command("adopt", store, NEW_STORE, "--accept-unvouched"),
-                "seals them in a new store (each is listed as plaintext)",
-            )
-        ],
-        "metadata": [
-            (adopt, "seals every metadata key in a new store"),
-            (command("audit", store, *allow), "if they are harmless in plaintext"),
-        ],
-    }
-    if kind not in fixes:
-        raise ValueError(f"no fix known for {kind!r}")
-    return fixes[kind]
 
 
 def row_error_fixes(
