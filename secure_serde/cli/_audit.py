@@ -2,8 +2,8 @@
 
 What it reports, and why each finding is one, is in docs/cli.md (``secure-serde audit``); the
 scan is `_audit_scan`, and a store SealedSaver sealed goes to `_audit_sealed`. Only names, ids,
-counts and error class names are printed: never a value, a key or a ciphertext. Exit codes: 0
-nothing found, 1 findings, 2 usage, configuration or store error.
+counts and error class names are printed: never a value, a key or a ciphertext. Exit codes:
+the epilog.
 """
 
 from __future__ import annotations

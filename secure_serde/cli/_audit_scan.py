@@ -269,27 +269,20 @@ class _Auditor:
         # A v1 blob long enough to parse is grouped by its 5 header bytes alone:
         # parse_header would only read the same bytes again, for every row.
         fast = cipher_name == format_v1.CIPHER_NAME and len(data) >= format_v1.OVERHEAD
-        if fast:
-            group = self._by_header.get(data[: format_v1.HEADER_SIZE])
-            if group is not None:
-                return group
-        group = self._group_by_name(cipher_name, data)
-        if fast and len(self._by_header) < MAX_DISTINCT:
-            self._by_header[data[: format_v1.HEADER_SIZE]] = group
-        return group
-
-    def _group_by_name(self, cipher_name: str, data: bytes) -> CipherGroup:
-        header = read_header(cipher_name, data)
-        key_id, version = header.key_id, header.format_version
-        groups = self._report.groups
-        group = groups.get((cipher_name, key_id, version))
-        if group is None and len(groups) >= MAX_DISTINCT:
-            cipher_name, key_id, version = OTHER, None, None
-            group = groups.get((cipher_name, key_id, version))
+        head = data[: format_v1.HEADER_SIZE]
+        group = self._by_header.get(head) if fast else None
         if group is None:
-            label = None if self._ciphers is None else self._ciphers.key_label(cipher_name, key_id)
-            group = CipherGroup(cipher_name, key_id, version, label)
-            groups[(cipher_name, key_id, version)] = group
+            header = read_header(cipher_name, data)
+            key = (cipher_name, header.key_id, header.format_version)
+            groups = self._report.groups
+            if key not in groups and len(groups) >= MAX_DISTINCT:
+                key = (OTHER, None, None)
+            group = groups.get(key)
+            if group is None:
+                label = None if self._ciphers is None else self._ciphers.key_label(*key[:2])
+                group = groups[key] = CipherGroup(*key, key_label=label)
+            if fast and len(self._by_header) < MAX_DISTINCT:
+                self._by_header[head] = group
         return group
 
 

@@ -2,9 +2,7 @@
 
 What it shows is in docs/cli.md (``secure-serde inspect``); the reading is `_inspect_read`
 (its `SealedReader` on a store SealedSaver sealed), and ``next`` comes from `_next`, without the
-graph. This is a debugging tool: unlike audit, it prints state values. Exit codes: 0 shown; 1
-no such thread, namespace or checkpoint, or some checkpoint could not be read (its error is
-shown in its place); 2 usage, configuration or store error.
+graph. This is a debugging tool: unlike audit, it prints state values. Exit codes: the epilog.
 """
 
 from __future__ import annotations

@@ -7,12 +7,7 @@ keys still present and not retired.
 
 0.3's ``--bind``, ``--seal-metadata``, ``--plaintext-metadata`` and ``--indexed-metadata`` stay
 for one minor version, hidden from ``--help``, so a script that passes them fails before the store
-is opened, naming ``secure-serde adopt``.
-
-Exit codes: 0 when every row is under the primary (or, with ``--dry-run``, can be put there); 1
-when some rows could not be rewrapped (the first 20 are listed by table and primary key, never by
-content, and ``--json`` lists the first 1,000); 2 for usage, configuration or store errors; 130
-when interrupted (committed batches stay committed: rerun to finish).
+is opened, naming ``secure-serde adopt``. Exit codes: the epilog below.
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 from secure_serde import ConfigurationError, Migration, TenantKeys
 from secure_serde.cli._args import positive_int
@@ -222,7 +217,9 @@ def run(args: argparse.Namespace) -> int:
         json.dump(report.to_json(), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        _print_report(report, configured, sys.stdout)
+        named = lambda source: _named(source, configured)  # noqa: E731 - one use, named
+        for line in report_lines(report, named=named, fixes=_fixes(report)):
+            print(line)
     if report.ok:
         return EXIT_OK
     print(
@@ -240,12 +237,6 @@ def _named(source: str, configured: ConfiguredCiphers) -> str:
         # The KMS primary is known by its KMS key, not by a per-key key id.
         label = kms.key_arn or kms.kms_key
     return for_terminal(f"{source} ({label})" if label else source)
-
-
-def _print_report(report: PassReport, configured: ConfiguredCiphers, out: TextIO) -> None:
-    fixes = _fixes(report) if report.failures else []
-    for line in report_lines(report, named=lambda s: _named(s, configured), fixes=fixes):
-        print(line, file=out)
 
 
 def _fixes(report: PassReport) -> list[str]:
