@@ -174,6 +174,7 @@ _VERBS: Final = {
     "reindex": ("re-indexed", "would re-index", "checkpoints"),
     "copy_thread": ("copied", "would copy", "checkpoints"),
 }
+_OTHER: Final = ("changed", "would change", "units")
 
 
 @dataclass(frozen=True)
@@ -217,30 +218,12 @@ class PassReport:
     details: Mapping[str, Detail] = field(default_factory=_empty)
     elapsed: float = 0.0
 
-    @property
-    def ok(self) -> bool:
-        """True when no unit failed (in a dry run: none would)."""
-        return self.failure_count == 0
-
-    @property
-    def rate(self) -> float:
-        return self.scanned / self.elapsed if self.elapsed > 0 else 0.0
-
-    @property
-    def verb(self) -> str:
-        """What the pass does to a unit, as a past tense, or ``would ...`` in a dry run."""
-        done, would, _ = _VERBS.get(self.name, ("changed", "would change", "units"))
-        return would if self.dry_run else done
-
-    @property
-    def done_verb(self) -> str:
-        """The past tense of the pass's verb, dry run or not (\"could not be ...\")."""
-        return _VERBS.get(self.name, ("changed", "", ""))[0]
-
-    @property
-    def unit(self) -> str:
-        """What the pass scans, in the plural: ``rows`` or ``checkpoints``."""
-        return _VERBS.get(self.name, ("", "", "units"))[2]
+    ok = _read(lambda r: r.failure_count == 0)  # no unit failed (in a dry run: none would)
+    rate = _read(lambda r: r.scanned / r.elapsed if r.elapsed > 0 else 0.0)
+    # What the pass does to a unit (past tense, or "would ..." in a dry run), and what it scans.
+    verb = _read(lambda r: _VERBS.get(r.name, _OTHER)[1 if r.dry_run else 0])
+    done_verb = _read(lambda r: _VERBS.get(r.name, _OTHER)[0])
+    unit = _read(lambda r: _VERBS.get(r.name, _OTHER)[2])
 
     def replace(self, **changes: Any) -> PassReport:
         return dataclasses.replace(self, **changes)
@@ -275,13 +258,8 @@ class PassReport:
         ]
         return lines
 
-    @property
-    def accepted_heading(self) -> str:
-        return f"rows listed and {self.verb} (accepted):"
-
-    @property
-    def failures_heading(self) -> str:
-        return f"rows that could not be {self.done_verb}:"
+    accepted_heading = _read(lambda r: f"rows listed and {r.verb} (accepted):")
+    failures_heading = _read(lambda r: f"rows that could not be {r.done_verb}:")
 
     def lines(self) -> list[str]:
         """The report as text: `summary`, then every listed row (the CLI caps the lists)."""

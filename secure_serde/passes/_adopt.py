@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
@@ -34,6 +34,7 @@ from secure_serde._rows import (
     WHY,
     CheckpointRow,
     RowFailure,
+    RowRef,
 )
 from secure_serde.sealing import SealedSaver, new_versions_of
 from secure_serde.stores import (
@@ -45,18 +46,19 @@ from secure_serde.stores import (
     open_store,
 )
 
-__all__ = ["AdoptPlanner", "Copy", "SaverApplier", "stored_checkpoints"]
+__all__ = ["AdoptPlanner", "Copy", "SaverApplier", "checkpoint_config", "stored_checkpoints"]
 
 Key = tuple[str, str, str]
+U = TypeVar("U")
 
 
 @dataclass(frozen=True)
 class Copy:
-    """One checkpoint to copy: where it was, what was read, and the writes that go with it."""
+    """One checkpoint to put: the config it goes under (its parent's), what was read, its writes."""
 
-    tags: CheckpointTags
+    config: RunnableConfig
     read: CheckpointTuple
-    kept: list[Any]
+    writes: Sequence[tuple[str, str, Any]]
 
 
 def _tag_reason(type_tag: str | None) -> str | None:
@@ -97,8 +99,8 @@ def _sqlite_file(source: BaseCheckpointSaver[Any]) -> str:
     )
 
 
-def _config(tags: CheckpointTags, checkpoint_id: str | None) -> RunnableConfig:
-    config: dict[str, Any] = {"thread_id": tags.thread_id, "checkpoint_ns": tags.checkpoint_ns}
+def checkpoint_config(thread_id: str, ns: str, checkpoint_id: str | None) -> RunnableConfig:
+    config: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns}
     if checkpoint_id is not None:
         config["checkpoint_id"] = checkpoint_id
     return {"configurable": config}
@@ -153,7 +155,7 @@ class AdoptPlanner:
             return self._refuse(key, [self._row(key, "checkpoint", PARENT_REFUSED)])
         value_reasons = {row: r for row, tag in tags.values if (r := _tag_reason(tag))}
         write_reasons = {i: r for i, w in enumerate(tags.writes) if (r := _tag_reason(w[2]))}
-        config = _config(tags, key[2])
+        config = checkpoint_config(*key)
         read = _read(self._source, config)
         if read is None:
             read = _read(self._lenient, config)
@@ -180,39 +182,35 @@ class AdoptPlanner:
         self.writes += len(kept)
         accepted = values + (writes if self._accept else [])
         failed = () if self._accept else tuple(writes)
-        return Planned(Copy(tags, read, kept), failed=failed, accepted=tuple(accepted))
+        parent = checkpoint_config(key[0], key[1], tags.parent_id)
+        return Planned(Copy(parent, read, kept), failed=failed, accepted=tuple(accepted))
 
     def count_into(self, tally: Tally) -> None:
         tally.counts["threads"] = len(self.threads)
         tally.counts["writes"] = self.writes
 
 
-class SaverApplier:
-    """Applies checkpoint copies through the target saver's public API; nothing is ever lost."""
+class SaverApplier(Generic[U]):
+    """Puts each `Copy` through the target saver's public API: a put is never lost to a write."""
 
-    def __init__(self, target: SealedSaver, planner: AdoptPlanner) -> None:
+    def __init__(self, target: SealedSaver, ref: Callable[[U], RowRef]) -> None:
         self._target = target
-        self._planner = planner
+        self.ref = ref
 
     def apply(self, changes: Sequence[object]) -> Sequence[bool]:
-        for change in changes:
-            if isinstance(change, Copy):
-                _put(self._target, change)
+        for copy in changes:
+            if not isinstance(copy, Copy):
+                continue
+            checkpoint, target = copy.read.checkpoint, self._target
+            written = target.put(
+                copy.config, checkpoint, copy.read.metadata, new_versions_of(checkpoint)
+            )
+            by_task: dict[str, list[tuple[str, Any]]] = {}
+            for task_id, channel, value in copy.writes:
+                by_task.setdefault(task_id, []).append((channel, value))
+            for task_id, batch in by_task.items():
+                target.put_writes(written, batch, task_id)
         return [True] * len(changes)
 
-    def reload(self, change: object) -> CheckpointTags | None:
-        return None  # a put is never lost to a concurrent write: nothing to read again
-
-    def ref(self, unit: CheckpointTags) -> CheckpointRow:
-        return self._planner.ref(unit)
-
-
-def _put(target: SealedSaver, copy: Copy) -> None:
-    checkpoint = copy.read.checkpoint
-    config = _config(copy.tags, copy.tags.parent_id)
-    written = target.put(config, checkpoint, copy.read.metadata, new_versions_of(checkpoint))
-    by_task: dict[str, list[tuple[str, Any]]] = {}
-    for task_id, channel, value in copy.kept:
-        by_task.setdefault(task_id, []).append((channel, value))
-    for task_id, batch in by_task.items():
-        target.put_writes(written, batch, task_id)
+    def reload(self, change: object) -> U | None:
+        return None  # nothing to read again

@@ -18,27 +18,20 @@ oldest first per namespace, each with its pending writes, on the pass engine
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
-from secure_serde._engine import Planned, run_batches
+from secure_serde._engine import Planned, batches_of, run_batches
 from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde._report import PassReport, Tally
-from secure_serde._rows import CheckpointRow, RowFailure, RowRef
-from secure_serde.sealing import SealedSaver, new_versions_of
+from secure_serde._rows import CheckpointRow, RowFailure
+from secure_serde.passes._adopt import Copy, SaverApplier, checkpoint_config
+from secure_serde.sealing import SealedSaver
 
 __all__ = ["copy_thread"]
 
 _BATCH: Final = 100
-
-
-@dataclass(frozen=True)
-class _Copy:
-    found: CheckpointTuple
 
 
 def _ids(found: CheckpointTuple) -> tuple[str, str, str]:
@@ -51,44 +44,15 @@ def _ids(found: CheckpointTuple) -> tuple[str, str, str]:
 
 
 class _Planner:
+    """Each checkpoint goes under the target thread id, with its parent and its writes."""
+
+    def __init__(self, into: str) -> None:
+        self._into = into
+
     def plan(self, found: CheckpointTuple) -> Planned:
-        return Planned(_Copy(found))
-
-
-class _Applier:
-    def __init__(self, target: SealedSaver, thread_id: str) -> None:
-        self._target = target
-        self._thread_id = thread_id
-        self.writes = 0
-
-    def apply(self, changes: Sequence[object]) -> Sequence[bool]:
-        for change in changes:
-            if isinstance(change, _Copy):
-                self._put(change.found)
-        return [True] * len(changes)
-
-    def reload(self, change: object) -> CheckpointTuple | None:
-        return None  # a put is never lost to a concurrent write: nothing to read again
-
-    def ref(self, unit: CheckpointTuple) -> RowRef:
-        return CheckpointRow.at(*_ids(unit))
-
-    def _put(self, found: CheckpointTuple) -> None:
-        _, ns, _ = _ids(found)
-        config: RunnableConfig = {
-            "configurable": {"thread_id": self._thread_id, "checkpoint_ns": ns}
-        }
         parent = (found.parent_config or {}).get("configurable") or {}
-        if parent.get("checkpoint_id") is not None:
-            config["configurable"]["checkpoint_id"] = parent["checkpoint_id"]
-        checkpoint = found.checkpoint
-        written = self._target.put(config, checkpoint, found.metadata, new_versions_of(checkpoint))
-        by_task: dict[str, list[tuple[str, Any]]] = {}
-        for task_id, channel, value in found.pending_writes or ():
-            by_task.setdefault(task_id, []).append((channel, value))
-        for task_id, batch in by_task.items():
-            self._target.put_writes(written, batch, task_id)
-            self.writes += len(batch)
+        config = checkpoint_config(self._into, _ids(found)[1], parent.get("checkpoint_id"))
+        return Planned(Copy(config, found, found.pending_writes or ()))
 
 
 def copy_thread(
@@ -119,20 +83,18 @@ def copy_thread(
             "copy_thread copies into a new thread: the target already holds this thread id"
         )
     tally = Tally()
-    failed: type[SecureSerdeError] | None = None
     try:
         rows = list(source.list({"configurable": {"thread_id": str(thread_id)}}))
     except SecureSerdeError as exc:
-        failed, rows = type(exc), []
-    if failed is not None:
         where = CheckpointRow.at(str(thread_id), "", "", "thread")
-        reason = f"{failed.__name__}: the thread's history does not open; nothing copied"
-        tally.fail(RowFailure(where, reason, failed))
+        reason = f"{type(exc).__name__}: the thread's history does not open; nothing copied"
+        tally.fail(RowFailure(where, reason, type(exc)))
         return tally.report("copy_thread", dry_run=dry_run, elapsed=time.monotonic() - started)
     rows.sort(key=lambda found: (_ids(found)[1], _ids(found)[2]))
-    applier = _Applier(target, into)
-    batches = (rows[i : i + _BATCH] for i in range(0, len(rows), _BATCH))
-    run_batches(batches, _Planner(), applier, dry_run=dry_run, tally=tally)
-    writes = sum(len(found.pending_writes or ()) for found in rows)
-    tally.counts["writes"] = writes if dry_run else applier.writes
+    applier: SaverApplier[CheckpointTuple] = SaverApplier(
+        target, lambda t: CheckpointRow.at(*_ids(t))
+    )
+    run_batches(batches_of(rows, _BATCH), _Planner(into), applier, dry_run=dry_run, tally=tally)
+    # Every put is applied or raises: the writes put are the writes read.
+    tally.counts["writes"] = sum(len(found.pending_writes or ()) for found in rows)
     return tally.report("copy_thread", dry_run=dry_run, elapsed=time.monotonic() - started)

@@ -19,7 +19,9 @@ __all__ = ["CellApplier", "CellPlanner", "rewrap_range"]
 
 
 class CellPlanner(UnitPlanner[Cell], Protocol):
-    """A planner over cells: `Planner` (0.3 layout), `SealedPlanner`, `ItemsPlanner`."""
+    """A planner over cells: `Planner` (a stock saver's store), `SealedPlanner`, `ItemsPlanner`."""
+
+    primary: str  # the primary cipher's name (and key id), as the report names it
 
 
 class CellApplier:

@@ -30,29 +30,24 @@ it is; nothing is ever sealed that was not sealed.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Final
 
-from secure_serde._engine import CURRENT, Planned, Skip, Unreadable
+from secure_serde._engine import Planned, Skip, Unreadable
 from secure_serde._errors import BindingError, StoreIdentityError
-from secure_serde._report import PassReport, Tally
-from secure_serde.ciphers import TagAuthenticatingCipher
 from secure_serde.crypto import Location
-from secure_serde.passes._engine import rewrap_range
 from secure_serde.passes._sealed import SealedPlanner, _Refused
 from secure_serde.sealing import _cell
 from secure_serde.sealing._store_identity import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE
-from secure_serde.stores import ALL_THREADS, Cell, Store, open_items
+from secure_serde.stores import Cell, Store, open_items
 from secure_serde.stores._items import (
     IDENTITY_PREFIX,
     SEALED_FIELD,
     ItemsLayout,
-    identity_item_ref,
     is_items_layout,
     namespace_of,
 )
 
-__all__ = ["ItemsPlanner", "merged", "open_items_at", "rewrap_items"]
+__all__ = ["ItemsPlanner", "open_items_at"]
 
 _IDENTITY_AT: Final = Location.item(RESERVED_NAMESPACE, IDENTITY_ITEM_KEY)
 _NOT_A_CELL: Final = "this store is sealed: an item without a sealed cell is refused, never sealed"
@@ -105,37 +100,7 @@ class ItemsPlanner(SealedPlanner):
         else:
             kind = _cell.ITEM
             at = self._in_store(Location.item(namespace_of(ref), str(ref.get("key"))))
-        try:
-            raw = _cell.from_text(text, kind)
-        except BindingError as exc:
-            return Unreadable.of(type(exc), str(exc))
-        new, source = self._rekey(_cell.pack(kind, raw.type_tag, raw.ciphertext), kind, at)
-        if source is None:
-            return CURRENT
-        stored = None if new is None else _cell.to_text(new).encode("ascii")
-        return self._planned(cell, SEALED_FIELD, stored, source)
-
-
-def merged(report: PassReport, tally: Tally) -> PassReport:
-    """``report`` (the checkpoint tables' pass) with the items' pass added in."""
-    whole = Tally(
-        scanned=report.scanned,
-        changed=report.changed,
-        conflicts=report.conflicts,
-        vanished=report.vanished,
-        failure_count=report.failure_count,
-        failures=list(report.failures),
-    )
-    whole.changed_by.update(report.changed_by)
-    whole.skipped.update(report.skipped)
-    whole.merge(tally)
-    return whole.report(
-        report.name,
-        store=report.store,
-        dry_run=report.dry_run,
-        elapsed=report.elapsed,
-        details=report.details,
-    )
+        return self._rekey_text(cell, text, kind, at, SEALED_FIELD)
 
 
 def open_items_at(store: Store | str | os.PathLike[str]) -> ItemsLayout | None:
@@ -143,22 +108,3 @@ def open_items_at(store: Store | str | os.PathLike[str]) -> ItemsLayout | None:
     if isinstance(store, Store):
         return None if is_items_layout(store) else open_items(store.location)
     return open_items(store)
-
-
-def rewrap_items(  # noqa: PLR0913 - the table, its keys and the options the pass runs with
-    items: Store,
-    cipher: TagAuthenticatingCipher,
-    decrypt_only: tuple[TagAuthenticatingCipher, ...],
-    *,
-    batch_size: int,
-    dry_run: bool,
-    verify: bool,
-    on_batch: Callable[[Tally], None] | None = None,
-) -> tuple[Tally, str]:
-    """Rewrap every item of a SealedStore table: (the tally, the primary's name)."""
-    planner = ItemsPlanner(cipher, decrypt_only, seal=not dry_run, verify=verify)
-    planner.identify(items.reload(identity_item_ref()))
-    tally = rewrap_range(
-        items, planner, ALL_THREADS, batch_size=batch_size, dry_run=dry_run, on_batch=on_batch
-    )
-    return tally, planner.primary

@@ -26,8 +26,7 @@ from typing import Final
 
 from secure_serde._engine import CURRENT, EMPTY, Planned, Skip, Unreadable
 from secure_serde._errors import DecryptionError
-from secure_serde.ciphers import TagAuthenticatingCipher
-from secure_serde.ciphers._headers import current_test
+from secure_serde.ciphers import TagAuthenticatingCipher, current_test
 from secure_serde.crypto import Buffer, format_v1
 from secure_serde.serde import (
     CompressedSerializer,
@@ -39,7 +38,7 @@ from secure_serde.serde import (
 )
 from secure_serde.stores import Cell, Swap
 
-__all__ = ["CURRENT", "EMPTY", "Planner", "Skip", "Unreadable"]
+__all__ = ["CURRENT", "EMPTY", "Planner", "Skip", "Unreadable", "primary_test"]
 
 PLAINTEXT_SOURCE: Final = "plaintext"
 
@@ -48,6 +47,12 @@ def _source(cipher_name: str, data: Buffer) -> str:
     if cipher_name == format_v1.CIPHER_NAME and len(data) >= format_v1.HEADER_SIZE:
         return f"{cipher_name}/{format_v1.key_id_hex(bytes(data[1 : format_v1.HEADER_SIZE]))}"
     return cipher_name
+
+
+def primary_test(cipher: TagAuthenticatingCipher) -> tuple[Callable[[str, Buffer], bool], str]:
+    """Whether a cell is under ``cipher``'s primary key, and the primary as a report names it."""
+    test, name, probe = current_test(cipher)
+    return test, (name if probe is None else _source(name, probe))
 
 
 class Planner:
@@ -78,12 +83,7 @@ class Planner:
         self._seal = seal
         self._verify = verify
         self._compress = compress
-        self._is_current, self.primary = self._current_test(cipher)
-
-    @staticmethod
-    def _current_test(cipher: TagAuthenticatingCipher) -> tuple[Callable[[str, Buffer], bool], str]:
-        test, name, probe = current_test(cipher)
-        return test, (name if probe is None else _source(name, probe))
+        self._is_current, self.primary = primary_test(cipher)
 
     def plan(self, cell: Cell) -> Skip | Unreadable | Planned:
         type_tag, data = cell.type_tag, cell.data
@@ -136,17 +136,13 @@ class Planner:
         try:
             self._strict.loads_typed((inner, plaintext))
         except DecryptionError as exc:
-            error: type[DecryptionError] | None = type(exc)
-        else:
-            error = None
-        if error is None:
-            return None
-        # The refusal's own message may quote names the bytes chose: keep it out.
-        return Unreadable.of(
-            error,
-            f"the strict decoder refused a {inner!r} value whose type tag nothing"
-            " authenticates (planted or relabelled?); not sealed",
-        )
+            # The refusal's own message may quote names the bytes chose: keep it out.
+            return Unreadable.of(
+                type(exc),
+                f"the strict decoder refused a {inner!r} value whose type tag nothing"
+                " authenticates (planted or relabelled?); not sealed",
+            )
+        return None
 
     def _compressed(self, inner: str, plaintext: Buffer) -> tuple[str, Buffer]:
         if self._compress is None:

@@ -5,21 +5,22 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from secure_serde._engine import reporter
 from secure_serde._errors import ConfigurationError
 from secure_serde._report import PassProgress, PassReport, Tally
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import KmsEnvelopeCipher, TagAuthenticatingCipher
 from secure_serde.passes._engine import CellPlanner, rewrap_range
-from secure_serde.passes._items import merged, open_items_at, rewrap_items
+from secure_serde.passes._items import ItemsPlanner, open_items_at
 from secure_serde.passes._plan import Planner
 from secure_serde.passes._sealed import SealedPlanner
 from secure_serde.passes._workers import rewrap_in_workers
 from secure_serde.sealing._tenants import TenantKeys
 from secure_serde.serde import CompressedSerializer, EncryptedSerializer, Migration, StrictDecoder
 from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store, refuse_v03
-from secure_serde.stores._items import ItemsLayout
+from secure_serde.stores._items import ItemsLayout, identity_item_ref
 from secure_serde.stores._open import open_layout
 from secure_serde.stores._sealed import identity_ref, is_sealed_layout
 
@@ -133,9 +134,17 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
     )
     items = open_items_at(store)
     if items is None:
-        return _rewrap_tables(store, run)
-    with items:
-        return _with_items(items, store, run)
+        tally, display, primary, used = _rewrap_tables(store, run)
+    else:
+        with items:
+            tally, display, primary, used = _with_items(items, store, run)
+    return tally.report(
+        "rewrap",
+        store=display,
+        dry_run=dry_run,
+        elapsed=time.monotonic() - run.started,
+        details={"primary": primary, "workers": used},
+    )
 
 
 @dataclass(frozen=True)
@@ -154,48 +163,39 @@ class _Run:
     workers: int
     progress: Progress | None
     tenant_keys: TenantKeys | None
+    started: float = field(default_factory=time.monotonic)
 
 
-def _with_items(items: ItemsLayout, store: Store | str | os.PathLike[str], run: _Run) -> PassReport:
+# What a pass over one kind of table did: its counts, the store, the primary, the workers.
+_Done = tuple[Tally, str, str, int]
+
+
+def _with_items(items: ItemsLayout, store: Store | str | os.PathLike[str], run: _Run) -> _Done:
     """The checkpoint tables' pass (when the database has them), then the SealedStore items'."""
-    if not items.holds_checkpoints:
-        if (run.migration is not None and run.migration.enabled()) or run.compress is not None:
-            raise ConfigurationError(
-                f"{items.display} holds a SealedStore's items: rewrap re-encrypts their sealed"
-                " cells only, never seals an item that was not sealed and does not compress"
-                " (drop the migration switches and compress)"
-            )
-        if run.workers > 1 and items.kind != "postgres":
-            raise ConfigurationError(
-                f"workers > 1 applies to PostgreSQL stores only; {items.kind} has one writer"
-            )
-    started = time.monotonic()
-    report = _rewrap_tables(store, run) if items.holds_checkpoints else None
-    tally, primary = rewrap_items(
-        items,
+    if items.holds_checkpoints:
+        tally, display, primary, used = _rewrap_tables(store, run)
+    else:
+        _sealed_only(run, f"{items.display} holds a SealedStore's items")
+        _check_workers(run.workers, items.kind)
+        tally, display, primary, used = Tally(), items.display, "", 1
+    planner = ItemsPlanner(run.cipher, run.decrypt_only, seal=not run.dry_run, verify=run.verify)
+    planner.identify(items.reload(identity_item_ref()))
+    tally.merge(
+        rewrap_range(items, planner, ALL_THREADS, batch_size=run.batch_size, dry_run=run.dry_run)
+    )
+    return tally, display, primary or planner.primary, used
+
+
+def _rewrap_tables(store: Store | str | os.PathLike[str], run: _Run) -> _Done:
+    """`rewrap` over the checkpoint tables, stock or sealed; a 0.3 store is refused."""
+    ciphers = dict.fromkeys((run.cipher, *run.decrypt_only))
+    kms = tuple(c for c in ciphers if isinstance(c, KmsEnvelopeCipher))
+    chosen: CellPlanner = Planner(
         run.cipher,
         run.decrypt_only,
-        batch_size=run.batch_size,
-        dry_run=run.dry_run,
-        verify=run.verify,
-    )
-    if report is None:
-        return _report(tally, items.display, run.dry_run, primary, started, workers=1)
-    return merged(report, tally)
-
-
-def _rewrap_tables(store: Store | str | os.PathLike[str], run: _Run) -> PassReport:
-    """`rewrap` over the checkpoint tables, stock or sealed; a 0.3 store is refused."""
-    cipher, decrypt_only, dry_run = run.cipher, run.decrypt_only, run.dry_run
-    kms = tuple(
-        c for c in dict.fromkeys((cipher, *decrypt_only)) if isinstance(c, KmsEnvelopeCipher)
-    )
-    planner = Planner(
-        cipher,
-        decrypt_only,
         migration=run.migration,
         strict=run.strict,
-        seal=not dry_run,
+        seal=not run.dry_run,
         verify=run.verify,
         compress=run.compress,
     )
@@ -203,8 +203,6 @@ def _rewrap_tables(store: Store | str | os.PathLike[str], run: _Run) -> PassRepo
     opened = open_layout(store)
     owned = owned or opened is not store
     sealed = is_sealed_layout(opened)
-    started = time.monotonic()
-    chosen: CellPlanner = planner
     try:
         if sealed:
             chosen = _sealed_planner(opened, run)
@@ -215,72 +213,48 @@ def _rewrap_tables(store: Store | str | os.PathLike[str], run: _Run) -> PassRepo
                     f"{opened.display} is not sealed by SealedSaver: tenant_keys= applies to a"
                     " store SealedSaver(..., tenant_keys=...) wrote"
                 )
-        if run.workers > 1 and opened.kind != "postgres":
-            raise ConfigurationError(
-                f"workers > 1 applies to PostgreSQL stores only; {opened.kind} has one writer"
-            )
+        _check_workers(run.workers, opened.kind)
         total = opened.count_all() if run.progress is not None else 0
+        on_batch = reporter(run.progress, total, run.started)
         ranges = opened.thread_ranges(run.workers) if run.workers > 1 else [ALL_THREADS]
+        location, display = opened.location, opened.display
+        size, dry_run = run.batch_size, run.dry_run
         if len(ranges) > 1:
             _check_forkable(kms)
-            location, display = opened.location, opened.display
             if owned:
                 # A forked child must not inherit a live connection's socket.
                 opened.close()
                 owned = False
             tally = rewrap_in_workers(
-                location,
-                chosen,
-                ranges,
-                batch_size=run.batch_size,
-                dry_run=dry_run,
-                total=total,
-                started=started,
-                progress=run.progress,
-                kms=kms,
-                sealed=sealed,
+                location, chosen, ranges, size, dry_run, on_batch, kms=kms, sealed=sealed
             )
         else:
-            display = opened.display
             tally = rewrap_range(
-                opened,
-                chosen,
-                ALL_THREADS,
-                batch_size=run.batch_size,
-                dry_run=dry_run,
-                on_batch=_reporter(run.progress, total, started),
+                opened, chosen, ALL_THREADS, batch_size=size, dry_run=dry_run, on_batch=on_batch
             )
     finally:
         if owned:
             opened.close()
-    primary = chosen.primary if isinstance(chosen, SealedPlanner) else planner.primary
-    return _report(tally, display, dry_run, primary, started, workers=len(ranges))
+    return tally, display, chosen.primary, len(ranges)
 
 
-def _report(  # noqa: PLR0913 - the counts and the facts of the run
-    tally: Tally, store: str, dry_run: bool, primary: str, started: float, *, workers: int
-) -> PassReport:
-    return tally.report(
-        "rewrap",
-        store=store,
-        dry_run=dry_run,
-        elapsed=time.monotonic() - started,
-        details={"primary": primary, "workers": workers},
-    )
+def _sealed_only(run: _Run, what: str) -> None:
+    """A sealed store's cells are only re-encrypted: refuse what would seal or compress."""
+    if run.migration is not None and run.migration.enabled():
+        raise ConfigurationError(
+            f"{what}: rewrap re-encrypts its sealed cells only, and never seals a row that was"
+            " not sealed (drop the migration switches)"
+        )
+    if run.compress is not None:
+        raise ConfigurationError(
+            f"{what}: its cells are compressed (or not) by the serializer that writes them;"
+            " rewrap does not change that (drop compress)"
+        )
 
 
 def _sealed_planner(store: Store, run: _Run) -> SealedPlanner:
     """The planner of a store SealedSaver sealed, its identity opened (passes/_sealed.py)."""
-    if run.migration is not None and run.migration.enabled():
-        raise ConfigurationError(
-            f"{store.display} is sealed by SealedSaver: rewrap re-encrypts its sealed cells only,"
-            " and never seals a row that was not sealed (drop the migration switches)"
-        )
-    if run.compress is not None:
-        raise ConfigurationError(
-            f"{store.display} is sealed by SealedSaver: its cells are compressed (or not) by the"
-            " saver's serializer as they are written; rewrap does not change that (drop compress)"
-        )
+    _sealed_only(run, f"{store.display} is sealed by SealedSaver")
     planner = SealedPlanner(run.cipher, run.decrypt_only, seal=not run.dry_run, verify=run.verify)
     planner.identify(store.reload(identity_ref()))
     if run.tenant_keys is not None:
@@ -288,24 +262,11 @@ def _sealed_planner(store: Store, run: _Run) -> SealedPlanner:
     return planner
 
 
-def _reporter(
-    progress: Progress | None, total: int, started: float
-) -> Callable[[Tally], None] | None:
-    if progress is None:
-        return None
-
-    def on_batch(tally: Tally) -> None:
-        progress(
-            PassProgress(
-                scanned=tally.scanned,
-                total=total,
-                rewrapped=tally.changed,
-                failures=tally.failure_count,
-                elapsed=time.monotonic() - started,
-            )
+def _check_workers(workers: int, kind: str) -> None:
+    if workers > 1 and kind != "postgres":
+        raise ConfigurationError(
+            f"workers > 1 applies to PostgreSQL stores only; {kind} has one writer"
         )
-
-    return on_batch
 
 
 def _check_positive(name: str, value: int) -> None:

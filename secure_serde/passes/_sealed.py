@@ -62,9 +62,8 @@ from secure_serde._errors import (
     UnknownTenantError,
 )
 from secure_serde.ciphers import SealingCipher, TagAuthenticatingCipher, is_sealing
-from secure_serde.ciphers._headers import current_test
 from secure_serde.crypto import Location
-from secure_serde.passes._plan import _source
+from secure_serde.passes._plan import _source, primary_test
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity, parse_record
 from secure_serde.sealing._index import BlindIndex
@@ -122,9 +121,7 @@ class SealedPlanner:
         self._rule = ReadRule((cipher, *decrypt_only), Migration.NONE)
         self._serde = EncryptedSerializer(cipher, decrypt_only=decrypt_only)
         self._cipher = cast(SealingCipher, cipher)
-        test, name, probe = current_test(cipher)
-        self._is_current = test
-        self.primary = name if probe is None else _source(name, probe)
+        self._is_current, self.primary = primary_test(cipher)
         self._seal = seal
         self._verify = verify
         self._strict = StrictDecoder()
@@ -253,6 +250,12 @@ class SealedPlanner:
             )
         else:
             raise _refuse(BindingError, f"the row holds no sealed record: {_NOT_A_CELL}")
+        return self._rekey_text(cell, text, kind, at, cell.type_tag)
+
+    def _rekey_text(
+        self, cell: Cell, text: str, kind: int, at: Location, stored_as: str | None
+    ) -> Skip | Planned:
+        """A cell stored as text (a record, an identity, an item) re-encrypted at ``at``."""
         try:
             raw = _cell.from_text(text, kind)
         except BindingError as exc:
@@ -261,7 +264,7 @@ class SealedPlanner:
         if source is None:
             return CURRENT
         stored = None if new is None else _cell.to_text(new).encode("ascii")
-        return self._planned(cell, cell.type_tag, stored, source)
+        return self._planned(cell, stored_as, stored, source)
 
     def _plan_checkpoint(self, cell: Cell, data: bytes) -> Skip | Unreadable | Planned:
         if cell.type_tag != _MSGPACK:
@@ -350,11 +353,8 @@ class SealedPlanner:
         """
         try:
             cell = _cell.unpack(raw, kind)
-        except BindingError as exc:
-            raise _refuse(type(exc), str(exc)) from None
-        try:
             route = self._rule.route(cell.type_tag)
-        except DecryptionError as exc:
+        except DecryptionError as exc:  # a BindingError too; both name tags, never data
             raise _refuse(type(exc), str(exc)) from None
         cipher = route.cipher
         if cipher is None or not is_sealing(cipher):

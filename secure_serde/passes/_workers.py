@@ -15,13 +15,13 @@ forked child must not touch its parent's sockets).
 from __future__ import annotations
 
 import multiprocessing
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from multiprocessing.connection import Connection, wait
 from typing import Any, Final
 
+from secure_serde._engine import BatchDone
 from secure_serde._errors import ConfigurationError, SecureSerdeError
-from secure_serde._report import PassProgress, Tally
+from secure_serde._report import Tally
 from secure_serde.ciphers import KmsEnvelopeCipher
 from secure_serde.passes._engine import CellPlanner, rewrap_range
 from secure_serde.stores import StoreError, ThreadRange, open_sealed, open_store
@@ -33,95 +33,65 @@ _POLL_SECONDS: Final = 0.25
 _SLOTS: Final = 3
 
 
-def _fork_context() -> Any:
-    if "fork" not in multiprocessing.get_all_start_methods():
-        raise ConfigurationError(
-            "workers > 1 needs the fork start method, which this platform lacks"
-        )
-    return multiprocessing.get_context("fork")
-
-
-def _worker(  # noqa: PLR0913 - what each forked worker needs, passed explicitly
-    location: str,
-    planner: CellPlanner,
-    thread_range: ThreadRange,
-    batch_size: int,
-    dry_run: bool,
-    counters: Any,
-    index: int,
-    conn: Connection,
-    kms: tuple[KmsEnvelopeCipher, ...],
-    sealed: bool,
-) -> None:
-    def on_batch(tally: Tally) -> None:
-        base = index * _SLOTS
-        counters[base] = tally.scanned
-        counters[base + 1] = tally.changed
-        counters[base + 2] = tally.failure_count
-
-    try:
-        # A boto3 client's pooled sockets came across the fork: build new ones.
-        for cipher in kms:
-            cipher.renew_client()
-        # The same layout the parent found: a sealed store never opens as a stock one.
-        with open_sealed(location) if sealed else open_store(location) as store:
-            tally = rewrap_range(
-                store,
-                planner,
-                thread_range,
-                batch_size=batch_size,
-                dry_run=dry_run,
-                on_batch=on_batch,
-            )
-        conn.send(("ok", tally))
-    except SecureSerdeError as exc:
-        conn.send(("error", f"{type(exc).__name__}: {exc}"))
-    except KeyboardInterrupt:
-        # Ctrl-C reaches the whole process group; the parent reports it once.
-        conn.send(("error", "interrupted"))
-    finally:
-        conn.close()
-
-
 def rewrap_in_workers(  # noqa: C901, PLR0913 - fork, run, reap in one place; explicit inputs
     location: str,
     planner: CellPlanner,
     ranges: Sequence[ThreadRange],
-    *,
     batch_size: int,
     dry_run: bool,
-    total: int,
-    started: float,
-    progress: Callable[[PassProgress], None] | None,
+    on_batch: BatchDone | None,
+    *,
     kms: tuple[KmsEnvelopeCipher, ...] = (),
     sealed: bool = False,
 ) -> Tally:
     """Run one forked worker per range; return the merged tally.
 
     ``kms`` are the KMS ciphers among the planner's: each worker gives each
-    a client of its own before its first call.
+    a client of its own before its first call. ``on_batch`` sees the
+    workers' counts summed, every poll.
     """
-    ctx = _fork_context()
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise ConfigurationError(
+            "workers > 1 needs the fork start method, which this platform lacks"
+        )
+    ctx = multiprocessing.get_context("fork")
     counters = ctx.Array("q", _SLOTS * len(ranges), lock=False)
+
+    def work(index: int, thread_range: ThreadRange, conn: Connection) -> None:
+        # Forked, not spawned: this closure and what it holds are never pickled.
+        def counted(tally: Tally) -> None:
+            done = [tally.scanned, tally.changed, tally.failure_count]
+            counters[index * _SLOTS : (index + 1) * _SLOTS] = done
+
+        try:
+            # A boto3 client's pooled sockets came across the fork: build new ones.
+            for cipher in kms:
+                cipher.renew_client()
+            # The same layout the parent found: a sealed store never opens as a stock one.
+            with open_sealed(location) if sealed else open_store(location) as store:
+                tally = rewrap_range(
+                    store,
+                    planner,
+                    thread_range,
+                    batch_size=batch_size,
+                    dry_run=dry_run,
+                    on_batch=counted,
+                )
+            conn.send(("ok", tally))
+        except SecureSerdeError as exc:
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        except KeyboardInterrupt:
+            # Ctrl-C reaches the whole process group; the parent reports it once.
+            conn.send(("error", "interrupted"))
+        finally:
+            conn.close()
+
     running: dict[Connection, tuple[int, Any]] = {}
     for index, thread_range in enumerate(ranges):
         receiver, sender = ctx.Pipe(duplex=False)
+        name = f"secure-serde-rewrap-{index}"
         process = ctx.Process(
-            target=_worker,
-            args=(
-                location,
-                planner,
-                thread_range,
-                batch_size,
-                dry_run,
-                counters,
-                index,
-                sender,
-                kms,
-                sealed,
-            ),
-            name=f"secure-serde-rewrap-{index}",
-            daemon=True,
+            target=work, args=(index, thread_range, sender), name=name, daemon=True
         )
         process.start()
         sender.close()
@@ -129,27 +99,20 @@ def rewrap_in_workers(  # noqa: C901, PLR0913 - fork, run, reap in one place; ex
     results: dict[int, tuple[str, Any]] = {}
     try:
         while running:
-            for receiver in wait(list(running), timeout=_POLL_SECONDS):
-                if not isinstance(receiver, Connection):
+            for ready in wait(list(running), timeout=_POLL_SECONDS):
+                if not isinstance(ready, Connection):
                     continue
-                index, process = running.pop(receiver)
+                index, process = running.pop(ready)
                 try:
-                    results[index] = receiver.recv()
+                    results[index] = ready.recv()
                 except EOFError:
                     process.join()
                     results[index] = ("error", f"exited with code {process.exitcode}")
-                receiver.close()
-            if progress is not None:
+                ready.close()
+            if on_batch is not None:
                 values = list(counters)
-                progress(
-                    PassProgress(
-                        scanned=sum(values[0::_SLOTS]),
-                        total=total,
-                        rewrapped=sum(values[1::_SLOTS]),
-                        failures=sum(values[2::_SLOTS]),
-                        elapsed=time.monotonic() - started,
-                    )
-                )
+                scanned, changed = sum(values[0::_SLOTS]), sum(values[1::_SLOTS])
+                on_batch(Tally(scanned, changed, failure_count=sum(values[2::_SLOTS])))
     finally:
         for _, process in running.values():
             process.terminate()
