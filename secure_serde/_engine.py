@@ -171,8 +171,7 @@ def run_batches(  # noqa: PLR0913 - the units, who plans and who applies, and ho
     try:
         next(steps)
     except StopIteration as done:
-        result: Tally = done.value
-        return result
+        return cast(Tally, done.value)
     steps.close()
     raise ConfigurationError("this applier asks for its I/O: run batch_steps in a plan")
 

@@ -35,7 +35,7 @@ from typing import Final
 from secure_serde._engine import Planned, Skip, Unreadable
 from secure_serde._errors import BindingError, StoreIdentityError
 from secure_serde.crypto import Location
-from secure_serde.passes._sealed import SealedPlanner, _Refused
+from secure_serde.passes._sealed import SealedPlanner
 from secure_serde.sealing import _cell
 from secure_serde.sealing._store_identity import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE
 from secure_serde.stores import Cell, Store, open_items
@@ -75,13 +75,8 @@ class ItemsPlanner(SealedPlanner):
         what = "this store's identity item"
         self._store = self._open_identity(identity.data, _IDENTITY_AT, what).store_id
 
-    def plan(self, cell: Cell) -> Skip | Unreadable | Planned:
-        try:
-            return self._plan_item(cell)
-        except _Refused as refused:
-            return refused.outcome
-
-    def _plan_item(self, cell: Cell) -> Skip | Unreadable | Planned:
+    def _plan(self, cell: Cell) -> Skip | Unreadable | Planned:
+        # Run by SealedPlanner.plan: an item has no thread id, so no tenant's prefix either.
         if cell.data is None or cell.type_tag != SEALED_FIELD:
             return Unreadable.of(
                 BindingError, f"the item's value holds no {SEALED_FIELD!r} text: {_NOT_A_CELL}"
