@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -79,10 +80,9 @@ def stored_checkpoints(
         return checkpoint_tags(source.view)
     if store is None:
         store = _sqlite_file(source)
-    if isinstance(store, Store):
-        with HistoryView(store) as view:
-            return checkpoint_tags(view)
-    with open_store(store) as opened, HistoryView(opened) as view:
+    # A Store passed in stays open: only one opened here is closed.
+    kept = nullcontext(store) if isinstance(store, Store) else open_store(store)
+    with kept as opened, HistoryView(opened) as view:
         return checkpoint_tags(view)
 
 
