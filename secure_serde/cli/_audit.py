@@ -42,7 +42,6 @@ __all__ = ["EXIT_CLEAN", "EXIT_FINDINGS", "register", "report_json"]
 
 EXIT_CLEAN: Final = 0
 EXIT_FINDINGS: Final = 1
-_DEFAULT_LISTED: Final = MAX_LISTED
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -83,8 +82,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-listed",
         type=positive_int,
-        default=_DEFAULT_LISTED,
-        help=f"rows listed by id per kind of problem, text output (default {_DEFAULT_LISTED})",
+        default=MAX_LISTED,
+        help=f"rows listed by id per kind of problem, text output (default {MAX_LISTED})",
     )
     parser.add_argument(
         "--tenant-keys",

@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 from secure_serde import Migration
 from secure_serde.cli._args import positive_int
@@ -146,6 +146,7 @@ def run(args: argparse.Namespace) -> int:
             f" {', '.join(unbound)}",
             file=sys.stderr,
         )
+    views = [_view(entry, args.all_channels, binding) for entry in entries]
     if args.json:
         document = {
             "store": display,
@@ -154,149 +155,129 @@ def run(args: argparse.Namespace) -> int:
             "namespaces": namespaces,
             "next_derived_without_graph": True,
             "binding_store": binding,
-            "checkpoints": [_entry_json(e, args.all_channels, binding) for e in entries],
+            "checkpoints": to_jsonable(views),
         }
         json.dump(document, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        _print_text(display, args, namespaces, entries, binding, sys.stdout)
+        _print_text(display, args, namespaces, views)
     return EXIT_NOT_SHOWN if any(e.error for e in entries) else EXIT_SHOWN
 
 
-def _values(entry: CheckpointEntry, all_channels: bool) -> dict[str, Any]:
-    if entry.saved is None:
-        return {}
-    stored: Mapping[str, Any] = entry.saved.checkpoint.get("channel_values") or {}
-    shown = {}
-    for channel, value in stored.items():
-        if all_channels or not is_internal_channel(channel):
-            # At a snapshot checkpoint the snapshot is the channel's whole value.
-            shown[channel] = value.value if isinstance(value, lg.DeltaSnapshot) else value
-    return shown
-
-
-def _header(entry: CheckpointEntry) -> dict[str, Any]:
-    if entry.saved is None:
-        return {"checkpoint_id": entry.checkpoint_id}
+def _view(entry: CheckpointEntry, all_channels: bool, binding: bool) -> dict[str, Any]:
+    """One checkpoint as shown: ``--json`` prints it through `to_jsonable`, `_lines` as text."""
+    view: dict[str, Any] = {"checkpoint_id": entry.checkpoint_id}
     saved = entry.saved
-    parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
-    metadata: Mapping[str, Any] = saved.metadata or {}
-    return {
-        "checkpoint_id": entry.checkpoint_id,
-        "parent_checkpoint_id": parent,
-        "created_at": saved.checkpoint.get("ts"),
-        "step": metadata.get("step"),
-        "source": metadata.get("source"),
-    }
-
-
-def _entry_json(entry: CheckpointEntry, all_channels: bool, binding: bool) -> dict[str, Any]:
-    document = _header(entry)
-    document["error"] = entry.error
-    document["unbound"] = entry.unbound
-    document["warning"] = UNBOUND_WARNING if binding and entry.unbound else None
-    if entry.saved is None:
-        return document
-    document.update(
+    if saved is not None:
+        metadata: Mapping[str, Any] = saved.metadata or {}
+        parent = (saved.parent_config or {}).get("configurable", {}).get("checkpoint_id")
+        view.update(
+            parent_checkpoint_id=parent,
+            created_at=saved.checkpoint.get("ts"),
+            step=metadata.get("step"),
+            source=metadata.get("source"),
+        )
+    view.update(
+        error=entry.error,
+        unbound=entry.unbound,
+        warning=UNBOUND_WARNING if binding and entry.unbound else None,
+    )
+    if saved is None:
+        return view
+    stored: Mapping[str, Any] = saved.checkpoint.get("channel_values") or {}
+    view.update(
         next=list(entry.next),
-        metadata=to_jsonable(entry.saved.metadata),
-        values=to_jsonable(_values(entry, all_channels)),
+        metadata=saved.metadata,
+        # At a snapshot checkpoint the snapshot is the channel's whole value.
+        values={
+            channel: value.value if isinstance(value, lg.DeltaSnapshot) else value
+            for channel, value in stored.items()
+            if all_channels or not is_internal_channel(channel)
+        },
         delta_channels={
             channel: {
-                "seed": to_jsonable(delta.seed) if delta.has_seed else None,
+                "seed": delta.seed if delta.has_seed else None,
                 "has_seed": delta.has_seed,
-                "writes": to_jsonable(list(delta.writes)),
+                "writes": list(delta.writes),
             }
             for channel, delta in entry.deltas.items()
         },
         pending_writes=[
-            {"task_id": task_id, "channel": channel, "value": to_jsonable(value)}
-            for task_id, channel, value in entry.saved.pending_writes or ()
+            {"task_id": task_id, "channel": channel, "value": value}
+            for task_id, channel, value in saved.pending_writes or ()
         ],
     )
-    return document
+    return view
 
 
-def _print_value(out: TextIO, indent: str, name: str, value: Any, max_chars: int) -> None:
-    first, *rest = compact(value, max_chars)
-    print(f"{indent}{for_terminal(name)}: {first}", file=out)
-    for line in rest:
-        print(f"{indent}  {line}", file=out)
+def _value(indent: str, name: str, value: Any, width: int) -> list[str]:
+    first, *rest = compact(value, width)
+    return [f"{indent}{name}: {first}", *(f"{indent}  {line}" for line in rest)]
 
 
-def _print_text(  # noqa: PLR0913 - the parts of one report, printed in order
+def _print_text(
     display: str,
     args: argparse.Namespace,
     namespaces: Mapping[str, int],
-    entries: list[CheckpointEntry],
-    binding: bool,
-    out: TextIO,
+    views: list[dict[str, Any]],
 ) -> None:
-    width = args.max_chars
-    print(f"store: {for_terminal(display)}", file=out)
+    """The report as text; every line passes through `for_terminal`."""
     others = ", ".join(f"{ns!r} ({n})" for ns, n in namespaces.items() if ns != args.ns)
     where = "root graph" if args.ns == "" else "subgraph"
-    print(
+    lines = [
+        f"store: {display}",
         f"thread: {args.thread!r}  namespace: {args.ns!r} ({where}),"
         f" {namespaces[args.ns]} checkpoint(s)"
         + (f"; other namespaces: {others}" if others else ""),
-        file=out,
-    )
-    print(
         "next: derived from the stored trigger channels, without the graph"
         " (the tasks of the following step, as get_state_history lists them)",
-        file=out,
-    )
-    for index, entry in enumerate(entries):
-        header = _header(entry)
+    ]
+    for index, view in enumerate(views):
         newest = " (newest)" if index == 0 and args.checkpoint is None else ""
-        print(f"\n== checkpoint {for_terminal(entry.checkpoint_id)}{newest}", file=out)
-        if entry.error is not None and entry.saved is None:
-            print(f"  cannot read: {for_terminal(entry.error)}", file=out)
-            continue
-        print(
-            for_terminal(
-                f"  step {header['step']}, source {header['source']},"
-                f" created {header['created_at']}, parent {header['parent_checkpoint_id']}"
-            ),
-            file=out,
-        )
-        if binding and entry.unbound:
-            print(f"  WARNING: {UNBOUND_WARNING}", file=out)
-        if entry.error is not None:
-            print(f"  cannot read all of it: {for_terminal(entry.error)}", file=out)
-        shown_next = for_terminal(", ".join(entry.next)) if entry.next else "(none)"
-        print(f"  next: {shown_next}", file=out)
-        _print_checkpoint(entry, args.all_channels, width, out)
+        lines += ["", f"== checkpoint {view['checkpoint_id']}{newest}"]
+        lines += _lines(view, args.max_chars)
+    for line in lines:
+        print(for_terminal(line))
 
 
-def _print_checkpoint(entry: CheckpointEntry, all_channels: bool, width: int, out: TextIO) -> None:
-    if entry.saved is None:
-        return
-    metadata: Mapping[str, Any] = entry.saved.metadata or {}
+def _lines(view: Mapping[str, Any], width: int) -> list[str]:  # noqa: C901 - one branch a part
+    """A `_view` as text, after its ``== checkpoint`` line."""
+    if "metadata" not in view:  # nothing of it could be read
+        return [f"  cannot read: {view['error']}"]
+    lines = [
+        f"  step {view['step']}, source {view['source']},"
+        f" created {view['created_at']}, parent {view['parent_checkpoint_id']}"
+    ]
+    if view["warning"]:
+        lines.append(f"  WARNING: {view['warning']}")
+    if view["error"] is not None:
+        lines.append(f"  cannot read all of it: {view['error']}")
+    lines.append(f"  next: {', '.join(view['next']) if view['next'] else '(none)'}")
+    metadata: Mapping[str, Any] = view["metadata"] or {}
+    if metadata.get("parents"):
+        lines += _value("  ", "parents", metadata["parents"], width)
     rest = {k: v for k, v in metadata.items() if k not in _SHOWN_FIRST}
-    parents = metadata.get("parents")
-    if parents:
-        _print_value(out, "  ", "parents", parents, width)
     if rest:
-        print("  metadata:", file=out)
+        lines.append("  metadata:")
         for key, value in sorted(rest.items()):
-            _print_value(out, "    ", key, value, width)
-    values = _values(entry, all_channels)
-    print("  values:" if values or entry.deltas else "  values: (none)", file=out)
+            lines += _value("    ", key, value, width)
+    values, deltas = view["values"], view["delta_channels"]
+    lines.append("  values:" if values or deltas else "  values: (none)")
     for channel, value in values.items():
-        _print_value(out, "    ", channel, value, width)
-    for channel, delta in entry.deltas.items():
-        seed = f"snapshot {compact(delta.seed, width)[0]}" if delta.has_seed else "no snapshot"
-        print(
-            f"    {for_terminal(channel)}: DeltaChannel, {seed} + {len(delta.writes)} write(s)"
-            " since (the graph's reducer combines them)",
-            file=out,
+        lines += _value("    ", channel, value, width)
+    for channel, delta in deltas.items():
+        seed = (
+            f"snapshot {compact(delta['seed'], width)[0]}" if delta["has_seed"] else "no snapshot"
         )
-        for write in delta.writes:
-            _print_value(out, "      ", "+", write, width)
-    writes = entry.saved.pending_writes or []
-    if writes:
-        print(f"  pending writes ({len(writes)}):", file=out)
-        for task_id, channel, value in writes:
-            _print_value(out, "    ", f"task {task_id[:8]} {channel}", value, width)
+        lines.append(
+            f"    {channel}: DeltaChannel, {seed} + {len(delta['writes'])} write(s)"
+            " since (the graph's reducer combines them)"
+        )
+        for write in delta["writes"]:
+            lines += _value("      ", "+", write, width)
+    if writes := view["pending_writes"]:
+        lines.append(f"  pending writes ({len(writes)}):")
+        for write in writes:
+            name = f"task {write['task_id'][:8]} {write['channel']}"
+            lines += _value("    ", name, write["value"], width)
+    return lines
