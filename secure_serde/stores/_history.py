@@ -94,20 +94,9 @@ class HistoryView:
     def _open_postgres(self, location: str) -> None:
         import psycopg
 
-        from secure_serde.stores._postgres import _reason
+        from secure_serde.stores._postgres import connect
 
-        problem = None
-        try:
-            self.connection = psycopg.Connection.connect(
-                location, autocommit=True, prepare_threshold=0
-            )
-            # Belt and braces: nothing here writes, and now nothing can.
-            self.connection.execute("SET default_transaction_read_only = on")
-        except psycopg.Error as exc:
-            problem = f"cannot connect to {self.display}: {_reason(exc)}"
-        if problem is not None:
-            # Outside the handler: libpq's message may quote the DSN.
-            raise StoreError(problem)
+        self.connection = connect(location, self.display, read_only=True, prepare_threshold=0)
         self._error: type[Exception] = psycopg.Error
 
     def _open_sqlite(self, location: str) -> None:

@@ -46,7 +46,6 @@ from secure_serde.stores._base import (
     TableSpec,
     ThreadRange,
 )
-from secure_serde.stores._keyed import KeyedStore
 
 __all__ = [
     "IDENTITY_ITEM_KEY",
@@ -68,7 +67,7 @@ IDENTITY_ITEM_KEY: Final = "identity"
 ITEMS: Final = "store"
 
 
-class ItemsLayout(KeyedStore):
+class ItemsLayout(Store):
     """The stores of this module: SealedStore's items, not checkpoint rows.
 
     ``holds_checkpoints`` says whether the same database also has langgraph's

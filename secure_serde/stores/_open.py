@@ -76,10 +76,10 @@ def store_thread_ids(location: str | os.PathLike[str]) -> list[str]:
 
 def _raw_store(location: str | os.PathLike[str]) -> Store:
     """The store at a path or URL, in the stock savers' row layout, whatever its rows are."""
-    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
+    if _is_url(location):
         from secure_serde.stores._postgres import PostgresStore
 
-        return PostgresStore(location)
+        return PostgresStore(str(location))
     if not isinstance(location, (str, os.PathLike)):
         raise StoreError(f"a store is a path or a postgresql:// URL, not {type(location).__name__}")
     if isinstance(location, str) and not Path(location).exists():
@@ -139,14 +139,16 @@ def _refuse_other_forms(location: str) -> None:
 
 # The PostgreSQL classes are imported only for a postgresql:// location: the
 # driver is an extra, and SQLite users never load it.
+def _is_url(location: object) -> bool:
+    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
 
 
 def open_sealed(location: str | os.PathLike[str]) -> Store:
     """The store at ``location`` (a SQLite path or a ``postgresql://`` URL), as sealed rows."""
-    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
+    if _is_url(location):
         from secure_serde.stores._postgres import SealedPostgresStore
 
-        return SealedPostgresStore(location)
+        return SealedPostgresStore(str(location))
     return SealedSqliteStore(Path(location))
 
 
@@ -158,10 +160,10 @@ def open_items(location: str | os.PathLike[str]) -> ItemsLayout | None:
     when the database cannot be opened.
     """
     store: ItemsLayout
-    if isinstance(location, str) and location.startswith(POSTGRES_SCHEMES):
+    if _is_url(location):
         from secure_serde.stores._postgres import SealedItemsPostgresStore
 
-        store = SealedItemsPostgresStore(location)
+        store = SealedItemsPostgresStore(str(location))
     else:
         if not Path(location).is_file():
             return None

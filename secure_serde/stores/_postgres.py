@@ -16,10 +16,9 @@ import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
-from secure_serde.stores._base import StoreError, Swap, TableSpec, ThreadRange
+from secure_serde.stores._base import Store, StoreError, Swap, TableSpec, ThreadRange, quote
 from secure_serde.stores._dsn import redact
 from secure_serde.stores._items import ItemsLayout
-from secure_serde.stores._keyed import KeyedStore, quote
 from secure_serde.stores._sealed import CHECKPOINT_KEY, RECORDS_SPEC, SealedLayout
 
 try:
@@ -67,12 +66,19 @@ def display_url(url: str) -> str:
     return f"postgresql://{user}{host}{port}/{dbname}"
 
 
-def connect(url: str, display: str) -> Any:
-    """An autocommit connection to ``url``; ``display`` names it in errors."""
+def connect(url: str, display: str, *, read_only: bool = False, **options: Any) -> Any:
+    """An autocommit connection to ``url``; ``display`` names it in errors.
+
+    ``read_only``: every transaction of the session is read only (belt and braces for
+    a reader: nothing writes, and then nothing can).
+    """
     if not _HAVE_PSYCOPG:
         raise StoreError("PostgreSQL stores need psycopg: pip install 'secure-serde[postgres]'")
     try:
-        return psycopg.connect(url, autocommit=True)
+        conn = psycopg.connect(url, autocommit=True, **options)
+        if read_only:
+            conn.execute("SET default_transaction_read_only = on")
+        return conn
     except psycopg.Error as exc:
         problem = f"cannot connect to {display}: {_reason(exc)}"
     # Raised outside the handler: libpq's error, which may quote the DSN,
@@ -80,7 +86,7 @@ def connect(url: str, display: str) -> Any:
     raise StoreError(problem)
 
 
-class PostgresStore(KeyedStore):
+class PostgresStore(Store):
     """A PostgreSQL database holding the stock langgraph tables, via psycopg 3.
 
     Pages are read in autocommit mode, one statement each, so no snapshot is

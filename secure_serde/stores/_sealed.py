@@ -38,8 +38,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from secure_serde.stores._base import SEALED_STORE_THREAD, Cell, RowRef, Store, TableSpec
-from secure_serde.stores._keyed import KeyedStore
+from secure_serde.stores._base import (
+    SEALED_STORE_THREAD,
+    Cell,
+    RowRef,
+    Store,
+    TableSpec,
+)
 
 __all__ = [
     "CHECKPOINT_KEY",
@@ -73,7 +78,7 @@ class SealedRow(Cell):
     channel: str | None = None
 
 
-class SealedLayout(KeyedStore):
+class SealedLayout(Store):
     """The stores of this module: the sealed layout, whose tables must all be there."""
 
     _ALL_NEEDED = True

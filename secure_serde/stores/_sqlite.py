@@ -14,9 +14,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
-from secure_serde.stores._base import StoreError, Swap, TableSpec
+from secure_serde.stores._base import (
+    Store,
+    StoreError,
+    Swap,
+    TableSpec,
+    entry_data,
+    json_or_none,
+    quote,
+)
 from secure_serde.stores._items import ItemsLayout
-from secure_serde.stores._keyed import KeyedStore, entry_data, json_or_none, quote
 from secure_serde.stores._sealed import CHECKPOINT_KEY, RECORDS_SPEC, SealedLayout
 
 __all__ = ["SealedItemsSqliteStore", "SealedSqliteStore", "SqliteStore"]
@@ -26,7 +33,7 @@ __all__ = ["SealedItemsSqliteStore", "SealedSqliteStore", "SqliteStore"]
 _BUSY_TIMEOUT_MS: Final = 30_000
 
 
-class SqliteStore(KeyedStore):
+class SqliteStore(Store):
     """A SQLite checkpoint file, opened read-write; it is never created.
 
     The connection runs in autocommit mode: each page is one ``SELECT``,

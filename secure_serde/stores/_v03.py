@@ -49,11 +49,10 @@ from secure_serde.stores._v03_sql import (
     PG_NAMES,
     PG_SENDS,
     SQLITE_COLUMNS,
-    SQLITE_HAS_PATH,
     SQLITE_WRITES,
-    SQLITE_WRITES_NO_PATH,
     get_where,
     list_where,
+    sqlite_writes,
 )
 
 __all__ = ["V03Reader", "refuse_v03", "written_by_v03"]
@@ -123,10 +122,10 @@ class V03Reader(BaseCheckpointSaver[str]):
         self._rows = V03Rows(serde, resolved, metadata)
         self._owned = not isinstance(store, HistoryView)
         self.view = store if isinstance(store, HistoryView) else _view(store)
-        self._writes_sql = SQLITE_WRITES
         try:
-            if self.view.kind != "postgres" and not self.view.query(SQLITE_HAS_PATH, "", ())[0][0]:
-                self._writes_sql = SQLITE_WRITES_NO_PATH
+            self._writes_sql = (
+                "" if self.view.kind == "postgres" else sqlite_writes(self.view, SQLITE_WRITES)
+            )
         except BaseException:
             self.close()
             raise

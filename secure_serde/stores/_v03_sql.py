@@ -14,19 +14,18 @@ from typing import Any, Final
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import get_checkpoint_id
 
-from secure_serde.stores._history import _both
+from secure_serde.stores._history import HistoryView, _both
 
 __all__ = [
     "PG_COLUMNS",
     "PG_NAMES",
     "PG_SENDS",
     "SQLITE_COLUMNS",
-    "SQLITE_HAS_PATH",
     "SQLITE_WRITES",
-    "SQLITE_WRITES_NO_PATH",
     "Where",
     "get_where",
     "list_where",
+    "sqlite_writes",
 ]
 
 # The same clause for SQLite and for PostgreSQL, and its parameters.
@@ -39,10 +38,8 @@ SQLITE_COLUMNS: Final = (
 _OF_CHECKPOINT: Final = (
     " FROM writes WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
 )
-SQLITE_WRITES: Final = "SELECT task_id, channel, type, value, task_path, idx" + _OF_CHECKPOINT
-# A writes table from before task_path existed reads as '' (langgraph's own rule).
-SQLITE_WRITES_NO_PATH: Final = "SELECT task_id, channel, type, value, '', idx" + _OF_CHECKPOINT
-SQLITE_HAS_PATH: Final = "SELECT count(*) FROM pragma_table_info('writes') WHERE name = 'task_path'"
+SQLITE_WRITES: Final = "SELECT task_id, channel, type, value, {path}, idx" + _OF_CHECKPOINT
+_HAS_PATH: Final = "SELECT count(*) FROM pragma_table_info('writes') WHERE name = 'task_path'"
 # langgraph-checkpoint-postgres 3.2's SELECT_SQL and SELECT_PENDING_SENDS_SQL, verbatim
 # (the channel is langgraph's TASKS).
 PG_COLUMNS: Final = """
@@ -138,3 +135,9 @@ def list_where(
         template += _LIMIT
         params.append(int(limit))
     return _both(template), tuple(params)
+
+
+def sqlite_writes(view: HistoryView, template: str) -> str:
+    """``template`` reading ``{path}`` as the task path, ``''`` in a writes table from before
+    langgraph added it (langgraph's own rule)."""
+    return template.format(path="task_path" if view.query(_HAS_PATH, "", ())[0][0] else "''")

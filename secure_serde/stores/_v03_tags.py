@@ -27,7 +27,7 @@ from typing import Any, Final
 from langgraph.checkpoint.base import writes_sort_key
 
 from secure_serde.stores._history import CheckpointId, HistoryView
-from secure_serde.stores._v03_sql import SQLITE_HAS_PATH
+from secure_serde.stores._v03_sql import sqlite_writes
 
 __all__ = ["CheckpointTags", "checkpoint_tags"]
 
@@ -36,11 +36,8 @@ _SQLITE_CHECKPOINTS: Final = (
     " FROM checkpoints ORDER BY thread_id, checkpoint_ns, checkpoint_id"
 )
 _SQLITE_WRITES: Final = (
-    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type"
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, {path}, idx, channel, type"
     " FROM writes"
-)
-_SQLITE_WRITES_NO_PATH: Final = (
-    "SELECT thread_id, checkpoint_ns, checkpoint_id, task_id, '', idx, channel, type FROM writes"
 )
 _PG_CHECKPOINTS: Final = """
 SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id,
@@ -91,8 +88,7 @@ def checkpoint_tags(view: HistoryView) -> list[CheckpointTags]:
             _tags(row[:4], _postgres_values(row[4], row[5]), writes)
             for row in view.query("", _PG_CHECKPOINTS, ())
         ]
-    has_path = view.query(SQLITE_HAS_PATH, "", ())[0][0]
-    writes = _writes(view.query(_SQLITE_WRITES if has_path else _SQLITE_WRITES_NO_PATH, "", ()))
+    writes = _writes(view.query(sqlite_writes(view, _SQLITE_WRITES), "", ()))
     return [
         _tags(row[:4], (("checkpoint", row[4]),), writes)
         for row in view.query(_SQLITE_CHECKPOINTS, "", ())
