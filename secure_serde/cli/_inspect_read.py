@@ -2,12 +2,11 @@
 
 The connection is a `secure_serde.stores.HistoryView` (SQLite opened with ``mode=ro``,
 PostgreSQL on a session whose transactions are all read only), which also answers the id and
-namespace queries. Both databases are read by `secure_serde.stores.V03Reader` on it; a SQLite
-store by the stock ``SqliteSaver`` when the serializer cannot bind values to rows. Each
-checkpoint is read bound first, then unbound (marked, with a warning when the store binds), as
-docs/cli.md (``secure-serde inspect``) says; a sealed value is authenticated either
-way. Each is loaded on its own with ``get_tuple``, so one that cannot be decrypted is reported
-and the rest of the history is still shown.
+namespace queries. Both databases are read by `secure_serde.stores.V03Reader` on it (the
+configured ciphers all seal values for their location). Each checkpoint is read bound first,
+then unbound (marked, with a warning when the store binds), as docs/cli.md (``secure-serde
+inspect``) says; a sealed value is authenticated either way. Each is loaded on its own with
+``get_tuple``, so one that cannot be decrypted is reported and the rest of the history is shown.
 
 On a store SealedSaver sealed, `SealedReader` reads through the application's own saver
 (`open_sealed`), every check of its reads included; namespaces and ids come from the inner
@@ -23,7 +22,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
-from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde import (
     ConfigurationError,
@@ -95,14 +93,13 @@ class CheckpointReader:
     def __init__(
         self,
         store: Store,
-        serde: SerializerProtocol,
+        serde: EncryptedSerializer,
         *,
         migration: Migration | None = None,
     ) -> None:
         resolved = Migration.resolve(migration)
         if resolved.inline_values and store.kind != "postgres":
             raise ConfigurationError("--allow-inline-values applies to PostgreSQL stores only")
-        self.binds = isinstance(serde, EncryptedSerializer) and serde.seals_locations
         self._view = HistoryView(store)
         self._driver_error: Any = self._view.driver_error
         try:
@@ -111,35 +108,18 @@ class CheckpointReader:
                     "this database has ShallowPostgresSaver's schema, which keeps no history;"
                     " inspect reads PostgresSaver stores (secure-serde audit reads both)"
                 )
-            self._bound = self._saver(serde, replace(resolved, unbound=False))
-            self.saver = self._saver(serde, replace(resolved, unbound=True))
+            # Viewers, not writers: they unseal whatever is sealed and enforce no metadata
+            # policy (which keys a deployment seals is not known here).
+            self._bound: BaseCheckpointSaver[Any]
+            self.saver: BaseCheckpointSaver[Any]
+            self._bound, self.saver = (
+                V03Reader(self._view, serde=serde, migration=m, seal_metadata=False)
+                for m in (replace(resolved, unbound=False), replace(resolved, unbound=True))
+            )
         except BaseException:
             self._view.close()
             raise
         self._binding_store: bool | None = None
-
-    def _saver(self, serde: SerializerProtocol, migration: Migration) -> BaseCheckpointSaver[Any]:
-        if isinstance(serde, EncryptedSerializer) and self.binds:
-            # A viewer, not a writer: it unseals whatever is sealed and enforces no
-            # metadata policy (which keys a deployment seals is not known here).
-            return V03Reader(self._view, serde=serde, migration=migration, seal_metadata=False)
-        if self._view.kind == "postgres":
-            raise ConfigurationError(
-                "inspecting a PostgreSQL store needs a serializer whose cipher binds values"
-                " to their rows (any cipher from secure_serde.ciphers)"
-            )
-        try:
-            from langgraph.checkpoint.sqlite import SqliteSaver
-        except ImportError:
-            raise ConfigurationError(
-                "inspecting SQLite stores needs langgraph-checkpoint-sqlite:"
-                " pip install 'secure-serde[sqlite]'"
-            ) from None
-        saver = SqliteSaver(self._view.connection, serde=serde)
-        # setup() would switch the journal mode and create tables: the store
-        # exists already (open_store checked), and this connection cannot write.
-        saver.is_setup = True
-        return saver
 
     def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
         """Every checkpoint namespace of a thread (``""`` is the root graph) and its size."""
@@ -157,7 +137,7 @@ class CheckpointReader:
         is read bound to tell.
         """
         if self._binding_store is None:
-            self._binding_store = self.binds and self._any_bound()
+            self._binding_store = self._any_bound()
         return self._binding_store
 
     def _any_bound(self) -> bool:
@@ -197,7 +177,7 @@ class CheckpointReader:
         if saved is None:
             return None
         if not unbound:
-            self._binding_store = self._binding_store or self.binds
+            self._binding_store = True
         next_tasks = derive_next(saved.checkpoint)
         try:
             deltas = read_deltas(self.saver, saved)
@@ -273,7 +253,7 @@ class SealedReader(CheckpointReader):
         self._stack = ExitStack()
         self._sealed = self._stack.enter_context(open_sealed(location, serde))
         self.saver = self._bound = self._sealed
-        self.binds = self._binding_store = True
+        self._binding_store = True
         self._driver_error = ()  # the saver's own errors are SecureSerdeErrors
 
     def _ids(self, thread_id: str) -> list[tuple[str, str]]:
