@@ -150,24 +150,13 @@ def _listed(listed: Listed, by: str = "by_error") -> dict[str, Any]:
 
 
 def _group_json(group: CipherGroup, decrypted: bool) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "cipher": group.cipher,
-        "key_id": group.key_id,
-        # For kms, key_label is the KMS key too until 0.5: read kms_key (docs/cli.md).
-        "key_label": group.key_label,
-        "kms_key": group.key_label if group.cipher == "kms" else None,
-        "format_version": group.format_version,
-        "legacy": group.legacy,
-        "count": group.count,
-        "by_table": dict(sorted(group.tables.items())),
-    }
+    entry = {name: getattr(group, name) for name in ("cipher", "key_id", "key_label")}
+    # For kms, key_label is the KMS key too until 0.5: read kms_key (docs/cli.md).
+    entry["kms_key"] = group.key_label if group.cipher == "kms" else None
+    entry |= {name: getattr(group, name) for name in ("format_version", "legacy", "count")}
+    entry["by_table"] = dict(sorted(group.tables.items()))
     if decrypted:
-        entry.update(
-            current=group.current,
-            readable=group.readable,
-            failed=group.failed,
-            refused=group.refused,
-        )
+        entry |= {n: getattr(group, n) for n in ("current", "readable", "failed", "refused")}
     return entry
 
 
