@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from typing import Any, Final
 
-from secure_serde._engine import reporter
-from secure_serde._errors import ConfigurationError
+from secure_serde._engine import BatchDone, reporter
+from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde._report import PassProgress, PassReport, Tally
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import KmsEnvelopeCipher, TagAuthenticatingCipher
@@ -16,10 +19,18 @@ from secure_serde.passes._engine import CellPlanner, rewrap_range
 from secure_serde.passes._items import ItemsPlanner, open_items_at
 from secure_serde.passes._plan import Planner
 from secure_serde.passes._sealed import SealedPlanner
-from secure_serde.passes._workers import rewrap_in_workers
 from secure_serde.sealing._tenants import TenantKeys
 from secure_serde.serde import CompressedSerializer, EncryptedSerializer, Migration, StrictDecoder
-from secure_serde.stores import ALL_THREADS, DEFAULT_BATCH_SIZE, Store, refuse_v03
+from secure_serde.stores import (
+    ALL_THREADS,
+    DEFAULT_BATCH_SIZE,
+    Store,
+    StoreError,
+    ThreadRange,
+    open_sealed,
+    open_store,
+    refuse_v03,
+)
 from secure_serde.stores._items import ItemsLayout, identity_item_ref
 from secure_serde.stores._open import open_layout
 from secure_serde.stores._sealed import identity_ref, is_sealed_layout
@@ -27,6 +38,8 @@ from secure_serde.stores._sealed import identity_ref, is_sealed_layout
 __all__ = ["rewrap"]
 
 Progress = Callable[[PassProgress], None]
+_POLL_SECONDS: Final = 0.25  # how often the parent reads the workers' counts
+_SLOTS: Final = 3  # per worker, in shared memory: scanned, rewrapped, failures
 
 
 @scrubbed  # a DSN may hold a password: no error leaves it in a frame local
@@ -284,3 +297,107 @@ def _check_forkable(kms: tuple[KmsEnvelopeCipher, ...]) -> None:
                 " workers must not share one. Build the cipher with client=None so that"
                 " each worker builds its own, or use workers=1"
             )
+
+
+def rewrap_in_workers(  # noqa: C901, PLR0913 - fork, run, reap in one place; explicit inputs
+    location: str,
+    planner: CellPlanner,
+    ranges: Sequence[ThreadRange],
+    batch_size: int,
+    dry_run: bool,
+    on_batch: BatchDone | None,
+    *,
+    kms: tuple[KmsEnvelopeCipher, ...] = (),
+    sealed: bool = False,
+) -> Tally:
+    """Rewrap with one forked worker per range of thread ids (PostgreSQL); the merged tally.
+
+    PostgreSQL picks the ranges (`Store.thread_ranges`, row percentiles of
+    ``thread_id``): they never overlap, each worker has its own connection
+    and transactions, and the compare-and-swap makes even an overlap
+    harmless. Each worker walks its range once and sends its tally through a
+    pipe; ``on_batch`` sees the workers' counts summed, every poll. Forked
+    workers inherit the ciphers in memory (key material is never pickled or
+    sent) and give each KMS cipher in ``kms`` a client of its own.
+    """
+    if "fork" not in multiprocessing.get_all_start_methods():
+        raise ConfigurationError(
+            "workers > 1 needs the fork start method, which this platform lacks"
+        )
+    ctx = multiprocessing.get_context("fork")
+    counters = ctx.Array("q", _SLOTS * len(ranges), lock=False)
+
+    def work(index: int, thread_range: ThreadRange, conn: Connection) -> None:
+        # Forked, not spawned: this closure and what it holds are never pickled.
+        def counted(tally: Tally) -> None:
+            done = [tally.scanned, tally.changed, tally.failure_count]
+            counters[index * _SLOTS : (index + 1) * _SLOTS] = done
+
+        try:
+            # A boto3 client's pooled sockets came across the fork: build new ones.
+            for cipher in kms:
+                cipher.renew_client()
+            # The same layout the parent found: a sealed store never opens as a stock one.
+            with open_sealed(location) if sealed else open_store(location) as store:
+                tally = rewrap_range(
+                    store,
+                    planner,
+                    thread_range,
+                    batch_size=batch_size,
+                    dry_run=dry_run,
+                    on_batch=counted,
+                )
+            conn.send(("ok", tally))
+        except SecureSerdeError as exc:
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+        except KeyboardInterrupt:
+            # Ctrl-C reaches the whole process group; the parent reports it once.
+            conn.send(("error", "interrupted"))
+        finally:
+            conn.close()
+
+    running: dict[Connection, tuple[int, Any]] = {}
+    for index, thread_range in enumerate(ranges):
+        receiver, sender = ctx.Pipe(duplex=False)
+        name = f"secure-serde-rewrap-{index}"
+        process = ctx.Process(
+            target=work, args=(index, thread_range, sender), name=name, daemon=True
+        )
+        process.start()
+        sender.close()
+        running[receiver] = (index, process)
+    results: dict[int, tuple[str, Any]] = {}
+    try:
+        while running:
+            for ready in wait(list(running), timeout=_POLL_SECONDS):
+                if not isinstance(ready, Connection):
+                    continue
+                index, process = running.pop(ready)
+                try:
+                    results[index] = ready.recv()
+                except EOFError:
+                    process.join()
+                    results[index] = ("error", f"exited with code {process.exitcode}")
+                ready.close()
+            if on_batch is not None:
+                values = list(counters)
+                scanned, changed = sum(values[0::_SLOTS]), sum(values[1::_SLOTS])
+                on_batch(Tally(scanned, changed, failure_count=sum(values[2::_SLOTS])))
+    finally:
+        for _, process in running.values():
+            process.terminate()
+        for _, process in running.values():
+            process.join()
+    merged = Tally()
+    errors = []
+    for index in sorted(results):
+        status, payload = results[index]
+        if status == "ok" and isinstance(payload, Tally):
+            merged.merge(payload)
+        else:
+            errors.append(f"worker {index} (thread ids {ranges[index]}): {payload}")
+    if errors:
+        raise StoreError(
+            "; ".join(errors) + ". The other workers' batches are committed: rerun to finish"
+        )
+    return merged
