@@ -90,9 +90,6 @@ class ItemsLayout(Store):
     def _range(self, thread_range: ThreadRange) -> tuple[str, list[Any]]:
         return self._TRUE, []
 
-    def count(self, table: TableSpec, thread_range: ThreadRange = ALL_THREADS) -> int:
-        return super().count(table) if self.tables else 0
-
     def reload(self, ref: RowRef) -> Cell | None:
         return super().reload(ref) if self.tables else None
 

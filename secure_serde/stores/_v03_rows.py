@@ -26,7 +26,6 @@ Errors come in 0.3's order: inline values, record, values, writes, metadata.
 
 from __future__ import annotations
 
-import base64
 import json
 import struct
 from collections.abc import Iterable, Mapping, Sequence
@@ -46,7 +45,12 @@ from secure_serde._errors import (
 from secure_serde._ratelog import RateLimitedWarning
 from secure_serde.crypto import Location
 from secure_serde.serde import EncryptedSerializer, Migration
-from secure_serde.stores._v03_metadata import RECORD_KEY, SEALED_METADATA_KEY, V03Metadata
+from secure_serde.stores._v03_metadata import (
+    RECORD_KEY,
+    SEALED_METADATA_KEY,
+    V03Metadata,
+    parse_envelope,
+)
 
 __all__ = ["V03Rows", "canonical", "metadata_record"]
 
@@ -205,14 +209,12 @@ class V03Rows:
 
 
 def _parse_seal(seal: Any) -> tuple[str, bytes]:
-    if isinstance(seal, Mapping) and isinstance(seal.get("type"), str):
-        data = seal.get("data")
-        if isinstance(data, str):
-            try:
-                return seal["type"], base64.b64decode(data, validate=True)
-            except ValueError:
-                pass
-    raise BindingError("malformed checkpoint record")
+    # A seal is an envelope that also names its parent.
+    envelope = {k: seal.get(k) for k in ("type", "data")} if isinstance(seal, Mapping) else None
+    parsed = parse_envelope(envelope)
+    if parsed is None:
+        raise BindingError("malformed checkpoint record")
+    return parsed
 
 
 def _sqlite_metadata(stored: Any) -> Any:
