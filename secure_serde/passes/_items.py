@@ -36,8 +36,8 @@ from secure_serde._engine import Planned, Skip, Unreadable
 from secure_serde._errors import BindingError, StoreIdentityError
 from secure_serde.crypto import Location
 from secure_serde.passes._sealed import SealedPlanner
-from secure_serde.sealing import _cell
-from secure_serde.sealing._store_identity import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE
+from secure_serde.sealing import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE
+from secure_serde.sealing import cell_layout as _cell
 from secure_serde.stores import Cell, Store, open_items
 from secure_serde.stores._items import (
     IDENTITY_PREFIX,

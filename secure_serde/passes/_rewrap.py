@@ -19,7 +19,7 @@ from secure_serde.passes._engine import CellPlanner, rewrap_range
 from secure_serde.passes._items import ItemsPlanner, open_items_at
 from secure_serde.passes._plan import Planner
 from secure_serde.passes._sealed import SealedPlanner
-from secure_serde.sealing._tenants import TenantKeys
+from secure_serde.sealing import TenantKeys
 from secure_serde.serde import CompressedSerializer, EncryptedSerializer, Migration, StrictDecoder
 from secure_serde.stores import (
     ALL_THREADS,

@@ -64,11 +64,17 @@ from secure_serde._errors import (
 from secure_serde.ciphers import SealingCipher, TagAuthenticatingCipher, is_sealing
 from secure_serde.crypto import Location
 from secure_serde.passes._plan import _source, primary_test
-from secure_serde.sealing import _cell
-from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity, parse_record
-from secure_serde.sealing._index import BlindIndex
-from secure_serde.sealing._tenant_inner import tenant_prefix, tenant_thread_prefix
-from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
+from secure_serde.sealing import (
+    IDENTITY_THREAD,
+    BlindIndex,
+    ShreddedScopes,
+    StoreIdentity,
+    TenantKeys,
+    parse_record,
+    tenant_prefix,
+    tenant_thread_prefix,
+)
+from secure_serde.sealing import cell_layout as _cell
 from secure_serde.serde import EncryptedSerializer, Migration, ReadRule, StrictDecoder
 from secure_serde.stores import Cell, Swap
 from secure_serde.stores._sealed import IDENTITY_KEY, RECORD_KEY, RECORDS, SealedRow
