@@ -76,10 +76,10 @@ else:
     __getattr__, __dir__ = lazy_attributes(
         __name__,
         {
-            "CompressedSerializer": "secure_serde.serde._compress",
-            "EncryptedSerializer": "secure_serde.serde._serializer",
-            "Migration": "secure_serde.serde._migration",
-            "PickleFallbackSerializer": "secure_serde.pickling._serializer",
+            "CompressedSerializer": "secure_serde.serde",
+            "EncryptedSerializer": "secure_serde.serde",
+            "Migration": "secure_serde.serde",
+            "PickleFallbackSerializer": "secure_serde.pickling",
             "PassProgress": "secure_serde._report",
             "PassReport": "secure_serde._report",
             "RewrapProgress": "secure_serde._report",
@@ -89,7 +89,7 @@ else:
             "SealedStore": "secure_serde.sealing",
             "TenantKeys": "secure_serde.sealing._tenants",
             "__version__": "secure_serde._version",
-            "generate_encoded_key": "secure_serde.crypto._keys",
+            "generate_encoded_key": "secure_serde.crypto",
             "rewrap": "secure_serde.passes._rewrap",
         },
     )

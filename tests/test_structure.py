@@ -175,9 +175,8 @@ def test_type_checking_imports_make_no_circle() -> None:
 
 
 # Imports of another folder's private module (``secure_serde.<folder>._<module>``) from
-# outside that folder. Issue 24 wants none: each folder's ``__init__`` exports what others
-# use. Until then the count may only go down; lower it when you remove one.
-MAX_PRIVATE_CROSS_FOLDER: Final = 5
+# outside that folder: none. Each folder's ``__init__`` exports what the others use.
+MAX_PRIVATE_CROSS_FOLDER: Final = 0
 
 
 def private_cross_folder(sources: Mapping[str, tuple[str, bool]]) -> list[str]:

@@ -38,13 +38,15 @@ from secure_serde.crypto import Location
 from secure_serde.passes._sealed import SealedPlanner
 from secure_serde.sealing import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE
 from secure_serde.sealing import cell_layout as _cell
-from secure_serde.stores import Cell, Store, open_items
-from secure_serde.stores._items import (
+from secure_serde.stores import (
     IDENTITY_PREFIX,
     SEALED_FIELD,
+    Cell,
     ItemsLayout,
+    Store,
     is_items_layout,
     namespace_of,
+    open_items,
 )
 
 __all__ = ["ItemsPlanner", "open_items_at"]

@@ -24,16 +24,18 @@ from secure_serde.serde import CompressedSerializer, EncryptedSerializer, Migrat
 from secure_serde.stores import (
     ALL_THREADS,
     DEFAULT_BATCH_SIZE,
+    ItemsLayout,
     Store,
     StoreError,
     ThreadRange,
+    identity_item_ref,
+    identity_ref,
+    is_sealed_layout,
+    open_layout,
     open_sealed,
     open_store,
     refuse_v03,
 )
-from secure_serde.stores._items import ItemsLayout, identity_item_ref
-from secure_serde.stores._open import open_layout
-from secure_serde.stores._sealed import identity_ref, is_sealed_layout
 
 __all__ = ["rewrap"]
 

@@ -76,8 +76,7 @@ from secure_serde.sealing import (
 )
 from secure_serde.sealing import cell_layout as _cell
 from secure_serde.serde import EncryptedSerializer, Migration, ReadRule, StrictDecoder
-from secure_serde.stores import Cell, Swap
-from secure_serde.stores._sealed import IDENTITY_KEY, RECORD_KEY, RECORDS, SealedRow
+from secure_serde.stores import IDENTITY_KEY, RECORDS, SEALED_RECORD_KEY, Cell, SealedRow, Swap
 
 __all__ = ["SHREDDED", "TENANT_KEYED", "SealedPlanner"]
 
@@ -246,7 +245,7 @@ class SealedPlanner:
             raise _refuse(BindingError, "the sealed record is not text") from None
         if cell.type_tag == IDENTITY_KEY:
             kind, at = _cell.IDENTITY, _IDENTITY_AT
-        elif cell.type_tag == RECORD_KEY:
+        elif cell.type_tag == SEALED_RECORD_KEY:
             checkpoint_id = ref.checkpoint_id
             if checkpoint_id is None:
                 raise _refuse(BindingError, "the checkpoint row has no checkpoint id")

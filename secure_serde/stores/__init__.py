@@ -49,8 +49,17 @@ if TYPE_CHECKING:
     )
     from secure_serde.stores._dsn import redact
     from secure_serde.stores._history import CheckpointId, HistoryView
+    from secure_serde.stores._items import (
+        IDENTITY_PREFIX,
+        SEALED_FIELD,
+        ItemsLayout,
+        identity_item_ref,
+        is_items_layout,
+        namespace_of,
+    )
     from secure_serde.stores._open import (
         open_items,
+        open_layout,
         open_sealed,
         open_store,
         sealed_items_at,
@@ -58,6 +67,14 @@ if TYPE_CHECKING:
         store_thread_ids,
     )
     from secure_serde.stores._postgres import PostgresStore
+    from secure_serde.stores._sealed import (
+        IDENTITY_KEY,
+        RECORDS,
+        SEALED_RECORD_KEY,
+        SealedRow,
+        identity_ref,
+        is_sealed_layout,
+    )
     from secure_serde.stores._sqlite import SqliteStore
     from secure_serde.stores._v03 import V03Reader, refuse_v03, written_by_v03
     from secure_serde.stores._v03_metadata import (
@@ -105,6 +122,19 @@ else:
             "metadata_record": "secure_serde.stores._v03_rows",
             "open_store": "secure_serde.stores._open",
             "redact": "secure_serde.stores._dsn",
+            "IDENTITY_KEY": "secure_serde.stores._sealed",
+            "SEALED_RECORD_KEY": "secure_serde.stores._sealed",
+            "RECORDS": "secure_serde.stores._sealed",
+            "SealedRow": "secure_serde.stores._sealed",
+            "identity_ref": "secure_serde.stores._sealed",
+            "is_sealed_layout": "secure_serde.stores._sealed",
+            "IDENTITY_PREFIX": "secure_serde.stores._items",
+            "SEALED_FIELD": "secure_serde.stores._items",
+            "ItemsLayout": "secure_serde.stores._items",
+            "is_items_layout": "secure_serde.stores._items",
+            "namespace_of": "secure_serde.stores._items",
+            "identity_item_ref": "secure_serde.stores._items",
+            "open_layout": "secure_serde.stores._open",
             "sealed_items_at": "secure_serde.stores._open",
             "open_items": "secure_serde.stores._open",
             "open_sealed": "secure_serde.stores._open",
@@ -120,21 +150,28 @@ else:
 __all__ = [
     "ALL_THREADS",
     "DEFAULT_BATCH_SIZE",
+    "IDENTITY_KEY",
+    "IDENTITY_PREFIX",
     "INDEX_METADATA_KEY",
     "MAX_NAMES",
+    "RECORDS",
     "RECORD_KEY",
     "ROW_KEY",
+    "SEALED_FIELD",
     "SEALED_METADATA_KEY",
+    "SEALED_RECORD_KEY",
     "V03_STRUCTURAL_METADATA_KEYS",
     "Cell",
     "CheckpointId",
     "CheckpointTags",
     "HistoryView",
     "InlineChannel",
+    "ItemsLayout",
     "JsonColumnScan",
     "MetadataKeys",
     "PostgresStore",
     "RowRef",
+    "SealedRow",
     "SqliteStore",
     "Store",
     "StoreError",
@@ -144,8 +181,14 @@ __all__ = [
     "V03Reader",
     "canonical",
     "checkpoint_tags",
+    "identity_item_ref",
+    "identity_ref",
+    "is_items_layout",
+    "is_sealed_layout",
     "metadata_record",
+    "namespace_of",
     "open_items",
+    "open_layout",
     "open_sealed",
     "open_store",
     "parse_envelope",

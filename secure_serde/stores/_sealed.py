@@ -16,7 +16,7 @@ table (``RowRef.table``)          what the row holds (``Cell.type_tag``, ``Cell.
 ``writes`` (SQLite)               `SealedRow.channel` is the row's channel
 ``checkpoints`` (SQLite)          the type column (``"msgpack"``) and the stock saver's msgpack
                                   of the whole checkpoint, its values as cells
-``checkpoints.metadata``          the metadata key of the row's cell (`RECORD_KEY`, or
+``checkpoints.metadata``          the metadata key of the row's cell (`SEALED_RECORD_KEY`, or
                                   `IDENTITY_KEY` in the reserved thread) and that key's text
                                   (base64 of a cell) as UTF-8; ``data`` is ``None`` when the
                                   row holds no such text (a failure, never work)
@@ -51,7 +51,7 @@ __all__ = [
     "IDENTITY_CHECKPOINT_ID",
     "IDENTITY_KEY",
     "RECORDS",
-    "RECORD_KEY",
+    "SEALED_RECORD_KEY",
     "SealedLayout",
     "SealedRow",
     "entry_key",
@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 # sealing/_codec.py RECORD_KEY: the metadata key of each checkpoint's record cell.
-RECORD_KEY: Final = "__secure_serde__"
+SEALED_RECORD_KEY: Final = "__secure_serde__"
 # sealing/_identity.py IDENTITY_KEY and IDENTITY_CHECKPOINT_ID (thread: SEALED_STORE_THREAD).
 IDENTITY_KEY: Final = "__secure_serde_store__"
 IDENTITY_CHECKPOINT_ID: Final = "00000000-0000-0000-0000-000000000000"
@@ -68,7 +68,7 @@ IDENTITY_CHECKPOINT_ID: Final = "00000000-0000-0000-0000-000000000000"
 RECORDS: Final = "checkpoints.metadata"
 CHECKPOINT_KEY: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
 # The checkpoints rows' metadata, seen as the record (or identity) cell under one key.
-RECORDS_SPEC: Final = TableSpec(RECORDS, "metadata", "metadata", CHECKPOINT_KEY, RECORD_KEY)
+RECORDS_SPEC: Final = TableSpec(RECORDS, "metadata", "metadata", CHECKPOINT_KEY, SEALED_RECORD_KEY)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,4 +104,4 @@ def identity_ref() -> RowRef:
 
 def entry_key(thread_id: object) -> str:
     """The metadata key a checkpoints row of ``thread_id`` keeps its cell under."""
-    return IDENTITY_KEY if str(thread_id) == SEALED_STORE_THREAD else RECORD_KEY
+    return IDENTITY_KEY if str(thread_id) == SEALED_STORE_THREAD else SEALED_RECORD_KEY

@@ -7,7 +7,7 @@ from secure_serde.stores import _base, _sealed
 
 
 def test_record_key_is_the_sealers() -> None:
-    assert _sealed.RECORD_KEY == _codec.RECORD_KEY
+    assert _sealed.SEALED_RECORD_KEY == _codec.RECORD_KEY
 
 
 def test_identity_constants_are_the_sealers() -> None:

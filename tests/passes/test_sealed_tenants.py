@@ -103,7 +103,7 @@ def _identity_key_id(store: str) -> str:
             db.close()
         assert found is not None
         metadata = json.loads(found[0])
-    from secure_serde.stores._sealed import IDENTITY_KEY
+    from secure_serde.stores import IDENTITY_KEY
 
     text = metadata.get(IDENTITY_KEY) or metadata.get(RECORD_KEY)
     cell = _cell.from_text(text, _cell.IDENTITY)
