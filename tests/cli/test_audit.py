@@ -25,8 +25,7 @@ from langgraph.checkpoint.serde.encrypted import EncryptedSerializer as BuiltinS
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from secure_serde import EncryptedSerializer
-from secure_serde.ciphers import KmsEnvelopeCipher
-from secure_serde.ciphers._kms_format import cmk_id
+from secure_serde.ciphers import KmsEnvelopeCipher, cmk_id
 from secure_serde.cli import main
 from tests import canary_support as canary
 from tests.ciphers.kms_support import REGION, new_cmk

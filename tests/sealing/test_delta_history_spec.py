@@ -21,7 +21,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, Checkpoint
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.conformance.test_utils import generate_metadata
 
-from secure_serde.serde import _langgraph as lg
+from secure_serde.serde import langgraph_internals as lg
 from tests.sealing.backends_support import (
     HEAVY_LANE_IDS,
     HEAVY_LANES,

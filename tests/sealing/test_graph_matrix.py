@@ -28,7 +28,7 @@ from langgraph.types import StateSnapshot
 from pydantic import BaseModel
 from typing_extensions import TypedDict
 
-from secure_serde.serde import _langgraph as lg
+from secure_serde.serde import langgraph_internals as lg
 from tests.graphs_support import Driver, build_child_graph, linear_graph
 from tests.sealing.backends_support import HEAVY_LANE_IDS, HEAVY_LANES, SEALED_WRAPPER, Lane, Stores
 

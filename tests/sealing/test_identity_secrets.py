@@ -15,7 +15,7 @@ from langgraph.checkpoint.base import CheckpointTuple
 
 from secure_serde import EncryptedSerializer, StoreIdentityError
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.crypto._binding import Location
+from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import (
     IDENTITY_KEY,

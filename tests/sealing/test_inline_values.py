@@ -23,7 +23,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from secure_serde import BindingError, EncryptedSerializer, SealedSaver
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.crypto._binding import Location
+from secure_serde.crypto import Location
 from secure_serde.sealing import DEFAULT_INDEXED_METADATA, _cell, _codec
 from secure_serde.sealing._identity import StoreIdentity
 from secure_serde.sealing._index import BlindIndex

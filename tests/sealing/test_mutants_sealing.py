@@ -32,7 +32,7 @@ from secure_serde import (
     SecureSerdeError,
     StoreIdentityError,
 )
-from secure_serde.crypto._binding import Location
+from secure_serde.crypto import Location
 from secure_serde.sealing import _cell, _codec, _identity, _index, _walks
 from secure_serde.sealing import _record as record_layout
 from tests.serdes_support import dropin_serde

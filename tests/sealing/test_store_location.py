@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 
-from secure_serde.crypto._binding import Location
+from secure_serde.crypto import Location
 
 STORE = bytes(range(16))
 

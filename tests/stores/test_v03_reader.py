@@ -26,7 +26,7 @@ from secure_serde import (
     UnboundValueError,
 )
 from secure_serde.ciphers import EnvKeyCipher
-from secure_serde.crypto._keys import Key
+from secure_serde.crypto import Key
 from secure_serde.savers.sqlite import SqliteSaver
 from secure_serde.stores import HistoryView, StoreError, V03Reader, open_store
 from secure_serde.stores._v03_index import V03IndexKeys
