@@ -42,7 +42,7 @@ from secure_serde.ciphers import EnvKeyCipher, KeyRotationCipher, KmsEnvelopeCip
 from secure_serde.savers.postgres import AsyncPostgresSaver
 from secure_serde.savers.sqlite import AsyncSqliteSaver as SealedAsyncSqliteSaver
 from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
-from secure_serde.sealing._cell import VALUE, WRITE, unpack
+from secure_serde.sealing import cell_layout as _cell
 from tests.sealing.backends_support import sync_driven
 
 KEY_A = b"conformance-key-a-0123456789abcd"
@@ -147,9 +147,13 @@ def _types_in_postgres(url: str) -> list[str]:
 def _sealed_types(tuples: list[CheckpointTuple]) -> list[str]:
     """The type tags of the sealed cells the stock saver holds: every channel value and write."""
     types = [
-        unpack(v, VALUE).type_tag for t in tuples for v in t.checkpoint["channel_values"].values()
+        _cell.unpack(v, _cell.VALUE).type_tag
+        for t in tuples
+        for v in t.checkpoint["channel_values"].values()
     ]
-    types += [unpack(v, WRITE).type_tag for t in tuples for _, _, v in t.pending_writes or ()]
+    types += [
+        _cell.unpack(v, _cell.WRITE).type_tag for t in tuples for _, _, v in t.pending_writes or ()
+    ]
     return types
 
 

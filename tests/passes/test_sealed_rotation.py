@@ -24,8 +24,8 @@ from secure_serde import (
     StoreIdentityError,
     rewrap,
 )
-from secure_serde.crypto import _format
-from secure_serde.sealing import _cell
+from secure_serde.crypto import format_v1 as _format
+from secure_serde.sealing import cell_layout as _cell
 from secure_serde.stores import StoreError, open_store
 from tests.passes.live_writer import live_writer
 from tests.passes.rewrap_support import (

@@ -44,7 +44,7 @@ from secure_serde import (
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import NUMPY, PickleFallbackSerializer
 from secure_serde.savers.postgres import AsyncPostgresSaver, PostgresSaver
-from secure_serde.sealing._cell import RECORD, pack, to_text
+from secure_serde.sealing import cell_layout as _cell
 from tests.fixtures_services import saver_connection
 from tests.planted_msgpack import PlantedCall, planted_value
 
@@ -201,7 +201,7 @@ def test_a_planted_plaintext_record_is_refused_before_decoding(
     conn, _, stored = sealed
     metadata = stored_metadata(conn)
     if layout == "plaintext cell":
-        metadata[RECORD_KEY] = to_text(pack(RECORD, "msgpack", planted_value()))
+        metadata[RECORD_KEY] = _cell.to_text(_cell.pack(_cell.RECORD, "msgpack", planted_value()))
     else:
         encoded = base64.b64encode(planted_value()).decode("ascii")
         metadata[RECORD_KEY] = {"type": "msgpack", "data": encoded}

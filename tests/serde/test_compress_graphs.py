@@ -25,7 +25,7 @@ from secure_serde import CompressedSerializer, EncryptedSerializer, PickleFallba
 from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
 from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
-from secure_serde.sealing._cell import VALUE, WRITE, unpack
+from secure_serde.sealing import cell_layout as _cell
 from tests.fixtures_services import saver_connection
 from tests.graphs_support import (
     KEY,
@@ -126,11 +126,15 @@ def blob_tags(url: str, *, sealed: bool) -> list[str]:
         with saver_connection(url) as conn:
             tuples = list(StockPostgresSaver(conn).list(None))
         tags = [
-            unpack(v, VALUE).type_tag
+            _cell.unpack(v, _cell.VALUE).type_tag
             for t in tuples
             for v in t.checkpoint["channel_values"].values()
         ]
-        tags += [unpack(v, WRITE).type_tag for t in tuples for _, _, v in t.pending_writes or ()]
+        tags += [
+            _cell.unpack(v, _cell.WRITE).type_tag
+            for t in tuples
+            for _, _, v in t.pending_writes or ()
+        ]
         return tags
     with psycopg.connect(url) as conn:
         rows = conn.execute("SELECT type FROM checkpoint_blobs WHERE type <> 'empty'").fetchall()

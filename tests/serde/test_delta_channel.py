@@ -42,7 +42,7 @@ from secure_serde.ciphers import EnvKeyCipher
 from secure_serde.pickling import PANDAS
 from secure_serde.savers.postgres import PostgresSaver as SealedPostgresSaver
 from secure_serde.savers.sqlite import SqliteSaver as SealedSqliteSaver
-from secure_serde.sealing._cell import VALUE, WRITE, unpack
+from secure_serde.sealing import cell_layout as _cell
 from secure_serde.serde import _langgraph as lg
 from tests import strategies as cs
 from tests import strategies_pandas  # noqa: F401  (registers exact frame comparison)
@@ -204,9 +204,13 @@ def sqlite_savers(path: Path) -> Iterator[tuple[SaverFactory, Callable[[], list[
 def sealed_types(tuples: Sequence[CheckpointTuple]) -> list[str]:
     """The type tags inside the sealed cells a bare stock saver reads: channel values, writes."""
     types = [
-        unpack(v, VALUE).type_tag for t in tuples for v in t.checkpoint["channel_values"].values()
+        _cell.unpack(v, _cell.VALUE).type_tag
+        for t in tuples
+        for v in t.checkpoint["channel_values"].values()
     ]
-    types += [unpack(v, WRITE).type_tag for t in tuples for _, _, v in t.pending_writes or ()]
+    types += [
+        _cell.unpack(v, _cell.WRITE).type_tag for t in tuples for _, _, v in t.pending_writes or ()
+    ]
     return types
 
 
