@@ -19,8 +19,7 @@ import psycopg
 import pytest
 
 from secure_serde import SealedSaver, ShreddedError, TenantKeys, rewrap
-from secure_serde.sealing import audit_sealed
-from secure_serde.sealing._identity import IDENTITY_THREAD
+from secure_serde.sealing import IDENTITY_THREAD, audit_sealed
 from tests.passes.rewrap_support import (
     A_AND_B,
     KEY_A,
@@ -84,8 +83,8 @@ def _digest(store: str) -> str:
 
 def _identity_key_id(store: str) -> str:
     """The key id in the header of the store identity's record cell (raw SQL)."""
-    from secure_serde.sealing import _cell
-    from secure_serde.sealing._codec import RECORD_KEY
+    from secure_serde.sealing import cell_layout as _cell
+    from secure_serde.stores import SEALED_RECORD_KEY as RECORD_KEY
 
     query = "SELECT metadata FROM checkpoints WHERE thread_id = "
     if _kind(store) == "postgres":
