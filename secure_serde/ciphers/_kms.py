@@ -62,7 +62,6 @@ from secure_serde.ciphers._kms_client import (
 )
 from secure_serde.crypto import (
     GCM_NONCE_SIZE,
-    GCM_TAG_SIZE,
     Buffer,
     KeyCommitment,
     SecretHolder,
@@ -78,7 +77,6 @@ _NAME: Final = _kms_format.CIPHER_NAME
 _AAD_CACHE_LIMIT: Final = 64
 _V2_BYTE: Final = bytes([_kms_format.VERSION_V2])
 _INFO_COMMITMENT: Final = b"secure_serde/kms/v2/commitment"
-_TAIL: Final = GCM_NONCE_SIZE + GCM_TAG_SIZE
 # Marks a client passed in by the caller, which the cipher cannot rebuild.
 _CALLERS_CLIENT: Final = object()
 
@@ -213,14 +211,9 @@ class KmsEnvelopeCipher(SecretHolder):
         self._calls = KmsCalls(build_client(botocore_config) if client is None else client)
         # Kept so a forked worker can build a client of its own (`renew_client`).
         self._botocore_config: Any = botocore_config if client is None else _CALLERS_CLIENT
-        self._enc = EncryptionKeyCache(self._limits, clock)
-        self._take = self._enc.take
-        self._dec = DecryptionKeyCache(self._limits, clock)
+        self._after_fork()
         self._aads: dict[bytes, dict[str, bytes]] = {}
         self._suffixes: dict[str, bytes] = {}
-        self._refill_lock = threading.Lock()
-        self._unwrap_lock = threading.Lock()
-        self._resolve_lock = threading.Lock()
         self._resolved: ResolvedArns | None = None
         configured = (kms_key, *self._decrypt_kms_keys)
         if all(is_key_arn(k) for k in configured):
@@ -229,11 +222,10 @@ class KmsEnvelopeCipher(SecretHolder):
         _LIVE_CIPHERS.add(self)
 
     def _after_fork(self) -> None:
-        # A forked child (gunicorn --preload, rewrap workers) would otherwise
-        # share the parent's data key with its own copy of the message and
-        # byte counters, so the limits would hold per process, not per key.
-        # Fresh caches and locks: a lock held by another thread at fork time
-        # would never be released in the child.
+        # Also run in a forked child (gunicorn --preload, rewrap workers), which
+        # would otherwise share the parent's data key with its own copy of the
+        # message and byte counters (the limits would hold per process, not per
+        # key), and could inherit a lock another thread held at fork time.
         self._enc = EncryptionKeyCache(self._limits, self._clock)
         self._take = self._enc.take
         self._dec = DecryptionKeyCache(self._limits, self._clock)
@@ -290,16 +282,6 @@ class KmsEnvelopeCipher(SecretHolder):
             return self._open_v2(ciphertext, context, location)
         if require_binding:
             raise UnboundValueError("a KMS envelope v1 value is not sealed for its location")
-        # The current data key's values skip header parsing (savers hand over bytes).
-        if type(ciphertext) is bytes:
-            current = self._dec.match(ciphertext)
-            if current is not None and len(ciphertext) >= len(current.header) + _TAIL:
-                nonce_at = len(current.header)
-                sealed_at = nonce_at + GCM_NONCE_SIZE
-                aad = current.aads.get(context) or self._aad(current, context)
-                return current.aead.open(
-                    ciphertext[nonce_at:sealed_at], ciphertext[sealed_at:], aad
-                )
         header, nonce, sealed = _kms_format.split(ciphertext)
         key = self._dec.get(header) or self._unwrap(header)
         aad = key.aads.get(context) or self._aad(key, context)
@@ -430,14 +412,12 @@ class KmsEnvelopeCipher(SecretHolder):
     def _seal_with_nonce(
         self, plaintext: Buffer, context: str, *, data_key: bytes, wrapped_key: bytes, nonce: bytes
     ) -> bytes:
-        """`encrypt_with_tag` under a given data key and nonce: for frozen test vectors only.
+        """`encrypt_with_tag` (format v1) under a given data key and nonce: for test vectors only.
 
         Reusing a nonce under one data key breaks GCM's confidentiality and
-        authenticity, so nothing outside the tests may call this.
+        authenticity, so nothing outside the tests may call this (nor the v2 seam below).
         """
-        if len(nonce) != GCM_NONCE_SIZE:
-            raise ValueError("GCM nonces are 12 bytes")
-        key = self._vector_key(data_key, wrapped_key)
+        key = self._vector_key(data_key, wrapped_key, nonce=nonce)
         aad = key.aads.get(context) or self._aad(key, context)
         return key.header + nonce + key.aead.seal(nonce, plaintext, aad)
 
@@ -452,9 +432,7 @@ class KmsEnvelopeCipher(SecretHolder):
         nonce: bytes,
     ) -> bytes:
         """`encrypt_at` (format v2) under a given data key and nonce: for test vectors only."""
-        if len(nonce) != GCM_NONCE_SIZE:
-            raise ValueError("GCM nonces are 12 bytes")
-        key = self._vector_key(data_key, wrapped_key, _kms_format.VERSION_V2)
+        key = self._vector_key(data_key, wrapped_key, _kms_format.VERSION_V2, nonce=nonce)
         committed = key.header + nonce
         commitment = key.commitment.tag(committed)
         aad = _V2_BYTE + key.cmk_id + commitment + self._suffix(context) + location
@@ -466,8 +444,15 @@ class KmsEnvelopeCipher(SecretHolder):
             self._dec.put(self._vector_key(data_key, wrapped_key, version))
 
     def _vector_key(
-        self, data_key: bytes, wrapped_key: bytes, version: int = _kms_format.VERSION
+        self,
+        data_key: bytes,
+        wrapped_key: bytes,
+        version: int = _kms_format.VERSION,
+        *,
+        nonce: bytes = bytes(GCM_NONCE_SIZE),
     ) -> DataKey:
+        if len(nonce) != GCM_NONCE_SIZE:
+            raise ValueError("GCM nonces are 12 bytes")
         cmk = self._resolve(KmsEncryptionError).primary_cmk
         return self._new_key(_kms_format.encode_header(cmk, wrapped_key, version), cmk, data_key)
 

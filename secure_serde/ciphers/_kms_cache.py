@@ -193,17 +193,6 @@ class DecryptionKeyCache(SecretHolder):
         # reads of the current data key skip the lock and the reordering.
         self._last: DataKey | None = None
 
-    def match(self, blob: bytes) -> DataKey | None:
-        """The most recently used key if ``blob`` starts with its header; no lock taken.
-
-        The read path of the current data key: no header slicing, no
-        dictionary lookup. Anything else goes through `get`.
-        """
-        last = self._last
-        if last is not None and blob.startswith(last.header) and self._clock() < self._next_expiry:
-            return last
-        return None
-
     def get(self, header: bytes) -> DataKey | None:
         last = self._last
         if last is not None and last.header == header and self._clock() < self._next_expiry:

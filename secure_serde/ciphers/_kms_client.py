@@ -26,7 +26,6 @@ __all__ = [
     "KmsCalls",
     "ResolvedArns",
     "build_client",
-    "default_config",
     "full_context",
     "is_key_arn",
     "resolve_arns",
@@ -60,30 +59,23 @@ def is_key_arn(kms_key: str) -> bool:
     return _KEY_ARN.fullmatch(kms_key) is not None
 
 
-def default_config() -> Any:
-    """botocore settings used when the cipher builds its own client.
+def build_client(config: Any = None) -> Any:
+    """A KMS client from boto3's default session, with ``config`` over the defaults.
 
-    Standard retry mode with 3 attempts in all, and short timeouts: KMS
-    answers in milliseconds, and a write waiting a minute for a dead
-    endpoint (botocore's default) is worse than a prompt, typed error.
+    The defaults: standard retry mode with 3 attempts in all, and short
+    timeouts. KMS answers in milliseconds, and a write waiting a minute for
+    a dead endpoint (botocore's default) is worse than a prompt, typed error.
     """
     try:
-        from botocore.config import Config
-    except ImportError:
-        raise ConfigurationError(_INSTALL_HINT) from None
-    return Config(
-        retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5
-    )
-
-
-def build_client(config: Any = None) -> Any:
-    """A KMS client from boto3's default session, with `default_config` under ``config``."""
-    try:
         import boto3
+        from botocore.config import Config
         from botocore.exceptions import BotoCoreError
     except ImportError:
         raise ConfigurationError(_INSTALL_HINT) from None
-    merged = default_config() if config is None else default_config().merge(config)
+    defaults = Config(
+        retries={"mode": "standard", "total_max_attempts": 3}, connect_timeout=2, read_timeout=5
+    )
+    merged = defaults if config is None else defaults.merge(config)
     try:
         return boto3.session.Session().client("kms", config=merged)
     except BotoCoreError as exc:  # no region configured, a malformed endpoint, ...
