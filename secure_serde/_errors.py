@@ -11,40 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = [
-    "BindingError",
-    "BlindIndexError",
-    "ConfigurationError",
-    "DecompressionBombError",
-    "DecompressionError",
-    "DecryptionError",
-    "EncryptionError",
-    "ForbiddenGlobalError",
-    "HistoryError",
-    "KmsDecryptionError",
-    "KmsEncryptionError",
-    "KmsError",
-    "MetadataDowngradeError",
-    "MetadataMovedError",
-    "PickleNotAllowedError",
-    "PickleRefusedError",
-    "PlaintextRefusedError",
-    "RetiredKeyError",
-    "SecretPicklingError",
-    "SecureSerdeError",
-    "ShreddedError",
-    "StoreIdentityError",
-    "StrictDecodeError",
-    "TenantRequiredError",
-    "UnboundValueError",
-    "UnknownCipherError",
-    "UnknownKeyError",
-    "UnknownTenantError",
-    "UnreadableRowError",
-    "UnsafePickleError",
-    "UnserializableValueError",
-]
-
 
 class SecureSerdeError(Exception):
     """Root of every error raised by secure_serde."""

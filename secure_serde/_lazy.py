@@ -22,8 +22,6 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
-__all__ = ["lazy_attributes"]
-
 
 def lazy_attributes(
     package: str,

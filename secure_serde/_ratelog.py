@@ -13,8 +13,6 @@ import threading
 import time
 from typing import Final
 
-__all__ = ["RateLimitedWarning"]
-
 logger = logging.getLogger("secure_serde")
 
 DEFAULT_INTERVAL: Final = 60.0

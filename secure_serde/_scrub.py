@@ -23,8 +23,6 @@ import traceback
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-__all__ = ["clear_error_frames", "scrubbed"]
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 

@@ -43,8 +43,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-__all__ = ["Kind", "Location"]
-
 Kind = Literal["blob", "write", "checkpoint", "metadata", "identity", "item"]
 
 _MAGIC: Final = b"SSLOC\x01"

@@ -40,22 +40,6 @@ from secure_serde.crypto._primitives import (
     Buffer,
 )
 
-__all__ = [
-    "CIPHER_NAME",
-    "HEADER_SIZE",
-    "KEY_ID_SIZE",
-    "OVERHEAD",
-    "PREFIX_SIZE",
-    "VERSION",
-    "HeaderV1",
-    "build_aad",
-    "encode_header",
-    "key_id_hex",
-    "key_name",
-    "parse_header",
-    "split",
-]
-
 VERSION: Final = 1
 CIPHER_NAME: Final = "aesgcm"
 HEADER_SIZE: Final = 1 + KEY_ID_SIZE

@@ -58,19 +58,6 @@ from secure_serde.crypto._primitives import (
     SecretHolder,
 )
 
-__all__ = [
-    "COMMITMENT_SIZE",
-    "HEADER_SIZE",
-    "OVERHEAD",
-    "PREFIX_SIZE",
-    "VERSION",
-    "KeyCommitment",
-    "SplitV2",
-    "aad_suffix",
-    "encode_header",
-    "split",
-]
-
 VERSION: Final = 2
 COMMITMENT_SIZE: Final = 16
 HEADER_SIZE: Final = 1 + KEY_ID_SIZE

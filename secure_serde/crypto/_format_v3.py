@@ -55,22 +55,8 @@ from __future__ import annotations
 from typing import Final
 
 from secure_serde._errors import DecryptionError
-from secure_serde.crypto._format_v2 import aad_suffix
+from secure_serde.crypto._format_v2 import aad_suffix as aad_suffix
 from secure_serde.crypto._primitives import GCM_NONCE_SIZE, GCM_TAG_SIZE, KEY_ID_SIZE, Buffer
-
-__all__ = [
-    "COMMITMENT_SIZE",
-    "HEADER_SIZE",
-    "KEYED_SIZE",
-    "NONCE_OFFSET",
-    "OVERHEAD",
-    "PREFIX_SIZE",
-    "VERSION",
-    "aad_suffix",
-    "commitment_input",
-    "encode_header",
-    "split",
-]
 
 VERSION: Final = 3
 COMMITMENT_SIZE: Final = 16

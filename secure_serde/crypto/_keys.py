@@ -29,26 +29,16 @@ from typing import Final
 
 from secure_serde._errors import ConfigurationError
 from secure_serde._scrub import scrubbed
-from secure_serde.crypto._format import KEY_ID_SIZE, key_id_hex
+from secure_serde.crypto._format import key_id_hex
 from secure_serde.crypto._format_v2 import KeyCommitment
 from secure_serde.crypto._primitives import (
     AES_KEY_SIZES,
+    KEY_ID_SIZE,
     AesGcm,
     SecretHolder,
     hkdf_sha256,
     new_aes_gcm,
 )
-
-__all__ = [
-    "ENCODED_PREFIX",
-    "ENV_VAR",
-    "Key",
-    "could_be_key",
-    "generate_encoded_key",
-    "parse_key",
-    "read_env_key",
-    "shown_label",
-]
 
 ENV_VAR: Final = "LANGGRAPH_AES_KEY"
 ENCODED_PREFIX: Final = "base64:"

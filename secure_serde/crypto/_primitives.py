@@ -15,7 +15,7 @@ import importlib.util
 from collections.abc import Callable
 from typing import Any, Final, NoReturn, Protocol, TypeAlias
 
-from cryptography.exceptions import InvalidTag
+from cryptography.exceptions import InvalidTag as InvalidTag
 from cryptography.hazmat.primitives import hashes as _hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM as _AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF as _HKDF
@@ -26,24 +26,6 @@ from secure_serde._scrub import scrubbed
 # JsonPlus hands ``bytearray`` values over as they are, and savers may
 # return memoryviews: every layer accepts any of the three.
 Buffer: TypeAlias = bytes | bytearray | memoryview
-
-__all__ = [
-    "AES_KEY_SIZES",
-    "GCM_NONCE_SIZE",
-    "GCM_TAG_SIZE",
-    "LEGACY_MODES",
-    "LEGACY_MODE_NAMES",
-    "MODE_EAX",
-    "MODE_GCM",
-    "AesGcm",
-    "Buffer",
-    "InvalidTag",
-    "SecretHolder",
-    "hkdf_sha256",
-    "legacy_open",
-    "legacy_supported",
-    "new_aes_gcm",
-]
 
 AES_KEY_SIZES: Final = frozenset({16, 24, 32})
 GCM_NONCE_SIZE: Final = 12

@@ -59,25 +59,6 @@ _fast_zstd: Any = _FAST_UNSET
 _CONTENTSIZE_UNKNOWN: Final = 2**64 - 1
 _CONTENTSIZE_ERROR: Final = 2**64 - 2
 
-__all__ = [
-    "ALGORITHMS",
-    "DEFAULT_LEVEL",
-    "DEFAULT_MAX_SIZE",
-    "DEFAULT_MIN_SIZE",
-    "MIN_SAVED_BYTES",
-    "MIN_SAVED_FRACTION",
-    "UNBOUND_COMPRESSED",
-    "UNCOMPRESSED",
-    "ZLIB",
-    "ZSTD",
-    "Algorithm",
-    "CompressedSerializer",
-    "compression_line",
-    "compression_of",
-    "decompress",
-    "zstd_available",
-]
-
 logger = logging.getLogger("secure_serde")
 
 Algorithm = Literal["zstd", "zlib"]

@@ -19,8 +19,6 @@ from typing import ClassVar, Final, cast
 
 from secure_serde._errors import ConfigurationError
 
-__all__ = ["Migration"]
-
 _UNSET: Final = cast(bool, object())
 _RENAMED: Final = (
     "Migration.plaintext_metadata is deprecated: use Migration.unsealed_metadata (the old"

@@ -51,16 +51,6 @@ from secure_serde.ciphers import TagAuthenticatingCipher, tag_ciphers
 from secure_serde.serde._compress import UNBOUND_COMPRESSED, compression_of
 from secure_serde.serde._migration import Migration
 
-__all__ = [
-    "ENCRYPTING_CIPHER_NAMES",
-    "Decode",
-    "ReadRule",
-    "Route",
-    "is_refusal",
-    "names_pickle",
-    "seals",
-]
-
 _PICKLE: Final = "pickle"
 # Cipher names that mean "encrypted" when a serializer other than ours wrote a
 # value: secure_serde's v1 and KMS formats and langgraph's built-in one.

@@ -46,8 +46,6 @@ from secure_serde.serde._readrule import Decode, ReadRule, Route
 from secure_serde.serde._strict import StrictDecoder
 from secure_serde.serde._trust import load_authenticated
 
-__all__ = ["EncryptedSerializer"]
-
 _UNREADABLE: Final = object()
 # Routes are cached per type tag; tags come from the store, so the cache is
 # bounded (tags past it are routed on every read, which is only slower).

@@ -49,8 +49,6 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from secure_serde._errors import PickleRefusedError, StrictDecodeError
 from secure_serde.serde import _langgraph as lg
 
-__all__ = ["CONSTRUCTORS", "MAX_DEPTH", "StrictDecoder", "allowlist_of"]
-
 # Nested msgpack extensions (each decoded by a recursive unpack); far above
 # what any real state nests, far below Python's recursion limit.
 MAX_DEPTH: Final = 64

@@ -15,8 +15,6 @@ from typing import Any, Final, TypeVar
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
-__all__ = ["is_authenticated", "load_authenticated", "unvouched"]
-
 T = TypeVar("T")
 
 _AUTHENTICATED: Final[ContextVar[bool]] = ContextVar("secure_serde_authenticated", default=False)
