@@ -26,11 +26,9 @@ from secure_serde.ciphers import KeyRotationCipher, KmsEnvelopeCipher
 from secure_serde.sealing import (
     SealedStore,
     StoreAuditReport,
-    _store_codec,
-    _store_identity,
     audit_store_items,
 )
-from secure_serde.stores import _items
+from secure_serde.stores import SEALED_FIELD
 from tests.ciphers.kms_support import new_cmk
 from tests.passes.rewrap_support import KEY_A, KEY_B, KeyEnv, run_cli
 from tests.passes.sealed_support import serde_a, serde_b, serde_rotated
@@ -136,16 +134,10 @@ def audit(lane: Lane, serde: EncryptedSerializer) -> StoreAuditReport:
 
 def tamper(lane: Lane, prefix: str, key: str) -> None:
     value = lane.rows()[(prefix, key)]
-    raw = bytearray(base64.b64decode(value[_items.SEALED_FIELD]))
+    raw = bytearray(base64.b64decode(value[SEALED_FIELD]))
     raw[-1] ^= 0x01
-    value[_items.SEALED_FIELD] = base64.b64encode(bytes(raw)).decode("ascii")
+    value[SEALED_FIELD] = base64.b64encode(bytes(raw)).decode("ascii")
     lane.write(prefix, key, value)
-
-
-def test_names_pinned_equal_to_sealed_store() -> None:
-    assert _items.SEALED_FIELD == _store_codec.SEALED_FIELD
-    assert (_items.IDENTITY_PREFIX,) == _store_identity.RESERVED_NAMESPACE
-    assert _items.IDENTITY_ITEM_KEY == _store_identity.IDENTITY_ITEM_KEY
 
 
 def test_rotation_then_key_b_alone_reads_every_item(lane: Lane) -> None:
@@ -162,9 +154,9 @@ def test_rotation_then_key_b_alone_reads_every_item(lane: Lane) -> None:
     assert after.keys() == before.keys()
     for where, value in after.items():
         # Only the sealed entry changed: tokens and searchable fields are as written.
-        assert value[_items.SEALED_FIELD] != before[where][_items.SEALED_FIELD]
-        rest = {k: v for k, v in value.items() if k != _items.SEALED_FIELD}
-        assert rest == {k: v for k, v in before[where].items() if k != _items.SEALED_FIELD}
+        assert value[SEALED_FIELD] != before[where][SEALED_FIELD]
+        rest = {k: v for k, v in value.items() if k != SEALED_FIELD}
+        assert rest == {k: v for k, v in before[where].items() if k != SEALED_FIELD}
     assert read_all(lane, serde_b()) == ITEMS
     with lane.store(serde_b()) as store:
         found = store.search(("users",), filter={"kind": "profile"})
