@@ -90,7 +90,6 @@ class Keyring(SecretHolder):
         "_by_id",
         "_name",
         "_primary",
-        "_primary_header",
         "_retired",
         "_v3_by_keyed",
         "_v3_primary",
@@ -122,7 +121,6 @@ class Keyring(SecretHolder):
         self._by_id: Mapping[bytes, Key] = by_id
         self._primary = primary
         self._name = cipher_name.encode("ascii")
-        self._primary_header = format_v2.encode_header(primary.key_id)
         self._aad_cache: dict[str, bytes] = {}
         # Format v3 state per readable key, by its 21 keyed bytes (version, key
         # id, commitment). Retired keys are left out, so a hit is a key that may
@@ -142,12 +140,6 @@ class Keyring(SecretHolder):
         """Every key that may still open rows, the primary first (for blind indexes)."""
         rest = (k for i, k in self._by_id.items() if i not in self._retired)
         return (self._primary, *(k for k in rest if k is not self._primary))
-
-    def _primary_aad(self, context: str) -> bytes:
-        """The v1 associated data under the primary key; v1 is written only for test vectors."""
-        return format_v1.build_aad(
-            format_v1.encode_header(self._primary.key_id), self._name, context.encode("utf-8")
-        )
 
     def _suffix(self, context: str) -> bytes:
         suffix = self._aad_cache.get(context)
@@ -190,9 +182,10 @@ class Keyring(SecretHolder):
         """
         if len(nonce) != GCM_NONCE_SIZE:
             raise ValueError("GCM nonces are 12 bytes")
-        committed = self._primary_header + nonce
+        header = format_v2.encode_header(self._primary.key_id)
+        committed = header + nonce
         commitment = self._primary.commitment.tag(committed)
-        aad = self._primary_header + commitment + self._suffix(context) + location
+        aad = header + commitment + self._suffix(context) + location
         return committed + commitment + self._primary.aead.seal(nonce, plaintext, aad)
 
     def _seal_v1_with_nonce(self, plaintext: Buffer, context: str, nonce: bytes) -> bytes:
@@ -200,9 +193,8 @@ class Keyring(SecretHolder):
         if len(nonce) != GCM_NONCE_SIZE:
             raise ValueError("GCM nonces are 12 bytes")
         header = format_v1.encode_header(self._primary.key_id)
-        return (
-            header + nonce + self._primary.aead.seal(nonce, plaintext, self._primary_aad(context))
-        )
+        aad = format_v1.build_aad(header, self._name, context.encode("utf-8"))
+        return header + nonce + self._primary.aead.seal(nonce, plaintext, aad)
 
     def _key(self, key_id: bytes) -> Key:
         key = self._by_id.get(key_id)
@@ -263,7 +255,7 @@ class Keyring(SecretHolder):
 
     def _open_v2(self, blob: Buffer, context: str, location: bytes) -> bytes:
         parts = format_v2.split(blob)
-        key = self._primary if parts.header == self._primary_header else self._key(parts.key_id)
+        key = self._key(parts.key_id)
         # Checked before any decryption, in constant time: a blob made to
         # authenticate under two keys fails here under all but one of them.
         if not hmac.compare_digest(key.commitment.tag(parts.committed), parts.commitment):

@@ -107,7 +107,7 @@ WRAPPED_AT: Final = _LENGTH_AT + 2
 FIXED_OVERHEAD: Final = WRAPPED_AT + GCM_NONCE_SIZE + GCM_TAG_SIZE
 _VERSION_BYTE: Final = bytes([VERSION])
 _CMK_ID_INFO: Final = b"secure_serde/kms/v1/cmk-id\x00"
-_NAME: Final = CIPHER_NAME.encode("ascii")
+_NAME_FIELD: Final = bytes([len(CIPHER_NAME)]) + CIPHER_NAME.encode("ascii")
 
 
 @dataclass(frozen=True)
@@ -161,27 +161,14 @@ def aad_suffix_v2(encryption_context: bytes, type_tag: bytes) -> bytes:
     """The v2 associated data between the commitment and the location (cacheable per tag)."""
     if len(type_tag) > 0xFFFF:
         raise DecryptionError("type tag is too long")
-    return (
-        struct.pack("B", len(_NAME))
-        + _NAME
-        + struct.pack(">H", len(encryption_context))
-        + encryption_context
-        + struct.pack(">H", len(type_tag))
-        + type_tag
-    )
+    ec = struct.pack(">H", len(encryption_context)) + encryption_context
+    return _NAME_FIELD + ec + struct.pack(">H", len(type_tag)) + type_tag
 
 
 def build_aad(cmk: bytes, encryption_context: bytes, context: bytes) -> bytes:
     """Associated data binding version, CMK id, cipher name, encryption context and type tag."""
-    return (
-        _VERSION_BYTE
-        + cmk
-        + struct.pack("B", len(_NAME))
-        + _NAME
-        + struct.pack(">H", len(encryption_context))
-        + encryption_context
-        + context
-    )
+    ec = struct.pack(">H", len(encryption_context)) + encryption_context
+    return _VERSION_BYTE + cmk + _NAME_FIELD + ec + context
 
 
 def split(blob: Buffer) -> tuple[bytes, bytes, Buffer]:
