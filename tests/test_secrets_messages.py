@@ -111,7 +111,7 @@ DSNS = [
 
 @pytest.mark.parametrize("dsn", DSNS)
 def test_redact_removes_every_password_form(dsn: str) -> None:
-    from secure_serde.stores._dsn import redact
+    from secure_serde.stores import redact
 
     for text in (dsn, f"cannot connect to {dsn}: refused", f'"{dsn}"', f"x='{dsn}'"):
         shown = redact(text)
@@ -122,7 +122,7 @@ def test_redact_removes_every_password_form(dsn: str) -> None:
 
 
 def test_redact_leaves_text_without_passwords_alone() -> None:
-    from secure_serde.stores._dsn import redact
+    from secure_serde.stores import redact
 
     for text in (
         "postgresql://app@db.internal:5432/checkpoints?sslmode=require",
