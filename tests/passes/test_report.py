@@ -9,7 +9,6 @@ from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.memory import InMemorySaver
 
 from secure_serde import PassReport, RewrapProgress, RewrapReport, SealedSaver
-from secure_serde.cli._pretty import report_lines
 from secure_serde.passes import PassProgress
 from secure_serde.savers import AdoptReport
 from secure_serde.sealing import ReindexReport
@@ -42,11 +41,11 @@ def test_reindex_returns_a_pass_report_that_says_would_in_a_dry_run() -> None:
     assert isinstance(dry, PassReport)
     assert (dry.name, dry.dry_run, dry.rewritten, dry.changed) == ("reindex", True, 3, 3)
     assert dry.key_id is None
-    assert any("would re-index 3" in line for line in report_lines(dry))
+    assert any("would re-index 3" in line for line in dry.summary())
     done = saver.reindex()
     assert (done.dry_run, done.rewritten, done.complete, done.rotated) == (False, 3, True, True)
     assert len(done.dropped) == 1
     assert done.to_json()["details"]["complete"] is True
-    assert not any("would" in line for line in report_lines(done))
+    assert not any("would" in line for line in done.summary())
     again = saver.reindex(rotate=False)
     assert (again.rewritten, again.current, again.ok) == (0, 3, True)
