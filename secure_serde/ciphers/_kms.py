@@ -122,27 +122,17 @@ class KmsEnvelopeCipher(SecretHolder):
             evicted first (default 1000; each is a few hundred bytes).
         clock: monotonic seconds; injectable so tests can age keys.
 
-    Async savers call the serializer on the event loop, where a KMS call
-    would block every task: call `warm` (or ``await cipher.awarm()``) at
-    start-up, and ``awarm(refresh_before=...)`` periodically, so writes make
-    no network call (benchmarks/bench_kms.py measures the calls). Reading a
-    value under a data key not cached yet still costs one ``Decrypt`` on the
-    calling thread.
-
-    Expired keys are dropped at the next operation that notices them;
-    `clear` drops all of them at once. The cipher refuses to be pickled, and
-    no key material appears in its ``repr`` or in any error.
-
-    Failures (docs/kms.md): a blob under a KMS key not configured here raises
-    `UnknownKeyError` without a KMS call; `KmsDecryptionError` and
-    `KmsEncryptionError` (raised before the saver writes anything) name the
-    operation and the key ARN. Refusals are not cached: each read of such a
-    row asks KMS again.
+    On the event loop a KMS call would block every task: ``awarm`` at
+    start-up and periodically (``refresh_before=``) keeps writes off the
+    network; reading under a data key not cached yet still costs one
+    ``Decrypt`` on the calling thread. Failures are as docs/kms.md lists
+    them; refusals are not cached, so each read of such a row asks KMS again.
+    The cipher refuses to be pickled, and no key material appears in its
+    ``repr`` or in any error.
     """
 
     __slots__ = (
         "__weakref__",
-        "_aads",
         "_botocore_config",
         "_calls",
         "_clock",
@@ -212,7 +202,6 @@ class KmsEnvelopeCipher(SecretHolder):
         # Kept so a forked worker can build a client of its own (`renew_client`).
         self._botocore_config: Any = botocore_config if client is None else _CALLERS_CLIENT
         self._after_fork()
-        self._aads: dict[bytes, dict[str, bytes]] = {}
         self._suffixes: dict[str, bytes] = {}
         self._resolved: ResolvedArns | None = None
         configured = (kms_key, *self._decrypt_kms_keys)
@@ -284,7 +273,7 @@ class KmsEnvelopeCipher(SecretHolder):
             raise UnboundValueError("a KMS envelope v1 value is not sealed for its location")
         header, nonce, sealed = _kms_format.split(ciphertext)
         key = self._dec.get(header) or self._unwrap(header)
-        aad = key.aads.get(context) or self._aad(key, context)
+        aad = self._v1_aad(key, context)
         return key.aead.open(nonce, sealed, aad)
 
     def _open_v2(self, ciphertext: Buffer, context: str, location: bytes) -> bytes:
@@ -418,7 +407,7 @@ class KmsEnvelopeCipher(SecretHolder):
         authenticity, so nothing outside the tests may call this (nor the v2 seam below).
         """
         key = self._vector_key(data_key, wrapped_key, nonce=nonce)
-        aad = key.aads.get(context) or self._aad(key, context)
+        aad = self._v1_aad(key, context)
         return key.header + nonce + key.aead.seal(nonce, plaintext, aad)
 
     def _seal_at_with_nonce(  # noqa: PLR0913 - mirrors the cipher seal signature plus a fixed nonce
@@ -464,16 +453,13 @@ class KmsEnvelopeCipher(SecretHolder):
             self._suffixes[context] = suffix
         return suffix
 
-    def _aad(self, key: DataKey, context: str) -> bytes:
-        aad = _kms_format.build_aad(key.cmk_id, self._context_bytes, context.encode("utf-8"))
-        if len(key.aads) < _AAD_CACHE_LIMIT:
-            key.aads[context] = aad
-        return aad
+    def _v1_aad(self, key: DataKey, context: str) -> bytes:
+        # Not cached: v1 is only read, and an AAD costs little next to the GCM pass.
+        return _kms_format.build_aad(key.cmk_id, self._context_bytes, context.encode("utf-8"))
 
     def _new_key(self, header: bytes, cmk: bytes, plaintext: bytes) -> DataKey:
-        aads = self._aads.setdefault(cmk, {})
         commitment = KeyCommitment(hkdf_sha256(plaintext, _INFO_COMMITMENT, 32))
-        return DataKey(header, cmk, new_aes_gcm(plaintext), aads, commitment)
+        return DataKey(header, cmk, new_aes_gcm(plaintext), commitment)
 
     def _next_data_key(self, size: int) -> DataKey:
         with self._refill_lock:

@@ -68,16 +68,11 @@ class CacheLimits:
 
 @dataclass(frozen=True, eq=False, repr=False)
 class DataKey(SecretHolder):
-    """An unwrapped data key with the blob header that names it.
-
-    ``aads`` maps inner type tags to associated data; it depends only on
-    the CMK, so every data key of one CMK shares one dict.
-    """
+    """An unwrapped data key with the blob header that names it."""
 
     header: bytes
     cmk_id: bytes
     aead: AesGcm = field(compare=False)
-    aads: dict[str, bytes] = field(compare=False)
     commitment: KeyCommitment = field(compare=False)
 
     def __repr__(self) -> str:
