@@ -22,7 +22,6 @@ from typing import Any, Final
 import secure_serde
 from secure_serde import ConfigurationError
 from secure_serde.crypto import hkdf_sha256, parse_key
-from secure_serde.crypto._keys import _INFO_AEAD
 
 __all__ = [
     "assert_no_secret_locals",
@@ -32,6 +31,8 @@ __all__ = [
 
 _PACKAGE_DIR: Final = str(Path(secure_serde.__file__).resolve().parent) + os.sep
 _MAX_DEPTH: Final = 6
+# The HKDF info of the AES-256 key, spelled out as tests/crypto/test_format.py's vectors pin it.
+_INFO_AEAD: Final = b"secure_serde/v1/aes-256-gcm"
 
 
 def key_forms(key: str | bytes) -> list[str | bytes]:
