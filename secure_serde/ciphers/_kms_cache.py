@@ -21,15 +21,6 @@ from typing import Final
 from secure_serde._errors import ConfigurationError
 from secure_serde.crypto import AesGcm, KeyCommitment, SecretHolder
 
-__all__ = [
-    "MAX_MESSAGES_LIMIT",
-    "CacheLimits",
-    "DataKey",
-    "DecryptionKeyCache",
-    "EncryptionKeyCache",
-    "KmsCacheInfo",
-]
-
 # NIST SP 800-38D: at most 2^32 invocations of GCM with random 96-bit nonces per key.
 MAX_MESSAGES_LIMIT: Final = 2**32
 

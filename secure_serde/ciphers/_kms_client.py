@@ -19,18 +19,6 @@ from secure_serde._errors import ConfigurationError, KmsError
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers._kms_format import cmk_id
 
-__all__ = [
-    "DATA_KEY_SIZE",
-    "PURPOSE",
-    "PURPOSE_KEY",
-    "KmsCalls",
-    "ResolvedArns",
-    "build_client",
-    "full_context",
-    "is_key_arn",
-    "resolve_arns",
-]
-
 DATA_KEY_SIZE: Final = 32
 # Always in the encryption context: a data key wrapped for another purpose does not unwrap here.
 PURPOSE_KEY: Final = "purpose"

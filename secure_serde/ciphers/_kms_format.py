@@ -70,28 +70,6 @@ from typing import Final
 from secure_serde._errors import DecryptionError, UnknownKeyError
 from secure_serde.crypto import GCM_NONCE_SIZE, GCM_TAG_SIZE, Buffer
 
-__all__ = [
-    "CIPHER_NAME",
-    "CMK_ID_AT",
-    "CMK_ID_SIZE",
-    "FIXED_OVERHEAD",
-    "MAX_ENCRYPTION_CONTEXT",
-    "MAX_WRAPPED_KEY",
-    "VERSION",
-    "VERSION_V2",
-    "WRAPPED_AT",
-    "KmsHeader",
-    "aad_suffix_v2",
-    "build_aad",
-    "cmk_id",
-    "encode_encryption_context",
-    "encode_header",
-    "parse_header",
-    "split",
-    "split_any",
-    "unknown_cmk",
-]
-
 VERSION: Final = 1
 VERSION_V2: Final = 2
 COMMITMENT_SIZE: Final = 16

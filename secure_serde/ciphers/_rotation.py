@@ -52,15 +52,6 @@ from secure_serde.crypto import (
     shown_label,
 )
 
-__all__ = [
-    "ENV_LABEL",
-    "KEYRING_FILE_VAR",
-    "KEYRING_STRICT_MODES_VAR",
-    "KeyRotationCipher",
-    "check_keyring_fields",
-    "keyring_json",
-]
-
 KEYRING_FILE_VAR: Final = "SECURE_SERDE_KEYRING_FILE"
 # Set to "no" to accept a keyring file that group or others may access, as
 # sshd's StrictModes=no does; the default refuses it.
