@@ -226,3 +226,70 @@ def test_each_package_folder_has_its_test_folder() -> None:
     folders = sorted(p.parent.name for p in ROOT.glob("*/__init__.py"))
     assert len(folders) > 5
     assert [f for f in folders if not (TESTS / f / "__init__.py").is_file()] == []
+
+
+# A test imports a folder's private module only when the test is about that module: from
+# tests/<folder>/ for its own folder, from tests/fuzz/ (harness targets) and from
+# tests/test_layout_vectors*.py (byte layouts of several folders). What is left: the test files
+# below, each the test of that module (tests/passes/test_sealed_layout.py pins the constants
+# stores repeats from sealing; the others test one private CLI, saver or pickling function).
+MAX_TEST_FILES_WITH_PRIVATE_IMPORTS: Final = 6
+
+
+def private_imports_in_tests(
+    tests: Mapping[str, str], sources: Mapping[str, tuple[str, bool]]
+) -> list[str]:
+    """``test file -> module`` for each private module of another folder a test file imports.
+
+    ``tests``: path under tests/ (``a/test_x.py``) -> text; ``sources``: the package, as for
+    `import_graph`.
+    """
+    packages = {name for name, (_, is_package) in sources.items() if is_package}
+    found = []
+    for path, text in sorted(tests.items()):
+        parts = path.split("/")
+        own = parts[0] if len(parts) > 1 else ""
+        if own == "fuzz" or (not own and path.startswith("test_layout_vectors")):
+            continue
+        name = "tests." + path.removesuffix(".py").replace("/", ".")
+        for imported in sorted(_imported(name, text, sources, path.endswith("__init__.py"))):
+            target = imported.split(".")
+            if (
+                len(target) == 3
+                and ".".join(target[:2]) in packages
+                and target[2].startswith("_")
+                and target[1] != own
+            ):
+                found.append(f"{path} -> {imported}")
+    return found
+
+
+def test_tests_import_private_modules_only_of_their_subject() -> None:
+    tests = {
+        path.relative_to(TESTS).as_posix(): path.read_text(encoding="utf-8")
+        for path in sorted(TESTS.rglob("*.py"))
+    }
+    found = private_imports_in_tests(tests, _package_sources())
+    files = {line.partition(" -> ")[0] for line in found}
+    assert len(files) <= MAX_TEST_FILES_WITH_PRIVATE_IMPORTS, "\n".join(found)
+
+
+def test_a_private_import_in_a_test_of_another_folder_is_found() -> None:
+    sources = {
+        "pkg": ("", True),
+        "pkg.a": ("", True),
+        "pkg.a._x": ("", False),
+        "pkg.b": ("", True),
+    }
+    tests = {
+        "a/test_own.py": "from pkg.a._x import thing\n",  # its own folder: fine
+        "b/test_other.py": "def f():\n    from pkg.a import _x\n    return _x\n",
+        "b/test_public.py": "from pkg.a import public\n",
+        "fuzz/target.py": "import pkg.a._x\n",  # a harness target: fine
+        "test_layout_vectors_a.py": "from pkg.a._x import thing\n",  # a layout vector: fine
+        "test_top.py": "import pkg.a._x\n",
+    }
+    assert private_imports_in_tests(tests, sources) == [
+        "b/test_other.py -> pkg.a._x",
+        "test_top.py -> pkg.a._x",
+    ]
