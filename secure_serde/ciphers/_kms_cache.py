@@ -1,13 +1,8 @@
 """The two bounded data-key caches behind `KmsEnvelopeCipher`.
 
-The encryption side keeps one data key, as the AWS Encryption SDK's
-caching materials manager does, and retires it when it reaches its age,
-message or byte limit. The decryption side is an LRU of unwrapped data
-keys with a time to live, keyed by the blob header (which holds the wrapped
-data key). Both take their time from an injectable monotonic clock, and
-both forget a key as soon as an operation observes that it has expired, so
-an idle process does not keep expired keys beyond its next operation.
-Python cannot wipe memory, so "forget" means dropping every reference.
+Both forget a key as soon as an operation observes that it has expired, so
+an idle process keeps no expired key beyond its next operation (`clear`
+drops them all). Python cannot wipe memory: "forget" drops every reference.
 """
 
 from __future__ import annotations
@@ -71,7 +66,7 @@ class DataKey(SecretHolder):
 
 
 class EncryptionKeyCache(SecretHolder):
-    """The current encryption data key and what it has encrypted so far."""
+    """The one current encryption data key (as the AWS Encryption SDK caches) and its use."""
 
     __slots__ = (
         "_acquire",
@@ -162,7 +157,7 @@ class EncryptionKeyCache(SecretHolder):
 
 
 class DecryptionKeyCache(SecretHolder):
-    """A bounded LRU of unwrapped data keys with a fixed time to live."""
+    """A bounded LRU of unwrapped data keys, by blob header, with a fixed time to live."""
 
     __slots__ = ("_clock", "_entries", "_last", "_lock", "_max_entries", "_next_expiry", "_ttl")
 

@@ -1,28 +1,10 @@
-"""`KeyRotationCipher`: a keyring of AES-256-GCM keys with staged rotation.
+"""`KeyRotationCipher`: a keyring of AES-256-GCM keys with staged rotation, and its file.
 
-Rotation follows Tink's order: add a key as decrypt-only and deploy it
-everywhere, promote it to primary, rewrap the store, retire the old key
-(it still resolves by key id but refuses to decrypt, so a missed row is
-named instead of silently read), then drop it.
-
-Two names per key, never mixed up (docs/keys.md, "Glossary"): the *label*
-is the name people give a key in the configuration (``"2025-06"``), and
-the *key id* is the 4-byte id derived from the key that every header
-carries, printed in hex. Labels never reach the store.
-
-`KeyRotationCipher.from_env` reads the configuration the README's "Key
-rotation" runbook describes: ``LANGGRAPH_AES_KEY`` is the key labelled
-``env`` (so a drop-in deployment's store reads unchanged, legacy ``+aes``
-rows included), and the JSON file named by ``SECURE_SERDE_KEYRING_FILE``
-adds labelled keys, names the primary and lists retired labels::
-
-    {
-      "primary": "2025-06",
-      "keys": {"2025-06": "base64:...", "2024-01": "base64:..."},
-      "retired": ["env"],
-      "legacy_key": "env",
-      "legacy_mode": "eax"
-    }
+The stages and the keyring file's fields are in docs/rotation.md. A retired
+key still resolves by key id but refuses to decrypt, so a missed row is
+named instead of silently read. A key's *label* (``"2025-06"``) is for
+people and never reaches the store; its *key id*, derived from the key, is
+what every header carries (docs/keys.md, "Glossary").
 """
 
 from __future__ import annotations
