@@ -86,7 +86,6 @@ class Keyring(SecretHolder):
     """Seal with the primary key, open with the key the header names."""
 
     __slots__ = (
-        "_aad_cache",
         "_by_id",
         "_name",
         "_primary",
@@ -121,7 +120,6 @@ class Keyring(SecretHolder):
         self._by_id: Mapping[bytes, Key] = by_id
         self._primary = primary
         self._name = cipher_name.encode("ascii")
-        self._aad_cache: dict[str, bytes] = {}
         # Format v3 state per readable key, by its 21 keyed bytes (version, key
         # id, commitment). Retired keys are left out, so a hit is a key that may
         # open values and whose commitment the value carries.
@@ -141,14 +139,6 @@ class Keyring(SecretHolder):
         rest = (k for i, k in self._by_id.items() if i not in self._retired)
         return (self._primary, *(k for k in rest if k is not self._primary))
 
-    def _suffix(self, context: str) -> bytes:
-        suffix = self._aad_cache.get(context)
-        if suffix is None:
-            suffix = format_v2.aad_suffix(self._name, context.encode("utf-8"))
-            if len(self._aad_cache) < _AAD_CACHE_LIMIT:
-                self._aad_cache[context] = suffix
-        return suffix
-
     def seal(self, plaintext: Buffer, context: str, location: bytes = b"") -> bytes:
         """A v3 ciphertext under the primary key, bound to ``context`` and ``location``."""
         # The hot path of every checkpoint write: kept flat on purpose.
@@ -157,14 +147,12 @@ class Keyring(SecretHolder):
         aad = state.aads.get(context) or state.aad(context)
         return b"".join((state.keyed, nonce, state.seal(nonce, plaintext, aad + location)))
 
+    # The three `_seal_*with_nonce` take a caller-chosen nonce, for the frozen test vectors
+    # only: reusing a nonce under one key breaks GCM's confidentiality and authenticity.
+
     def _seal_v3_with_nonce(
         self, plaintext: Buffer, context: str, nonce: bytes, location: bytes = b""
     ) -> bytes:
-        """`seal` with a caller-chosen nonce: for the frozen v3 test vectors only.
-
-        Reusing a nonce under one key breaks GCM's confidentiality and
-        authenticity, so nothing outside the tests may call this.
-        """
         if len(nonce) != GCM_NONCE_SIZE:
             raise ValueError("GCM nonces are 12 bytes")
         state = self._v3_primary
@@ -174,22 +162,17 @@ class Keyring(SecretHolder):
     def _seal_with_nonce(
         self, plaintext: Buffer, context: str, nonce: bytes, location: bytes = b""
     ) -> bytes:
-        """A format v2 ciphertext with a caller-chosen nonce: for the frozen v2 vectors only.
-
-        v2 is no longer written, but stays readable; its vectors pin both.
-        Reusing a nonce under one key breaks GCM's confidentiality and
-        authenticity, so nothing outside the tests may call this.
-        """
+        """Format v2, no longer written but still read: its vectors pin both."""
         if len(nonce) != GCM_NONCE_SIZE:
             raise ValueError("GCM nonces are 12 bytes")
         header = format_v2.encode_header(self._primary.key_id)
         committed = header + nonce
         commitment = self._primary.commitment.tag(committed)
-        aad = header + commitment + self._suffix(context) + location
+        suffix = format_v2.aad_suffix(self._name, context.encode("utf-8"))
+        aad = header + commitment + suffix + location
         return committed + commitment + self._primary.aead.seal(nonce, plaintext, aad)
 
     def _seal_v1_with_nonce(self, plaintext: Buffer, context: str, nonce: bytes) -> bytes:
-        """A format v1 ciphertext with a caller-chosen nonce: for the frozen v1 vectors only."""
         if len(nonce) != GCM_NONCE_SIZE:
             raise ValueError("GCM nonces are 12 bytes")
         header = format_v1.encode_header(self._primary.key_id)
@@ -260,12 +243,9 @@ class Keyring(SecretHolder):
         # authenticate under two keys fails here under all but one of them.
         if not hmac.compare_digest(key.commitment.tag(parts.committed), parts.commitment):
             raise DecryptionError("key commitment does not match the key")
-        aad = (
-            parts.header
-            + parts.commitment
-            + (self._aad_cache.get(context) or self._suffix(context))
-            + location
-        )
+        # Not cached (v3 is): v2 is only read, and its AAD costs little next to the GCM pass.
+        suffix = format_v2.aad_suffix(self._name, context.encode("utf-8"))
+        aad = parts.header + parts.commitment + suffix + location
         if not location:
             return key.aead.open(parts.nonce, parts.sealed, aad)
         try:
