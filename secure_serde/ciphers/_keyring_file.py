@@ -60,12 +60,9 @@ class KeyringFile:
 
     @property
     def target(self) -> Path:
-        """The file an edit replaces: ``path``, or the regular file its links lead to.
+        """The file an edit replaces: ``path`` (maybe not there yet), or the file its links reach.
 
-        Raises `KeyringFileError` for a link that dangles or loops, and for a
-        target that exists but is not a regular file. A path that does not
-        exist (and is no link) is returned as it is, for `create` and a first
-        ``add`` to create.
+        Raises `KeyringFileError` for a dangling or looping link, or a target that is no file.
         """
         path = target = self.path
         try:

@@ -1,11 +1,7 @@
-"""The KMS calls `KmsEnvelopeCipher` makes, and how their failures surface.
+"""The three KMS calls `KmsEnvelopeCipher` makes, their answers checked and their failures typed.
 
-Only three operations are used: ``DescribeKey`` (to turn an alias or a
-bare key id into a key ARN, once), ``GenerateDataKey`` and ``Decrypt``.
-botocore retries each call with its own backoff (configurable through a
-``botocore.config.Config``); what still fails afterwards becomes a
-`KmsError` subclass naming the operation and the key ARN. boto3 is an
-optional dependency (``secure-serde[kms]``) and is imported only here.
+What still fails after botocore's retries becomes a `KmsError` naming the
+operation and the key ARN. boto3 (``secure-serde[kms]``) is imported only here.
 """
 
 from __future__ import annotations
