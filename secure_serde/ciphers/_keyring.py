@@ -31,7 +31,7 @@ from secure_serde.crypto import (
     format_v3,
 )
 
-__all__ = ["Keyring"]
+__all__ = ["MOVED", "Keyring"]
 
 # Contexts are inner type tags: a handful per serializer. The bound stops a
 # stream of forged tags on the read path from growing the cache. Locations
@@ -45,9 +45,7 @@ _V3_OVERHEAD: Final = format_v3.OVERHEAD
 # Below this size a bytes blob is sliced (a copy); above, AES gets a view.
 _VIEW_THRESHOLD: Final = 16 * 1024
 _AUTH_FAILED: Final = "ciphertext failed authentication"
-_MOVED: Final = (
-    "value does not authenticate at this location: it was moved, copied or tampered with"
-)
+MOVED: Final = "value does not authenticate at this location: it was moved, copied or tampered with"
 
 
 class _V3Key(SecretHolder):
@@ -225,7 +223,7 @@ class Keyring(SecretHolder):
             except InvalidTag:
                 pass  # raised below, outside the handler, with no chained context
             if location:
-                raise BindingError(_MOVED)
+                raise BindingError(MOVED)
             raise DecryptionError(_AUTH_FAILED)
         if size > 0 and blob[0] == format_v2.VERSION:
             return self._open_v2(blob, context, location)
@@ -246,13 +244,12 @@ class Keyring(SecretHolder):
         # Not cached (v3 is): v2 is only read, and its AAD costs little next to the GCM pass.
         suffix = format_v2.aad_suffix(self._name, context.encode("utf-8"))
         aad = parts.header + parts.commitment + suffix + location
-        if not location:
-            return key.aead.open(parts.nonce, parts.sealed, aad)
         try:
             return key.aead.open(parts.nonce, parts.sealed, aad)
         except DecryptionError:
-            pass  # raised below, outside the handler, with no chained context
-        raise BindingError(_MOVED)
+            if not location:
+                raise
+        raise BindingError(MOVED)  # outside the handler: no chained context
 
     def _v3_refusal(self, blob: Buffer) -> DecryptionError:
         """Why a v3 blob's header names no readable key: unknown, retired, or a bad commitment."""

@@ -42,6 +42,7 @@ from secure_serde._errors import (
 )
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import _kms_format
+from secure_serde.ciphers._keyring import MOVED
 from secure_serde.ciphers._kms_cache import (
     CacheLimits,
     DataKey,
@@ -273,8 +274,7 @@ class KmsEnvelopeCipher(SecretHolder):
             raise UnboundValueError("a KMS envelope v1 value is not sealed for its location")
         header, nonce, sealed = _kms_format.split(ciphertext)
         key = self._dec.get(header) or self._unwrap(header)
-        aad = self._v1_aad(key, context)
-        return key.aead.open(nonce, sealed, aad)
+        return key.aead.open(nonce, sealed, self._v1_aad(key, context))
 
     def _open_v2(self, ciphertext: Buffer, context: str, location: bytes) -> bytes:
         header, nonce, commitment, sealed = _kms_format.split_any(ciphertext)
@@ -284,15 +284,12 @@ class KmsEnvelopeCipher(SecretHolder):
             raise DecryptionError("key commitment does not match the data key")
         suffix = self._suffixes.get(context) or self._suffix(context)
         aad = _V2_BYTE + key.cmk_id + commitment + suffix + location
-        if not location:
-            return key.aead.open(nonce, sealed, aad)
         try:
             return key.aead.open(nonce, sealed, aad)
         except DecryptionError:
-            pass  # raised below, outside the handler, with no chained context
-        raise BindingError(
-            "value does not authenticate at this location: it was moved, copied or tampered with"
-        )
+            if not location:
+                raise
+        raise BindingError(MOVED)  # outside the handler: no chained context
 
     def authenticates_tag(self, ciphername: str) -> bool:
         return ciphername == _NAME
