@@ -104,10 +104,8 @@ class KmsCalls:
             )
         except self._errors as exc:
             raise _failure(error, "GenerateDataKey", key_arn, exc) from exc
-        _check_key_arn(response, "GenerateDataKey", key_arn, error)
-        plaintext, wrapped = response.get("Plaintext"), response.get("CiphertextBlob")
-        if not isinstance(plaintext, bytes) or len(plaintext) != DATA_KEY_SIZE:
-            raise bad_response(error, "GenerateDataKey", key_arn, "a data key that is not 32 bytes")
+        plaintext = _data_key(response, "GenerateDataKey", key_arn, error)
+        wrapped = response.get("CiphertextBlob")
         if not isinstance(wrapped, bytes) or not wrapped:
             raise bad_response(error, "GenerateDataKey", key_arn, "no wrapped data key")
         return plaintext, wrapped
@@ -123,20 +121,20 @@ class KmsCalls:
             )
         except self._errors as exc:
             raise _failure(error, "Decrypt", key_arn, exc) from exc
-        _check_key_arn(response, "Decrypt", key_arn, error)
-        plaintext = response.get("Plaintext")
-        if not isinstance(plaintext, bytes) or len(plaintext) != DATA_KEY_SIZE:
-            raise bad_response(error, "Decrypt", key_arn, "a data key that is not 32 bytes")
-        return plaintext
+        return _data_key(response, "Decrypt", key_arn, error)
 
 
-def _check_key_arn(
+def _data_key(
     response: Mapping[str, Any], operation: str, key_arn: str, error: type[KmsError]
-) -> None:
+) -> bytes:
     # KMS names the key it really used; a different one means this is not
     # the key we allowed, whatever the request said.
     if response.get("KeyId") != key_arn:
         raise bad_response(error, operation, key_arn, f"key {response.get('KeyId')!r} instead")
+    plaintext = response.get("Plaintext")
+    if not isinstance(plaintext, bytes) or len(plaintext) != DATA_KEY_SIZE:
+        raise bad_response(error, operation, key_arn, "a data key that is not 32 bytes")
+    return plaintext
 
 
 def bad_response(error: type[KmsError], operation: str, key_arn: str, what: str) -> KmsError:
