@@ -168,12 +168,8 @@ def legacy_open(  # noqa: PLR0913 - the legacy format's fields, one argument eac
     if mode not in LEGACY_MODES:
         raise ConfigurationError(f"AES mode {mode} never produced readable langgraph rows")
     try:
-        if mode == MODE_EAX:
-            eax = _PyAES.new(key, _PyAES.MODE_EAX, nonce=nonce)
-            eax.update(aad)
-            return bytes(eax.decrypt_and_verify(ciphertext, tag))
-        gcm = _PyAES.new(key, _PyAES.MODE_GCM, nonce=nonce)
-        gcm.update(aad)
-        return bytes(gcm.decrypt_and_verify(ciphertext, tag))
+        aes = _PyAES.new(key, _PyAES.MODE_EAX if mode == MODE_EAX else _PyAES.MODE_GCM, nonce=nonce)
+        aes.update(aad)
+        return bytes(aes.decrypt_and_verify(ciphertext, tag))
     except ValueError:
         raise DecryptionError(_AUTH_FAILED) from None

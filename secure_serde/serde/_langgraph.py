@@ -23,14 +23,6 @@ from langgraph.checkpoint.serde import _msgpack as _lg_msgpack
 from langgraph.checkpoint.serde import jsonplus as _jsonplus
 from langgraph.checkpoint.serde.event_hooks import emit_serde_event
 from langgraph.checkpoint.serde.jsonplus import (
-    EXT_CONSTRUCTOR_KW_ARGS,
-    EXT_CONSTRUCTOR_POS_ARGS,
-    EXT_CONSTRUCTOR_SINGLE_ARG,
-    EXT_DELTA_SNAPSHOT,
-    EXT_METHOD_SINGLE_ARG,
-    EXT_NUMPY_ARRAY,
-    EXT_PYDANTIC_V1,
-    EXT_PYDANTIC_V2,
     JsonPlusSerializer,
     _msgpack_default,
     _option,
@@ -39,29 +31,15 @@ from langgraph.checkpoint.serde.jsonplus import (
 )
 from langgraph.checkpoint.serde.types import _DeltaSnapshot
 
-__all__ = [
-    "EXT_CONSTRUCTOR_KW_ARGS",
-    "EXT_CONSTRUCTOR_POS_ARGS",
-    "EXT_CONSTRUCTOR_SINGLE_ARG",
-    "EXT_DELTA_SNAPSHOT",
-    "EXT_METHOD_SINGLE_ARG",
-    "EXT_NUMPY_ARRAY",
-    "EXT_PYDANTIC_V1",
-    "EXT_PYDANTIC_V2",
-    "MSGPACK_OPTION",
-    "SAFE_MSGPACK_METHODS",
-    "SAFE_MSGPACK_TYPES",
-    "DeltaSnapshot",
-    "msgpack_allowlist",
-    "msgpack_default",
-    "msgpack_type_allowed",
-    "reconstruction_fallback",
-    "register_allowlist_wrapper",
-    "send_from_args",
-    "unpack_ext_hook",
-]
-
 DeltaSnapshot = _DeltaSnapshot
+EXT_CONSTRUCTOR_KW_ARGS: Final[int] = _jsonplus.EXT_CONSTRUCTOR_KW_ARGS
+EXT_CONSTRUCTOR_POS_ARGS: Final[int] = _jsonplus.EXT_CONSTRUCTOR_POS_ARGS
+EXT_CONSTRUCTOR_SINGLE_ARG: Final[int] = _jsonplus.EXT_CONSTRUCTOR_SINGLE_ARG
+EXT_DELTA_SNAPSHOT: Final[int] = _jsonplus.EXT_DELTA_SNAPSHOT
+EXT_METHOD_SINGLE_ARG: Final[int] = _jsonplus.EXT_METHOD_SINGLE_ARG
+EXT_NUMPY_ARRAY: Final[int] = _jsonplus.EXT_NUMPY_ARRAY
+EXT_PYDANTIC_V1: Final[int] = _jsonplus.EXT_PYDANTIC_V1
+EXT_PYDANTIC_V2: Final[int] = _jsonplus.EXT_PYDANTIC_V2
 
 
 # --- the allowlist dispatch of BaseCheckpointSaver.with_allowlist ---------------------------

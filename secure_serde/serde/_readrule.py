@@ -126,12 +126,8 @@ class ReadRule:
                         " KeyRotationCipher instead"
                     )
                 by_name[name] = (candidate, candidate.authenticates_tag(name))
-        if not isinstance(migration, Migration):
-            raise ConfigurationError(
-                f"migration must be a secure_serde.Migration, not {type(migration).__name__}"
-            )
         self._ciphers = by_name
-        self._migration = migration
+        self._migration = Migration.resolve(migration)
 
     @property
     def migration(self) -> Migration:

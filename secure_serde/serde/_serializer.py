@@ -300,12 +300,7 @@ class EncryptedSerializer:
             )
             if plaintext is not None:
                 return self._decode(route, plaintext)
-        if not migration.unbound:
-            raise UnboundValueError(
-                f"refusing a {type_tag!r} value with no binding to its {location.kind} row;"
-                " adopt the store into a sealed one with `secure-serde adopt OLD NEW`"
-            )
-        _UNBOUND_LOG.record(type_tag)
+        _read_unbound(type_tag, location, migration)
         return self.loads_typed(data)
 
     def _decode(self, route: Route, plaintext: bytes) -> Any:
@@ -350,12 +345,7 @@ class EncryptedSerializer:
                 f"a {inner}+{cipher_name} value does not authenticate at its {location.kind}"
                 " row: it was moved, copied or tampered with"
             )
-        if not migration.unbound:
-            raise UnboundValueError(
-                f"refusing a {inner}+{cipher_name} value with no binding to its"
-                f" {location.kind} row; adopt the store with `secure-serde adopt OLD NEW`"
-            )
-        _UNBOUND_LOG.record(f"{inner}+{cipher_name}")
+        _read_unbound(f"{inner}+{cipher_name}", location, migration)
         return plaintext
 
     def with_msgpack_allowlist(self, extra_allowlist: Iterable[tuple[str, ...] | type]) -> Any:
@@ -404,6 +394,15 @@ def _is_sealed_cell(payload: object) -> bool:
 
 
 register_allowlist_wrapper(EncryptedSerializer)
+
+
+def _read_unbound(type_tag: str, location: Location, migration: Migration) -> None:
+    if not migration.unbound:
+        raise UnboundValueError(
+            f"refusing a {type_tag!r} value with no binding to its {location.kind} row;"
+            " adopt the store into a sealed one with `secure-serde adopt OLD NEW`"
+        )
+    _UNBOUND_LOG.record(type_tag)
 
 
 def _encoded(serde: SerializerProtocol, obj: Any) -> tuple[str, bytes]:
