@@ -1,11 +1,7 @@
-"""`AesGcmCipher`: what the ciphers writing the ``aesgcm`` formats from a `Keyring` share.
-
-They write format v3, the current format version, and read v1, v2 and v3 (the
-class was ``V1Cipher`` in 0.3, in ``ciphers/_v1cipher.py``).
+"""`AesGcmCipher` (0.3's ``V1Cipher``): what the ciphers writing the ``aesgcm`` formats share.
 
 `EnvKeyCipher` and `KeyRotationCipher` differ only in where their keys come
-from and in how they police legacy rows; encrypting, decrypting and the
-routing between v1 and langgraph's built-in rows live here, once.
+from and in how they police langgraph's built-in rows, so the rest lives here.
 """
 
 from __future__ import annotations

@@ -65,10 +65,6 @@ class KeyRotationCipher(AesGcmCipher):
             until the store is rewrapped. Those rows carry no key id, so
             exactly one key may be named here. Retiring that key makes them
             raise `RetiredKeyError` too.
-
-    `primary_key_id` is the primary's key id (hex), `primary_label` its
-    label, `labels` every configured label and `label_for` maps a key id
-    read from a header back to its label.
     """
 
     __slots__ = ("_labels", "_legacy_retired")
