@@ -211,7 +211,7 @@ class KeyringFile:
     def _write(self, target: Path, config: dict[str, Any], *, exclusive: bool = False) -> None:
         """Replace ``target`` with ``config`` atomically, then check that ``path`` reads it."""
         text = json.dumps(config, indent=2, sort_keys=True) + "\n"
-        folder = target.parent if str(target.parent) else Path(".")
+        folder = target.parent  # Path("name").parent is Path("."), never empty
         try:
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
         except OSError as exc:
