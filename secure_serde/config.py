@@ -34,6 +34,7 @@ from typing import Any, Final
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from secure_serde._errors import ConfigurationError
+from secure_serde._lazy import lazy_attributes
 from secure_serde.ciphers import (
     KEYRING_FILE_VAR,
     KeyRotationCipher,
@@ -62,11 +63,6 @@ KMS_CONTEXT_VAR: Final = "SECURE_SERDE_KMS_ENCRYPTION_CONTEXT"
 _OLD_VARS: Final = {
     KMS_KEY_VAR: "SECURE_SERDE_KMS_KEY_ID",
     KMS_DECRYPT_KEYS_VAR: "SECURE_SERDE_KMS_DECRYPT_KEY_IDS",
-}
-# 0.3's names of the constants (old name -> new name), until 0.5.
-_OLD_CONSTANTS: Final = {
-    "KMS_KEY_ID_VAR": "KMS_KEY_VAR",
-    "KMS_DECRYPT_KEY_IDS_VAR": "KMS_DECRYPT_KEYS_VAR",
 }
 # The --pickle choices of inspect: presets of secure_serde.pickling.
 PICKLE_PRESETS: Final = ("numpy", "pandas")
@@ -201,17 +197,15 @@ def _kms_var(name: str) -> str | None:
     return before
 
 
-def __getattr__(name: str) -> str:
-    """0.3's constant names, until 0.5: each access warns and returns the new constant."""
-    new = _OLD_CONSTANTS.get(name)
-    if new is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} is deprecated: use {__name__}.{new} (the old name goes in 0.5)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return str(globals()[new])
+# 0.3's names of the constants, until 0.5: each access warns and returns the new constant.
+__getattr__, __dir__ = lazy_attributes(
+    __name__,
+    {},
+    {
+        "KMS_KEY_ID_VAR": ("KMS_KEY_VAR", "0.5"),
+        "KMS_DECRYPT_KEY_IDS_VAR": ("KMS_DECRYPT_KEYS_VAR", "0.5"),
+    },
+)
 
 
 def _kms_context() -> dict[str, str] | None:

@@ -142,14 +142,10 @@ def split(blob: Buffer) -> SplitV2:
         raise DecryptionError("ciphertext is truncated")
     if blob[0] != VERSION:
         raise DecryptionError(f"unsupported ciphertext format version {blob[0]}")
-    if size < _VIEW_THRESHOLD and type(blob) is bytes:
-        sealed: Buffer = blob[PREFIX_SIZE:]
-        prefix = blob[:PREFIX_SIZE]
-    else:
-        # Slicing copies; for a large blob hand AES a view (see _format.split).
-        view = memoryview(blob)
-        sealed = view[PREFIX_SIZE:]
-        prefix = bytes(view[:PREFIX_SIZE])
+    prefix = bytes(blob[:PREFIX_SIZE])
+    # Slicing copies; for a large blob hand AES a view (see _format.split).
+    small = size < _VIEW_THRESHOLD and type(blob) is bytes
+    sealed = blob[PREFIX_SIZE:] if small else memoryview(blob)[PREFIX_SIZE:]
     return SplitV2(
         header=prefix[:HEADER_SIZE],
         nonce=prefix[HEADER_SIZE:COMMITTED_SIZE],
