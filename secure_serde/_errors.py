@@ -51,22 +51,17 @@ class UnserializableValueError(EncryptionError, TypeError):
 class DecryptionError(SecureSerdeError):
     """A stored value could not be authenticated or decrypted.
 
-    The base class is raised for tampering, truncation, a wrong key and
-    malformed headers. Messages say which structural check failed (a short
-    blob, an unknown version) but never why authentication failed: every
-    bad tag, whatever its cause, reads "ciphertext failed authentication".
+    Messages name the structural check that failed (a short blob, an unknown
+    version) but never why authentication failed: every bad tag reads
+    "ciphertext failed authentication", so a message is no oracle.
     """
 
 
 class BindingError(DecryptionError):
     """A value or checkpoint record does not open at the location it was read from.
 
-    Raised by a sealed saver (and by the 0.3 reader) when a value was moved,
-    copied or swapped between locations (threads, namespaces, channels,
-    versions, checkpoints, tasks, indices or kinds), when a checkpoint was
-    re-pointed at other channel versions or re-parented, or when the row was
-    tampered with: authentication cannot tell these apart, and none of them
-    is read.
+    Moved, copied, swapped, re-pointed, re-parented or tampered with:
+    authentication cannot tell these apart, so one error covers them all.
     """
 
 
@@ -91,10 +86,8 @@ class HistoryError(BindingError):
 class StoreIdentityError(BindingError):
     """A checkpoint store's identity is missing, forged, or not this store's.
 
-    Every value is sealed for a location that starts with the store id of
-    the store it was written in. Rows copied from another store (even one
-    under the same key) do not open here, and a store that holds cells
-    without its store identity is refused rather than given a new one.
+    A store that holds cells but no identity is refused rather than given a
+    new one: a new identity would make rows copied from elsewhere open here.
     """
 
 
@@ -144,21 +137,16 @@ class DecompressionBombError(DecompressionError):
 class PickleRefusedError(DecryptionError):
     """A ``pickle`` row whose type tag is not authenticated was refused.
 
-    Plaintext pickle rows and rows of langgraph's built-in format (which
-    does not authenticate the type tag) could have been relabelled by anyone
-    with write access to the store, and unpickling them runs their code.
+    Anyone with write access to the store could have relabelled it, and
+    unpickling runs its code.
     """
 
 
 class StrictDecodeError(DecryptionError):
     """A value whose type tag nothing authenticates was refused by the strict decoder.
 
-    Plaintext rows read under a migration switch and rows of langgraph's
-    built-in format are decoded as data only: a msgpack extension naming a
-    type outside the allowlist, a pickle, an object array or a malformed
-    payload raises this instead of being imported, called or returned raw.
-    ``type_name`` is the ``module.name`` the value asked for, when it named
-    one (type names, never values).
+    Raised instead of importing, calling or returning raw what such a value
+    names. ``type_name`` is the ``module.name`` it asked for, if any (never a value).
     """
 
     def __init__(self, message: str, *, type_name: str | None = None) -> None:
@@ -202,10 +190,8 @@ class MetadataMovedError(DecryptionError):
 class UnsafePickleError(DecryptionError):
     """A pickle embedded in a stored value was refused before any of it ran.
 
-    Raised for truncated or malformed pickles, nested reduce chains, opcodes
-    this library never writes, and (as `ForbiddenGlobalError`) globals
-    outside the allowlist; also when an admitted helper fails to rebuild
-    the value. Nothing is returned in place of the value.
+    Nothing is returned in place of the value: a partial value would flow on
+    as if it were the stored one.
     """
 
 
@@ -276,11 +262,8 @@ class KeyringFileError(ConfigurationError):
 class TenantRequiredError(ConfigurationError):
     """A call to a tenant-keyed saver names no tenant, or another tenant than its scope.
 
-    `SealedSaver(..., tenant_keys=...)` reads the tenant from every config
-    (``configurable.tenant_id``, or the ``tenant=`` callable). Calls that
-    carry no config (``delete_thread``, ``copy_thread``, ``prune``,
-    ``delete_for_runs``, ``list(None)``) are refused on the unscoped saver:
-    make them on ``saver.for_tenant(tenant_id)``.
+    Calls that carry no config (``delete_thread``, ``prune``...) are made on
+    ``saver.for_tenant(tenant_id)``: guessing a tenant could cross tenants.
     """
 
 
@@ -305,9 +288,8 @@ class ShreddedError(SecureSerdeError):
 class UnknownTenantError(SecureSerdeError, LookupError):
     """The tenant key store holds no key for this tenant (or thread).
 
-    Raised by ``shred`` and ``shred_thread`` for a tenant or thread that
-    never had a key, and when a stored row needs a key the key store does
-    not hold (a key store restored from a backup older than the row).
+    Also when a stored row needs a key the key store does not hold (one
+    restored from a backup older than the row).
     """
 
 
@@ -315,8 +297,6 @@ class UnreadableRowError(DecryptionError):
     """The inner saver could not read a stored row, so nothing of it was checked or returned.
 
     A hostile or damaged cell can make the inner saver's own decoding fail
-    before `SealedSaver` sees the row: JSON nested past the recursion limit,
-    text that is not UTF-8, a value the database's JSON functions refuse.
-    The message names the inner saver and the error class only, never the
-    cell, which may hold what the driver quoted from the row.
+    before `SealedSaver` sees the row. The message names the inner saver and
+    the error class only: the driver's error may quote the cell.
     """
