@@ -47,8 +47,6 @@ PREFIX_SIZE: Final = HEADER_SIZE + GCM_NONCE_SIZE
 OVERHEAD: Final = PREFIX_SIZE + GCM_TAG_SIZE
 
 _VERSION_BYTE: Final = bytes([VERSION])
-_V2: Final = 2
-_V3: Final = 3
 _VIEW_THRESHOLD: Final = 16 * 1024
 
 
@@ -115,17 +113,14 @@ def parse_header(blob: Buffer) -> HeaderV1:
     Every version of the ``aesgcm`` cipher starts with a version byte and a
     key id; the v2 layout is in ``_format_v2``, v3's in ``_format_v3``.
     """
-    if len(blob) > 0 and blob[0] == _V3:
-        v3_header, _, v3_nonce, v3_sealed = _format_v3.split(blob)
-        return HeaderV1(
-            version=_V3, key_id=v3_header[1:], nonce=v3_nonce, sealed_size=len(v3_sealed)
-        )
-    if len(blob) > 0 and blob[0] == _V2:
+    version = blob[0] if len(blob) > 0 else VERSION
+    if version == _format_v3.VERSION:
+        header, _, nonce, sealed = _format_v3.split(blob)
+    elif version == _format_v2.VERSION:
         parts = _format_v2.split(blob)
-        return HeaderV1(
-            version=_V2, key_id=parts.key_id, nonce=parts.nonce, sealed_size=len(parts.sealed)
-        )
-    header, nonce, sealed = split(blob)
+        header, nonce, sealed = parts.header, parts.nonce, parts.sealed
+    else:
+        header, nonce, sealed = split(blob)
     return HeaderV1(version=header[0], key_id=header[1:], nonce=nonce, sealed_size=len(sealed))
 
 

@@ -77,9 +77,8 @@ def encode_header(key_id: bytes) -> bytes:
     return _VERSION_BYTE + key_id
 
 
-def commitment_input(key_id: bytes) -> bytes:
-    """What the per-key commitment HMAC covers: the version byte and the key id."""
-    return encode_header(key_id)
+# What the per-key commitment HMAC covers: the version byte and the key id.
+commitment_input: Final = encode_header
 
 
 def split(blob: Buffer) -> tuple[bytes, bytes, bytes, Buffer]:

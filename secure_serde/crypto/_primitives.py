@@ -51,20 +51,17 @@ _AUTH_FAILED: Final = "ciphertext failed authentication"
 # pycryptodome is imported on first need (a legacy row): it costs tens of
 # milliseconds of import time that most processes never use.
 _PyAES: Any = None
-_HAVE_PYCRYPTODOME: bool | None = None  # None: not looked for yet
 
 
 def _have_pycryptodome() -> bool:
-    global _HAVE_PYCRYPTODOME, _PyAES
-    if _HAVE_PYCRYPTODOME is None:
+    global _PyAES
+    if _PyAES is None:
         try:
             from Crypto.Cipher import AES
         except ImportError:  # pragma: no cover - exercised only where the extra is missing
-            _HAVE_PYCRYPTODOME = False
-        else:
-            _PyAES = AES
-            _HAVE_PYCRYPTODOME = True
-    return _HAVE_PYCRYPTODOME
+            return False
+        _PyAES = AES
+    return True
 
 
 class SecretHolder:
