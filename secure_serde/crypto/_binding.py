@@ -148,12 +148,11 @@ class Location:
     def encode(self) -> bytes:
         """The canonical bytes bound into the value's associated data."""
         if self.store is None:
-            return (
-                _MAGIC
-                + bytes([_KIND_BYTES[self.kind]])
-                + _fields((self.thread_id, self.checkpoint_ns, *self.coordinates))
+            values = (self.thread_id, self.checkpoint_ns, *self.coordinates)
+            return b"".join(
+                (_MAGIC, bytes([_KIND_BYTES[self.kind], len(values)]), *map(_field, values))
             )
-        # Same bytes as _fields over (store, thread, ns, *coordinates); the prefix every
+        # Same layout over (store, thread, ns, *coordinates); the prefix every
         # value of one thread and namespace shares is encoded once (sealed reads and writes
         # encode a location per value).
         return b"".join(
@@ -180,10 +179,6 @@ def _namespace_bytes(namespace: Sequence[str]) -> bytes:
         parts.append(struct.pack(">I", len(raw)))
         parts.append(raw)
     return b"".join(parts)
-
-
-def _fields(values: Sequence[Coordinate]) -> bytes:
-    return bytes([len(values)]) + b"".join(map(_field, values))
 
 
 def _field(value: Coordinate) -> bytes:

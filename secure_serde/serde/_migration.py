@@ -93,11 +93,7 @@ class Migration:
 
     @classmethod
     def resolve(cls, migration: Migration | None = None) -> Migration:
-        """``migration``, or nothing widened for ``None``; anything else is refused.
-
-        0.1.0's ``allow_*`` keyword aliases, deprecated in 0.2, were removed
-        in 0.4 (CHANGELOG.md): only a `Migration` widens what is read.
-        """
+        """``migration``, or nothing widened for ``None``; anything else is refused."""
         base = cls.NONE if migration is None else migration
         if not isinstance(base, Migration):
             raise ConfigurationError(

@@ -77,15 +77,7 @@ class EncryptedSerializer:
             cipher name in the type tag, while moving between cipher kinds.
     """
 
-    __slots__ = (
-        "_cipher",
-        "_encrypt",
-        "_plaintext_log",
-        "_routes",
-        "_rule",
-        "_serde",
-        "_strict",
-    )
+    __slots__ = ("_cipher", "_encrypt", "_plaintext_log", "_routes", "_rule", "_serde", "_strict")
 
     def __init__(
         self,
