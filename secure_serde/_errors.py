@@ -157,12 +157,8 @@ class StrictDecodeError(DecryptionError):
 class MetadataDowngradeError(DecryptionError):
     """Plaintext metadata that does not match what the saver sealed.
 
-    Raised by a sealed saver when a plaintext metadata key differs from its
-    value in the record, or the stored keys are not the ones it wrote; and by
-    the 0.3 reader when a key 0.3's savers sealed is in plaintext, or the
-    metadata envelope is gone: such a value is not authenticated, and is read
-    only under ``Migration(unsealed_metadata=True)``.
-    ``keys`` names the keys (never their values).
+    Such a value is not authenticated; 0.3's stores are read despite it only
+    under ``Migration(unsealed_metadata=True)``. ``keys`` names the keys (never values).
     """
 
     def __init__(self, message: str, *, keys: tuple[str, ...]) -> None:
@@ -173,9 +169,8 @@ class MetadataDowngradeError(DecryptionError):
 class BlindIndexError(DecryptionError):
     """A stored blind-index token does not match the authenticated value it claims to index.
 
-    It was copied from another row, rewritten, planted without its sealed
-    value, or is under a key this saver no longer reads. ``key`` names the
-    metadata key (never a value or a token).
+    A planted token would make a filter return rows it does not match.
+    ``key`` names the metadata key (never a value or a token).
     """
 
     def __init__(self, message: str, *, key: str) -> None:
@@ -246,12 +241,9 @@ class SecretPicklingError(SecureSerdeError, TypeError):
 class KeyringFileError(ConfigurationError):
     """A keyring file cannot be edited or shown safely, so nothing was changed or printed.
 
-    Raised by ``secure-serde keyring`` when an edit could not reach the file
-    a path names (a dangling symbolic link, a target that is not a regular
-    file, a second hard link that would keep the old keys, a folder it
-    cannot write beside the file), when the file read back after an edit is
-    not what was written, and when ``show --reveal`` meets a keyring that
-    group or others may read. ``path`` is the path as given.
+    An edit that might miss the file (a dangling link, a second hard link
+    that would keep the old keys) or a reveal of a file others may read would
+    leave keys where the operator does not expect them. ``path`` is as given.
     """
 
     def __init__(self, message: str, *, path: str) -> None:

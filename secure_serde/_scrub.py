@@ -27,24 +27,6 @@ _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
 
-def clear_error_frames(error: BaseException, stop: BaseException | None = None) -> None:
-    """Clear the locals of the finished frames in ``error``'s traceback and chain.
-
-    The chain is followed through ``__cause__`` and ``__context__`` up to
-    ``stop``, the error the caller was already handling: its frames are the
-    caller's own. Frames still running (the caller's) keep their locals.
-    """
-    seen: set[int] = set()
-    todo = [error]
-    while todo:
-        current = todo.pop()
-        if current is stop or id(current) in seen:
-            continue
-        seen.add(id(current))
-        traceback.clear_frames(current.__traceback__)
-        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
-
-
 def scrubbed(function: Callable[_P, _R]) -> Callable[_P, _R]:
     """Wrap ``function`` so that no error leaves it with key material in a frame local."""
 
@@ -57,7 +39,17 @@ def scrubbed(function: Callable[_P, _R]) -> Callable[_P, _R]:
             error = exc
         # Outside the ``except`` block, so no second error is chained to it.
         del args, kwargs
-        clear_error_frames(error, handling)
+        # The chain is followed up to the error the caller was already handling,
+        # whose frames are the caller's own; running frames keep their locals.
+        seen: set[int] = set()
+        todo = [error]
+        while todo:
+            current = todo.pop()
+            if current is handling or id(current) in seen:
+                continue
+            seen.add(id(current))
+            traceback.clear_frames(current.__traceback__)
+            todo += [e for e in (current.__cause__, current.__context__) if e is not None]
         del handling
         tb = error.__traceback__
         # The first entry is this wrapper, added again by the ``raise``.
