@@ -8,12 +8,14 @@ and why; text lists are capped at 20 rows and --json lists every row the report 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 import pytest
 
-from secure_serde import DecryptionError, PassReport
+from secure_serde import ConfigurationError, DecryptionError, PassReport
+from secure_serde._engine import Step, batch_steps
 from secure_serde._report import Tally
 from secure_serde.cli._pretty import report_lines
 from secure_serde.passes import (
@@ -201,3 +203,50 @@ def test_progress_is_called_after_every_batch(store: Path, opened: Store) -> Non
     batches = sum(-(-rows // 5) for rows in per_table)
     assert len(snapshots) == batches
     assert snapshots[-1] == report.scanned
+
+
+class _Planner:
+    def plan(self, unit: str, /) -> Planned:
+        return Planned(change=f"new {unit}")
+
+
+class _AskingApplier:
+    """Applies through whoever runs the loop: each batch is one ask, answered from outside."""
+
+    def __init__(self) -> None:
+        self.written: list[object] = []
+
+    def apply(self, changes: Sequence[object]) -> Step[Sequence[bool]]:
+        answer = yield ("write", list(changes))
+        self.written.extend(changes)
+        return cast("Sequence[bool]", answer)
+
+    def reload(self, change: object) -> str | None:
+        return None
+
+    def ref(self, unit: str) -> RowRef:
+        return RowRef("units", (("id", unit),))
+
+
+def test_run_batches_refuses_an_applier_that_asks_for_its_io() -> None:
+    applier = _AskingApplier()
+    with pytest.raises(ConfigurationError, match="asks for its I/O"):
+        run_batches([["a", "b"]], _Planner(), applier, dry_run=False)
+    assert applier.written == []  # refused before any change was taken as written
+
+
+def test_batch_steps_asks_once_per_batch_and_counts_the_answers() -> None:
+    applier = _AskingApplier()
+    steps = batch_steps([["a", "b"], ["c"]], _Planner(), applier, dry_run=False)
+    asks = []
+    answer: object = None
+    try:
+        while True:
+            ask = steps.send(answer)
+            asks.append(ask)
+            answer = [True] * len(ask[1])
+    except StopIteration as done:
+        tally = done.value
+    assert asks == [("write", ["new a", "new b"]), ("write", ["new c"])]
+    assert applier.written == ["new a", "new b", "new c"]
+    assert (tally.scanned, tally.changed) == (3, 3)
