@@ -1,26 +1,13 @@
-"""`audit_sealed`: every row of a SealedSaver store checked, through the inner saver's public API.
+"""`audit_sealed`: every row of a SealedSaver store opened as a read would open it.
 
-Each checkpoint is opened as a read would open it: its record, every value
-and every write, each at its own place; the history of every namespace must
-reach a root. A row that fails is listed with its typed error class and the
-pass goes on with the next. Cells are counted by whether the primary key
-sealed them (told from their header, never decrypted twice), so rotation can
-be checked. Nothing here writes: the pass is a planner on the pass engine
-(secure_serde/_engine.py) that never plans a change, run a batch of
-checkpoints at a time; each finding is one of its `PassReport`'s failures.
+Read-only: a planner on the pass engine (secure_serde/_engine.py) that never plans a
+change. Cells are counted by whether the primary key sealed them (told from their
+header, never decrypted twice), so a rotation can be checked.
 
-**Tenant rows.** A store of ``SealedSaver(..., tenant_keys=...)`` keeps each
-tenant's rows under inner thread ids ``sst1:<token>:<thread>``, where the
-token is the tenant id's blind-index token under the store identity's index
-key (secure_serde/sealing/_tenant_inner.py). With the tenant key store
-(a routing saver, or ``tenant_keys=``), every tenant of the key store is
-mapped to its prefix, and each row under a tenant's prefix is opened with
-that tenant's keys and binding. A row whose tenant (or thread) was shredded
-is not opened: it is counted as shredded, with a per-row entry, and is no
-finding. A row under a tenant-shaped prefix that no tenant of the key store
-has is a finding (`UnknownTenantError`), and so is one read without the
-key store. Tenant cells are under thread keys, not the primary: they are
-counted apart (``tenant_cells``), and rotate with ``TenantKeys.rewrap``.
+A shredded tenant's (or thread's) rows are erased, not corrupt: counted, never a
+finding. A row under a tenant-shaped prefix (_tenant_inner.py) that no tenant of the
+key store has is a finding (`UnknownTenantError`): it was planted, or the key store is
+another store's.
 """
 
 from __future__ import annotations
@@ -132,8 +119,6 @@ class SealedAuditReport(Audited):
 
 
 class _Tenants:
-    """The tenants of a key store by their inner thread-id prefix, and their sealers."""
-
     def __init__(self, saver: SealedSaver, keys: TenantKeys | None) -> None:
         self._keys = keys
         self._routing: SealedSaver | None = None
@@ -198,11 +183,8 @@ def audit_sealed(
     the pass goes on; without them, one ``list(None)`` reads every thread, and such a row
     stops the pass with `UnreadableRowError`. ``progress`` gets the count of checkpoints
     read so far after every batch (a thread, or `BATCH` of its checkpoints).
-
-    ``tenant_keys``: the tenant key store of a store written by
-    ``SealedSaver(..., tenant_keys=...)`` (taken from ``saver`` itself when it is
-    such a saver): each tenant's rows are opened with its keys, and the rows of
-    shredded tenants and threads are counted as shredded, not as findings.
+    ``tenant_keys``: the key store of a ``SealedSaver(..., tenant_keys=...)`` store
+    (by default ``saver``'s own).
     """
     if tenant_keys is not None and not isinstance(tenant_keys, TenantKeys):
         raise ConfigurationError(
@@ -229,8 +211,6 @@ def audit_sealed(
 
 
 class _Planner:
-    """Per checkpoint: opens (its cells counted), shredded, or a finding; never a change."""
-
     def __init__(self, saver: SealedSaver, tenants: _Tenants) -> None:
         self._tenants = tenants
         self._sealer = saver._ready()
@@ -306,12 +286,11 @@ def _opens(sealer: Sealer, found: CheckpointTuple) -> bool:
 def _batches(
     saver: SealedSaver, thread_ids: Iterable[str] | None, tally: Tally
 ) -> Iterator[Sequence[CheckpointTuple]]:
-    """Every checkpoint of every thread but the identity's, a thread (or `BATCH` rows) at a time.
+    """Without ``thread_ids``: one unpaged ``list(None)``.
 
-    Without ``thread_ids``: one unpaged ``list(None)``. ``before`` pages are ordered
-    across threads by some savers (SQL) and per thread by others (InMemorySaver), so
-    paging through the public API could skip rows; the stock SQL savers read the whole
-    result before yielding anyway.
+    ``before`` pages are ordered across threads by some savers (SQL) and per thread by
+    others (InMemorySaver), so paging could skip rows; the stock SQL savers read the
+    whole result before yielding anyway.
     """
     if thread_ids is None:
         listings: Iterable[tuple[str | None, RunnableConfig | None]] = [(None, None)]

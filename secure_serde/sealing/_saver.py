@@ -84,7 +84,6 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         # No inner: copy.copy (with_allowlist's clone), which keeps the class it copies.
         if cls is SealedSaver and inner is not None:
             if kwargs.get("tenant_keys") is not None:
-                # Per-tenant keys: a saver that routes each call to its tenant's scope.
                 cls = _TENANT_VARIANT[0](inner)
             else:
                 cls = _VARIANTS[(overrides(inner, "prune"), overrides(inner, "delete_for_runs"))]
@@ -156,8 +155,6 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         clone._lock = threading.Lock()
         return clone
 
-    # -- the store identity --------------------------------------------------------------
-
     def setup(self) -> None:
         """Set up the inner saver (where it has ``setup``) and this store's identity."""
         inner_setup = getattr(self.inner, "setup", None)
@@ -176,13 +173,10 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         return sealer
 
     def _rows(self, config: RunnableConfig | None, **kwargs: Any) -> list[CheckpointTuple]:
-        """The inner saver's ``list``, read to the end; its failure to decode a row is typed."""
         return cast("list[CheckpointTuple]", self._answer(("rows", config, kwargs)))
 
     def _sealer_for(self, identity: StoreIdentity) -> Sealer:
         return Sealer(self._encrypting, identity, self._indexed, self._plaintext)
-
-    # -- reads ---------------------------------------------------------------------------
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._run(plans.get_plan(self, config))
@@ -204,8 +198,6 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         return self._run(plans.history_plan(config, channels))
-
-    # -- writes --------------------------------------------------------------------------
 
     def put(
         self,
@@ -238,8 +230,6 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         """
         self._run(plans.copy_plan(source_thread_id, target_thread_id))
 
-    # -- deletes that leave a history that still verifies --------------------------------
-
     def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
         self._run(plans.prune_plan(thread_ids, strategy))
 
@@ -248,8 +238,6 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         return self.inner.get_next_version(current, channel)
-
-    # -- the blind-index key's rotation --------------------------------------------------
 
     def reindex(
         self,
@@ -280,10 +268,7 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         finally:
             release_reindex(self.inner)
 
-    # -- running a plan (_saver_plans.py) ------------------------------------------------
-
     def _run(self, plan: plans.Plan[T]) -> T:
-        """Answer each ask of ``plan`` by calling the inner saver; the plan's own result."""
         answer: Any = None
         error: Exception | None = None
         while True:
@@ -334,9 +319,8 @@ class _WithBoth(_WithPrune, _WithDeleteForRuns):
     pass
 
 
-# The per-tenant routing saver (sealing/_tenant_saver.py) subclasses SealedSaver,
-# so it registers its class picker here when imported (sealing/__init__ imports
-# it) instead of being imported from here: no import circle.
+# _tenant_saver.py subclasses SealedSaver, so it registers its class picker here
+# when imported: importing it from here would be a circle.
 _TENANT_VARIANT: list[Callable[[BaseCheckpointSaver[Any]], type[SealedSaver]]] = []
 
 
