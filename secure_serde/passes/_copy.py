@@ -44,8 +44,6 @@ def _ids(found: CheckpointTuple) -> tuple[str, str, str]:
 
 
 class _Planner:
-    """Each checkpoint goes under the target thread id, with its parent and its writes."""
-
     def __init__(self, into: str) -> None:
         self._into = into
 

@@ -52,7 +52,6 @@ def rewrap_range(  # noqa: PLR0913 - the range, its store and the options it run
     dry_run: bool,
     on_batch: BatchDone | None = None,
 ) -> Tally:
-    """Rewrap every cell of ``store`` whose thread id is in ``thread_range``."""
     tally = Tally()
     applier = CellApplier(store)
     for table in store.tables:

@@ -2,11 +2,8 @@
 
 The rows come from secure_serde/stores/_items.py (langgraph's ``store``
 table, SQLite or PostgreSQL); the cells inside them are laid out by
-secure_serde/sealing/_cell.py and _store_codec.py. As for a SealedSaver
-store (_sealed.py, whose cell re-encryption this reuses), each cell is opened
-by the cipher its type tag names, at the place `SealedStore` binds it to,
-and sealed again by the primary cipher at that same place and under the
-same inner type tag: no value is ever deserialized.
+secure_serde/sealing/_cell.py and _store_codec.py; each is re-encrypted at
+its location as in _sealed.py, whose code this reuses.
 
 ================  ====================================================================
 cell              location
@@ -21,10 +18,8 @@ table whose identity does not open is refused as a whole. Only the sealed
 entry of each value changes: index tokens and searchable fields are left
 as they are (they do not depend on the cipher's keys).
 
-A sealed store has no "not migrated yet": an item without a sealed entry
-(plaintext), a cell of another kind, an item moved or copied from another
-key, or a tampered one is a failure, listed by prefix and key and left as
-it is; nothing is ever sealed that was not sealed.
+As in _sealed.py, an item that holds no cell or whose cell does not open
+at its location is a failure, listed by prefix and key and left as it is.
 """
 
 from __future__ import annotations
@@ -101,7 +96,6 @@ class ItemsPlanner(SealedPlanner):
 
 
 def open_items_at(store: Store | str | os.PathLike[str]) -> ItemsLayout | None:
-    """The SealedStore items in the same database as ``store``, or ``None`` when it has none."""
     if isinstance(store, Store):
         return None if is_items_layout(store) else open_items(store.location)
     return open_items(store)

@@ -164,8 +164,6 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
 
 @dataclass(frozen=True)
 class _Run:
-    """`rewrap`'s arguments, checked, the ciphers taken out of an `EncryptedSerializer`."""
-
     cipher: TagAuthenticatingCipher
     decrypt_only: tuple[TagAuthenticatingCipher, ...]
     serde: EncryptedSerializer  # probes for a store 0.3's savers wrote (`refuse_v03`)
@@ -186,7 +184,6 @@ _Done = tuple[Tally, str, str, int]
 
 
 def _with_items(items: ItemsLayout, store: Store | str | os.PathLike[str], run: _Run) -> _Done:
-    """The checkpoint tables' pass (when the database has them), then the SealedStore items'."""
     if items.holds_checkpoints:
         tally, display, primary, used = _rewrap_tables(store, run)
     else:
@@ -202,7 +199,6 @@ def _with_items(items: ItemsLayout, store: Store | str | os.PathLike[str], run: 
 
 
 def _rewrap_tables(store: Store | str | os.PathLike[str], run: _Run) -> _Done:
-    """`rewrap` over the checkpoint tables, stock or sealed; a 0.3 store is refused."""
     ciphers = dict.fromkeys((run.cipher, *run.decrypt_only))
     kms = tuple(c for c in ciphers if isinstance(c, KmsEnvelopeCipher))
     chosen: CellPlanner = Planner(
@@ -254,7 +250,6 @@ def _rewrap_tables(store: Store | str | os.PathLike[str], run: _Run) -> _Done:
 
 
 def _sealed_only(run: _Run, what: str) -> None:
-    """A sealed store's cells are only re-encrypted: refuse what would seal or compress."""
     if run.migration is not None and run.migration.enabled():
         raise ConfigurationError(
             f"{what}: rewrap re-encrypts its sealed cells only, and never seals a row that was"
@@ -268,7 +263,6 @@ def _sealed_only(run: _Run, what: str) -> None:
 
 
 def _sealed_planner(store: Store, run: _Run) -> SealedPlanner:
-    """The planner of a store SealedSaver sealed, its identity opened (passes/_sealed.py)."""
     _sealed_only(run, f"{store.display} is sealed by SealedSaver")
     planner = SealedPlanner(run.cipher, run.decrypt_only, seal=not run.dry_run, verify=run.verify)
     planner.identify(store.reload(identity_ref()))

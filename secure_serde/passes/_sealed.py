@@ -152,7 +152,6 @@ class SealedPlanner:
         self._index = parsed.index
 
     def _open_identity(self, data: bytes, at: Location, what: str) -> StoreIdentity:
-        """The store identity opened from ``data`` at ``at``; ``what`` names it in the error."""
         failed = False
         try:
             cell = _cell.from_text(data.decode("utf-8"), _cell.IDENTITY)
@@ -260,7 +259,6 @@ class SealedPlanner:
     def _rekey_text(
         self, cell: Cell, text: str, kind: int, at: Location, stored_as: str | None
     ) -> Skip | Planned:
-        """A cell stored as text (a record, an identity, an item) re-encrypted at ``at``."""
         try:
             raw = _cell.from_text(text, kind)
         except BindingError as exc:
@@ -305,7 +303,6 @@ class SealedPlanner:
     def _rekey_values(
         self, cell: Cell, values: dict[Any, Any], versions: dict[Any, Any]
     ) -> tuple[dict[Any, Any], Counter[str]]:
-        """The value cells of a SQLite checkpoint re-encrypted: (new cells by channel, sources)."""
         ref = cell.ref
         changed: dict[Any, Any] = {}
         sources: Counter[str] = Counter()
