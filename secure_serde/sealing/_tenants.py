@@ -64,7 +64,6 @@ _THREAD_KIND: Final = 2
 
 
 def check_tenant_id(tenant_id: object, what: str = "tenant id") -> str:
-    """A tenant (or thread) id as keys are stored under it; anything else is refused, typed."""
     if not isinstance(tenant_id, str) or not tenant_id:
         raise ConfigurationError(f"a {what} is a non-empty str, not {type(tenant_id).__name__}")
     if len(tenant_id.encode("utf-8", "surrogatepass")) > _MAX_ID:
@@ -114,7 +113,6 @@ class ShreddedScopes:
     threads: frozenset[tuple[str, str]]
 
     def covers(self, tenant: str, thread: str) -> bool:
-        """Whether the rows of ``thread`` of ``tenant`` were shredded (by either shred)."""
         return tenant in self.tenants or (tenant, thread) in self.threads
 
 
@@ -186,8 +184,6 @@ class TenantKeys:
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("TenantKeys holds unwrapped keys and a connection; it is not pickled")
-
-    # -- the keys a sealer uses ----------------------------------------------------------
 
     def tenant_index(self, tenant: str, primary: EncryptedSerializer) -> BlindIndex:
         """The tenant's blind index (its key created on first use)."""
@@ -308,8 +304,6 @@ class TenantKeys:
         del key
         return entry
 
-    # -- shredding -------------------------------------------------------------------------
-
     def shred(self, tenant_id: str) -> ShredResult:
         """Destroy the tenant's key (and its thread keys): every row of it, anywhere, is gone.
 
@@ -374,8 +368,6 @@ class TenantKeys:
             frozenset(tenants), frozenset(t for t in threads if t[0] not in tenants)
         )
 
-    # -- rotation of the primary key -------------------------------------------------------
-
     def rewrap(self, serde: EncryptedSerializer, *, dry_run: bool = False) -> TenantRewrapReport:
         """Re-wrap every live tenant key under ``serde``'s primary key.
 
@@ -431,7 +423,6 @@ class TenantKeys:
 
 @scrubbed
 def _tenant_key(row: KeyRow, serde: EncryptedSerializer, refusal: SecureSerdeError) -> bytes:
-    """A tenant key unwrapped by whichever of ``serde``'s ciphers its row names."""
     wrapped = _live(row)
     cipher = serde.read_rule.route(f"{_TENANT_CONTEXT}+{row.cipher_name}").cipher
     if cipher is None or not is_sealing(cipher):

@@ -52,7 +52,6 @@ PutArgs = tuple[RunnableConfig, Checkpoint, CheckpointMetadata]
 
 
 def overrides(inner: BaseCheckpointSaver[Any], name: str) -> bool:
-    """Whether the inner saver implements ``name`` (langgraph detects capabilities this way)."""
     return getattr(type(inner), name, None) is not getattr(BaseCheckpointSaver, name)
 
 
@@ -111,8 +110,6 @@ def add_sends(
 
 
 class ListWalk:
-    """One ``list`` call: what to ask the inner saver, and the checks on what it returns."""
-
     def __init__(
         self,
         sealer: Sealer,
@@ -140,7 +137,6 @@ class ListWalk:
         return self.limit is not None and self.count >= self.limit
 
     def opened(self, listed: Iterable[CheckpointTuple]) -> Iterator[Opened]:
-        """The rows of the page, opened; past it, the rest only peeked at, lazily."""
         for found in listed:
             if self.full:
                 self.peek(found)
@@ -165,11 +161,10 @@ class ListWalk:
         return opened
 
     def peek(self, found: CheckpointTuple) -> None:
-        """A row past the page: not returned, only known to exist."""
         self.seen.add(key_of(found))
 
     def unseen_parents(self, *, complete: bool) -> Iterator[RunnableConfig]:
-        """Parents referenced but not listed; each must exist (a filtered list checks none)."""
+        """Each must exist; a filtered list checks none."""
         if self.plan.inner or self.plan.residual:
             return
         unseen = [k for k in self.parents if k not in self.seen]
@@ -206,7 +201,6 @@ class History:
         return self._next(target)
 
     def prefetched(self, cursor: RunnableConfig) -> CheckpointTuple | None:
-        """The listed row at ``cursor``, if a page brought it (each row is taken once)."""
         return self.listed.pop(_key(cursor), None)
 
     def page(self) -> tuple[RunnableConfig, RunnableConfig | None, int] | None:
@@ -280,9 +274,6 @@ def _page_hint(metadata: Any, channels: Sequence[str]) -> int:
     return max(2, min(max(depths) + 2, _LAST_PAGE))
 
 
-# -- copy, prune and delete_for_runs through put -----------------------------------------
-
-
 def check_complete(rows: Sequence[Row]) -> None:
     have = {key_of(found) for found, _ in rows}
     for found, opened in rows:
@@ -344,7 +335,6 @@ def resealed(  # noqa: PLR0913 - the row, and where and how it is sealed again
 def copy_of(
     sealer: Sealer, found: CheckpointTuple, opened: Opened, target: str
 ) -> tuple[PutArgs, list[tuple[str, str, list[tuple[str, Any]]]]]:
-    """``put`` and ``put_writes`` arguments that copy one checkpoint to thread ``target``."""
     thread, ns, checkpoint_id = key_of(found)
     versions = opened.tuple.checkpoint.get("channel_versions") or {}
     cells = {
