@@ -64,7 +64,6 @@ def connect(dsn: Dsn) -> Connection[DictRow]:
 
 
 async def aconnect(dsn: Dsn) -> AsyncConnection[DictRow]:
-    """An async connection opened as the stock ``from_conn_string`` opens it."""
     try:
         return await AsyncConnection.connect(
             dsn.text, autocommit=True, prepare_threshold=0, row_factory=dict_row

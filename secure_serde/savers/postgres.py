@@ -150,11 +150,7 @@ class AsyncPostgresSaver(PruningSealedSaver):
         plaintext_metadata: Iterable[str] = (),
         pipeline: bool = False,
     ) -> AsyncIterator[AsyncPostgresSaver]:
-        """A saver on a new connection, closed on exit, opened as the stock one opens it.
-
-        The options are checked before connecting: a bad one raises
-        `ConfigurationError` even when the store cannot be reached.
-        """
+        """As `PostgresSaver.from_conn_string`."""
         dsn = Dsn(conn_string)  # no frame below holds the password as text
         del conn_string
         options = checked_options(serde, indexed_metadata, plaintext_metadata)

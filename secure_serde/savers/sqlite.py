@@ -127,11 +127,7 @@ class AsyncSqliteSaver(SealedSaver):
         indexed_metadata: Iterable[str] = (),
         plaintext_metadata: Iterable[str] = (),
     ) -> AsyncIterator[AsyncSqliteSaver]:
-        """A saver on a new connection (opened as the stock one opens it), closed on exit.
-
-        The options are checked before connecting, so a bad one leaves no new
-        file behind.
-        """
+        """As `SqliteSaver.from_conn_string`."""
         options = checked_options(serde, indexed_metadata, plaintext_metadata)
         async with aiosqlite.connect(conn_string) as conn:
             yield cls(conn, **options)
