@@ -107,7 +107,6 @@ class BlindIndex(SecretHolder):
         self._keyed = HMAC(index_key, hashes.SHA256())
 
     def digest(self, key: str, value: Any) -> str:
-        """The keyed digest of ``key: value``, in URL-safe base64 (no prefix, no key id)."""
         raw_key = key.encode("utf-8", "surrogatepass")
         mac = self._keyed.copy()
         mac.update(struct.pack(">I", len(raw_key)) + raw_key)
@@ -116,11 +115,9 @@ class BlindIndex(SecretHolder):
         return base64.urlsafe_b64encode(digest).decode("ascii").rstrip("=")
 
     def token(self, key: str, value: Any) -> str:
-        """The format-1 token (``"ssix1:" + digest``), without a key id."""
         return TOKEN_PREFIX + self.digest(key, value)
 
     def key_id(self) -> str:
-        """This key's id: HMAC-SHA256(key, "secure_serde/index-key-id")[:4], in hex."""
         mac = self._keyed.copy()
         mac.update(_KEY_ID_LABEL)
         return mac.finalize()[:_KEY_ID_SIZE].hex()
@@ -205,7 +202,6 @@ class IndexKeys:
         return self.generations[0]
 
     def token(self, key: str, value: Any) -> str:
-        """The token written for ``key: value``: under the current key."""
         return self.current.token(key, value)
 
     def generation_of(self, key: str, token: Any) -> IndexGeneration:

@@ -1,26 +1,13 @@
 """`SealedSaver.reindex` and ``areindex``: the blind-index key's rotation, a planner on the engine.
 
-A re-index rotates the store's blind-index key (secure_serde/sealing/_index.py):
-
-1. **Begin.** Unless a pass is in progress already (the identity holds more
-   than one index key), a new random index key becomes the current one; the
-   old keys stay in the identity, for reading. Every process that opens the
-   store from then on writes tokens under the new key, and a filter asks the
-   inner saver once per key the identity holds.
-2. **Move.** Every checkpoint is listed (the inner ``list(None)``) and handed
-   to the pass engine (secure_serde/_engine.py) in batches, with progress
-   after every batch. The planner (`ReindexPlanner`) skips a row under the
-   current key, refuses one whose record does not open (listed with its error
-   class), and plans a re-put of any other through the inner saver's ``put``,
-   with the same cells and a record and tokens under the current key; no
-   value is decrypted. A row whose tokens name a key the identity no longer
-   holds is re-tokenized the same way: its sealed metadata vouches for the
-   values. The applier (`Puts`) reads each row again just before its put: a
-   row deleted meanwhile is counted as vanished, one re-put meanwhile is
-   planned afresh. An interrupted pass resumes where it stopped and a
-   finished one writes nothing; a dry run plans every row and writes nothing.
-3. **Drop.** Once a scan moves no row (and refuses none), the older keys are
-   dropped from the identity.
+Begin: a new random index key becomes current, the old ones stay in the identity for
+reading, so writers that opened the store earlier keep working and a filter asks the
+inner saver once per key. Move: every row not under the current key is re-put with
+the same cells and a record and tokens under the current key; no value is decrypted.
+A row whose tokens name a dropped key is re-tokenized too: its sealed metadata vouches
+for the values. `Puts` reads each row again just before its put, so a row deleted or
+re-put meanwhile is not overwritten with a stale copy. Drop: once a scan moves no row
+(and refuses none), the older keys leave the identity.
 
 Its I/O is yielded as a `SealedSaver` plan's asks (_saver_plans.py), so
 ``reindex`` and ``areindex`` (on an async-only inner saver too) run the same steps.
@@ -121,8 +108,6 @@ def concurrent() -> StoreIdentityError:
 
 @dataclass(frozen=True)
 class Move:
-    """One planned re-put: the row as the scan read it, and its put arguments."""
-
     found: CheckpointTuple
     put_args: PutArgs
 
@@ -187,7 +172,6 @@ class Puts:
 
 
 def begin_reindex(saver: Host, max_rows: int | None, batch_size: int = BATCH) -> None:
-    """The checks before a re-index, then its claim on the inner saver."""
     if saver._tenant_keys is not None:
         raise ConfigurationError(
             "reindex() rotates the store's own index key; per-tenant index keys are"
@@ -251,7 +235,6 @@ def reindex_plan(  # noqa: PLR0913 - the saver, then reindex's keyword options
 
 
 def _listed(saver: Host) -> Plan[list[CheckpointTuple]]:
-    """Every checkpoint of the store but the identity's (one inner ``list(None)``)."""
     try:
         rows: list[CheckpointTuple] = yield ("rows", None, {})
     except ValueError as exc:
