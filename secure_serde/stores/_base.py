@@ -81,7 +81,6 @@ class TableSpec:
 
     @property
     def relation(self) -> str:
-        """The SQL table the cells live in."""
         return self.name if self.envelope_key is None else self.name.partition(".")[0]
 
 
@@ -138,7 +137,6 @@ def quote(name: str) -> str:
 
 
 def entry_data(value: object, field: str) -> bytes | None:
-    """The sealed entry's text of a decoded JSON object, as UTF-8; ``None`` when it has none."""
     entry = value.get(field) if isinstance(value, dict) else None
     return entry.encode("utf-8") if isinstance(entry, str) else None
 
@@ -240,7 +238,6 @@ class Store(abc.ABC):
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.display}>"
 
-    # The driver's SQL dialect.
     _MARK: ClassVar[str]  # parameter placeholder
     _TRUE: ClassVar[str]
     _TEXT: ClassVar[str] = "{}"  # how the type and data columns are read and compared
@@ -369,7 +366,6 @@ class Store(abc.ABC):
         return json_or_none(raw)
 
     def _entry_key(self, ref: RowRef, table: TableSpec) -> str:
-        """The key of the JSON column that holds ``ref``'s cell."""
         return str(table.envelope_key)
 
     def _checked_key(self, swap: Swap) -> str:

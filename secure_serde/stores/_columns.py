@@ -11,8 +11,6 @@ A value inline in ``channel_values`` is a leak unless a non-empty blob of
 the same channel and version backs it: that is the ``true`` marker the stock
 saver writes beside a ``DeltaChannel`` snapshot, and the test is the one
 langgraph's own prune SQL uses to recognise such snapshots.
-
-Every statement is a literal; names and limits are bound parameters.
 """
 
 from __future__ import annotations

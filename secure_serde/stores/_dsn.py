@@ -58,11 +58,9 @@ def redact(text: str) -> str:
 
 
 def url_scheme(text: str) -> str | None:
-    """The scheme of ``text`` if it is written as a URL (``mysql`` for ``mysql://...``)."""
     match = _SCHEME.match(text)
     return None if match is None else match.group(1).lower()
 
 
 def looks_like_conninfo(text: str) -> bool:
-    """True when ``text`` starts the way a libpq ``key=value`` string does (``host=...``)."""
     return _CONNINFO.match(text) is not None

@@ -11,9 +11,6 @@ view, so that every connection a tool opens on a store is opened here:
   read only (``default_transaction_read_only``), with the row factory and
   the prepare threshold LangGraph's ``PostgresSaver`` expects, so a saver
   can be built on `HistoryView.connection`.
-
-Every statement is a literal with bound parameters: no value (thread id,
-namespace, limit) is ever written into SQL text.
 """
 
 from __future__ import annotations
@@ -56,8 +53,6 @@ _PG_HAS_HISTORY: Final = """
 SELECT count(*) FROM pg_attribute
 WHERE attrelid = to_regclass('checkpoints') AND attname = 'checkpoint_id' AND NOT attisdropped
 """
-# Whether any checkpoint carries a mark only 0.3's savers left in plaintext: a metadata entry
-# (sealed or blind-index; stores/_v03_metadata.py), or the record PostgreSQL's kept.
 _SQLITE_V03_MARKS: Final = (
     "SELECT EXISTS (SELECT 1 FROM checkpoints WHERE CASE WHEN json_valid(CAST(metadata AS TEXT))"
     " THEN json_type(CAST(metadata AS TEXT), ?) IS NOT NULL"
@@ -110,7 +105,6 @@ class HistoryView:
         self._error = sqlite3.Error
 
     def query(self, sqlite_sql: str, postgres_sql: str, params: tuple[Any, ...]) -> list[Any]:
-        """Rows (as tuples) of the statement for this database, ``params`` bound."""
         sql = postgres_sql if self.kind == "postgres" else sqlite_sql
         try:
             cursor = self.connection.execute(sql, params)

@@ -20,9 +20,8 @@ fields. The store identity is the item `IDENTITY_PREFIX` / `IDENTITY_ITEM_KEY`.
 
 A swap replaces that one entry only, and only while it still holds the text
 read (compare-and-swap); tokens, searchable fields, timestamps and TTLs are
-left as they are. This module holds no key and never parses a cell: working
-out each item's place and re-encrypting it is rewrap's job
-(secure_serde/passes/_items.py).
+left as they are. As in _sealed.py, no key and no cell parsing here
+(secure_serde/passes/_items.py re-encrypts).
 
 The names are `SealedStore`'s (secure_serde/sealing/_store_codec.py and
 _store_identity.py); stores must not import sealing, so they are repeated
@@ -63,7 +62,6 @@ SEALED_FIELD: Final = "__secure_serde__"
 # sealing/_store_identity.py RESERVED_NAMESPACE (one label) and IDENTITY_ITEM_KEY.
 IDENTITY_PREFIX: Final = "__secure_serde_store__"
 IDENTITY_ITEM_KEY: Final = "identity"
-# The table (and RowRef/TableSpec name) of the items.
 ITEMS: Final = "store"
 
 

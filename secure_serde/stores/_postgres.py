@@ -3,11 +3,9 @@
 Serialized values live in ``checkpoint_blobs(type, blob)`` and
 ``checkpoint_writes(type, blob)``. ``checkpoints.checkpoint`` is JSONB built
 by the saver itself (the primitives it inlines there never pass through the
-serializer), and the metadata is plain JSONB, so neither is a cell. A store
-secure_serde 0.3's savers wrote is not read here (`secure_serde.stores.V03Reader`
-reads it for ``adopt``). Primary keys are read from the catalog, which is how
-the shallow saver's ``checkpoint_blobs`` (no ``version`` column) is handled
-by the same code.
+serializer), and the metadata is plain JSONB, so neither is a cell. Primary
+keys are read from the catalog, which is how the shallow saver's
+``checkpoint_blobs`` (no ``version`` column) is handled by the same code.
 """
 
 from __future__ import annotations
@@ -225,7 +223,6 @@ class SealedItemsPostgresStore(ItemsLayout, PostgresStore):
 
 
 def _group_by_table(swaps: Sequence[Swap]) -> list[tuple[str, list[tuple[int, Swap]]]]:
-    """Swaps per table, each with its position in ``swaps``."""
     groups: dict[str, list[tuple[int, Swap]]] = {}
     for index, swap in enumerate(swaps):
         groups.setdefault(swap.cell.ref.table, []).append((index, swap))

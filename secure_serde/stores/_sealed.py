@@ -64,7 +64,6 @@ SEALED_RECORD_KEY: Final = "__secure_serde__"
 # sealing/_identity.py IDENTITY_KEY and IDENTITY_CHECKPOINT_ID (thread: SEALED_STORE_THREAD).
 IDENTITY_KEY: Final = "__secure_serde_store__"
 IDENTITY_CHECKPOINT_ID: Final = "00000000-0000-0000-0000-000000000000"
-# The RowRef/TableSpec name of the record and identity cells.
 RECORDS: Final = "checkpoints.metadata"
 CHECKPOINT_KEY: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
 # The checkpoints rows' metadata, seen as the record (or identity) cell under one key.

@@ -2,8 +2,7 @@
 
 Serialized values live in ``checkpoints(type, checkpoint)`` and
 ``writes(type, value)``; ``checkpoints.metadata`` is JSON written without
-the serializer. A store secure_serde 0.3's savers wrote is not read here
-(`secure_serde.stores.V03Reader` reads it for ``adopt``).
+the serializer.
 """
 
 from __future__ import annotations

@@ -253,8 +253,7 @@ def canonical(value: Any) -> bytes:
     and false; ``S`` u32be(len) UTF-8 for a string; ``D`` u32be(len) ASCII of
     the normalised decimal for a number; ``L`` u32be(count) then each item
     for an array; ``O`` u32be(count) then, by the keys' UTF-8 bytes, each key
-    as a string and its value, for an object. Pinned by
-    tests/vectors/record_seal.json.
+    as a string and its value, for an object.
     """
     parts: list[bytes] = []
     _encode(value, parts)
