@@ -103,7 +103,6 @@ def ids(config: RunnableConfig) -> tuple[str, str, str | None]:
 
 
 def reduced(config: RunnableConfig) -> RunnableConfig:
-    """The config the inner saver sees: ids only."""
     configurable = config.get("configurable") or {}
     kept = {
         k: configurable[k]
@@ -141,8 +140,6 @@ class Opened:
 
 
 class Sealer:
-    """Seals what goes into one store and opens what comes out, for one identity."""
-
     __slots__ = (
         "_cache",
         "_cipher",
@@ -186,8 +183,6 @@ class Sealer:
         may be created for it.
         """
         return self._serde, self._cipher
-
-    # -- writing -------------------------------------------------------------------------
 
     def put_args(
         self,
@@ -288,11 +283,9 @@ class Sealer:
         return reduced(config), sealed
 
     def token(self, key: str, value: Any) -> str:
-        """The token written for ``key: value`` (under the current index key)."""
         return self._index_keys.token(key, value)
 
     def tokens(self, key: str, value: Any) -> list[str]:
-        """The token of ``key: value`` under every index key the identity holds."""
         return [generation.token(key, value) for generation in self._index_keys.generations]
 
     @property
@@ -365,8 +358,6 @@ class Sealer:
         serde, _ = self._crypto(location.thread_id, writing=False)
         _, plaintext = _decrypted(serde, cell, location.encode(), "record")
         return self._records.loads_typed((_RECORD_TAG, plaintext))
-
-    # -- reading -------------------------------------------------------------------------
 
     def open(
         self,
@@ -528,7 +519,6 @@ class Sealer:
     # -- moving, at the cipher level (nothing is deserialized) -----------------------------
 
     def rebind(self, raw: Any, kind: int, source: Location, target: Location) -> bytes:
-        """A value or write cell re-encrypted from ``source`` to ``target``."""
         cell = _cell.unpack(raw, kind)
         source_serde, _ = self._crypto(source.thread_id, writing=False)
         _, target_cipher = self._crypto(target.thread_id, writing=True)
@@ -546,7 +536,6 @@ class Sealer:
 def _decrypted(
     serde: EncryptedSerializer, cell: _cell.Cell, aad: bytes, what: str
 ) -> tuple[str, bytes]:
-    """(inner type tag, plaintext) of ``cell``, opened at ``aad`` by the cipher its tag names."""
     route = serde.read_rule.route(cell.type_tag)
     cipher = route.cipher
     if cipher is None or not is_sealing(cipher):
@@ -556,7 +545,6 @@ def _decrypted(
 
 
 def _check_shape(found: CheckpointTuple) -> None:
-    """What the inner saver returned has the shape langgraph's savers give, or a refusal."""
     if not isinstance(found.metadata, Mapping):
         raise BindingError(f"the stored metadata is {type(found.metadata).__name__}, not a mapping")
     if not isinstance(found.checkpoint, Mapping) or not isinstance(

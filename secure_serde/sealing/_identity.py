@@ -114,7 +114,6 @@ def identity_config() -> RunnableConfig:
 
 @scrubbed  # the opened record holds the index key: no error leaves it in a frame local
 def open_identity(found: CheckpointTuple, serde: EncryptedSerializer) -> StoreIdentity:
-    """The identity in ``found`` (the reserved thread's checkpoint), authenticated."""
     record = _open_record(found, serde)
     return _parse(record)
 
@@ -140,14 +139,12 @@ def _open_record(found: CheckpointTuple, serde: EncryptedSerializer) -> dict[str
 
 @scrubbed
 def parse_record(record: object) -> StoreIdentity:
-    """The `StoreIdentity` an opened store identity cell holds, or `StoreIdentityError`."""
     if not isinstance(record, dict):
         raise StoreIdentityError("this store identity is not one secure_serde wrote")
     return _parse(record)
 
 
 def new_record() -> dict[str, Any]:
-    """A fresh store identity: a random store id and a random index key."""
     return {
         "format": _FORMAT,
         "store": os.urandom(_STORE_ID_SIZE),
@@ -162,7 +159,6 @@ def _not_ours() -> StoreIdentityError:
 
 @scrubbed
 def _key_entries(record: dict[str, Any]) -> list[tuple[bytes, bool]]:
-    """(key, writes format-1 tokens) per index key of a record, the current one first."""
     if record.get("format") == _FORMAT_1:
         index_key = record.get("index_key")
         if not isinstance(index_key, bytes):
@@ -239,7 +235,6 @@ def rotate_put(
 def drop_put(
     found: CheckpointTuple, serde: EncryptedSerializer
 ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
-    """The ``put`` arguments of ``found``'s identity holding its current index key only."""
     record = _open_record(found, serde)
     _parse(record)
     key, legacy = _key_entries(record)[0]
@@ -257,7 +252,6 @@ def drop_put(
 def new_identity_put(
     serde: EncryptedSerializer,
 ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
-    """The ``put`` arguments that create a fresh identity (random id and index key)."""
     return _identity_put(serde, new_record())
 
 
@@ -282,11 +276,7 @@ def _identity_put(
 
 
 def identity_plan(inner: object, serde: EncryptedSerializer) -> Generator[Any, Any, StoreIdentity]:
-    """This store's identity, created (and read back) in a store that holds no checkpoint.
-
-    A `SealedSaver` plan (secure_serde/sealing/_saver_plans.py): it yields
-    ``("call", name, args, kwargs)`` asks of the inner saver, answered sync or async.
-    """
+    """This store's identity, created (and read back) in a store that holds no checkpoint."""
     found = yield ("call", "get_tuple", (identity_config(),), {})
     if found is None:
         try:

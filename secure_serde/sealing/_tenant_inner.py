@@ -58,7 +58,6 @@ def tenant_store_id(store_id: bytes, tenant: str) -> bytes:
 
 
 def tenant_prefix(index: BlindIndex, tenant: str) -> str:
-    """The inner thread-id prefix of ``tenant``'s rows, under the store identity's ``index``."""
     token = index.token(TENANT_TAG, tenant)
     return f"{_THREAD_PREFIX}{token[len(TOKEN_PREFIX) :]}:"
 
@@ -76,9 +75,6 @@ def tenant_thread_prefix(thread_id: str) -> str | None:
     if not sep or len(body) != _TOKEN_CHARS or not _TOKEN_ALPHABET.issuperset(body):
         return None
     return f"{_THREAD_PREFIX}{body}:"
-
-
-# -- the sealer: a thread's own key, a tenant's own binding and index ---------------------------
 
 
 class _TenantIndex(BlindIndex):
@@ -133,9 +129,6 @@ class TenantSealer(Sealer):
         while len(self._serdes) > _MAX_SERDES:
             self._serdes.popitem(last=False)
         return serde, cipher
-
-
-# -- the inner saver as one tenant sees it ------------------------------------------------------
 
 
 class TenantInner(BaseCheckpointSaver[Any]):
@@ -223,7 +216,6 @@ class TenantInner(BaseCheckpointSaver[Any]):
         return {**(filter or {}), TENANT_TAG: token}
 
     def _inward(self, name: str, token: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        """A forwarded call's arguments in this tenant's inner form (a config or ids first)."""
         first, *rest = args
         if name == "put":
             rest[1] = {**rest[1], TENANT_TAG: token}
@@ -271,7 +263,6 @@ class TenantInner(BaseCheckpointSaver[Any]):
 
 
 def _forwarded(name: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The inner saver's ``name``, and its async twin, on this tenant's rows only."""
 
     def call(self: TenantInner, *args: Any, **kwargs: Any) -> Any:
         token = self._tag()

@@ -48,9 +48,6 @@ def _resolved(value: Any, how: str) -> str:
     return check_tenant_id(value)
 
 
-# -- one tenant's saver ----------------------------------------------------------------------
-
-
 class _Scoped(SealedSaver):
     """A `SealedSaver` bound to one tenant (``for_tenant``); a config naming another is refused."""
 
@@ -108,8 +105,6 @@ class _Scoped(SealedSaver):
     # Every call that carries a config checks it first: see _CONFIG_CALLS below.
 
 
-# -- the routing saver -------------------------------------------------------------------------
-
 _NO_CONFIG: Final = (
     "{method} carries no config, so no tenant: call it on saver.for_tenant(tenant_id)"
 )
@@ -149,7 +144,6 @@ class _Routing(SealedSaver):
         return self._keys
 
     def _tenant_named(self, config: RunnableConfig) -> str | None:
-        """The tenant a config names, or ``None`` when it names none."""
         if self._tenant_of is not None:
             value = self._tenant_of(config)
         else:
@@ -159,7 +153,6 @@ class _Routing(SealedSaver):
         return _resolved(value, "the config")
 
     def _target(self, config: RunnableConfig | None, name: str) -> Any:
-        """``name`` of the saver of the tenant ``config`` names."""
         method = f"{name}(None)" if name.endswith("list") else name  # a list with no config
         if config is None:
             raise TenantRequiredError(_NO_CONFIG.format(method=method))
