@@ -81,7 +81,6 @@ def is_key_shaped(text: str) -> bool:
 
 
 def option_strings(parser: argparse.ArgumentParser) -> set[str]:
-    """Every option string of ``parser`` and of the subcommand parsers under it."""
     found: set[str] = set()
     todo = [parser]
     while todo:

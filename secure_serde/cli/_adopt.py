@@ -6,8 +6,7 @@ only); TARGET is a new store (a SQLite path or a
 ``postgresql://`` URL), opened with the 0.4 saver of its kind and set up.
 Keys come from the environment, as for every command. Every row the tool
 cannot vouch for is listed first (``--dry-run`` writes nothing) and refused
-unless ``--accept-unvouched``. Exit codes: 0 everything copied, 1 rows
-refused (listed), 2 usage, configuration or store error.
+unless ``--accept-unvouched``. Exit codes: the epilog.
 """
 
 from __future__ import annotations

@@ -31,7 +31,6 @@ def check_label(label: str) -> str:
 
 
 def positive_int(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
     try:
         value = int(text)
     except ValueError:

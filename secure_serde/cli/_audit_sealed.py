@@ -145,7 +145,6 @@ def _document(
 
 
 def _print(doc: Mapping[str, Any], max_listed: int) -> list[str]:
-    """`_document`'s document as text lines."""
     store, cells = doc["store"], doc["under_primary"] + doc["not_under_primary"]
     if doc["layout"] == "sealed":
         lines = [

@@ -241,7 +241,6 @@ def _print_text(
 
 
 def _lines(view: Mapping[str, Any], width: int) -> list[str]:  # noqa: C901 - one branch a part
-    """A `_view` as text, after its ``== checkpoint`` line."""
     if "metadata" not in view:  # nothing of it could be read
         return [f"  cannot read: {view['error']}"]
     lines = [

@@ -122,20 +122,15 @@ class CheckpointReader:
         self._binding_store: bool | None = None
 
     def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
-        """Every checkpoint namespace of a thread (``""`` is the root graph) and its size."""
+        """As `HistoryView.namespaces`."""
         return self._view.namespaces(thread_id)
 
     def checkpoint_ids(self, thread_id: str, checkpoint_ns: str, limit: int | None) -> list[str]:
-        """Ids newest first, the order of ``list()`` and ``get_state_history()``."""
+        """As `HistoryView.checkpoint_ids`."""
         return self._view.checkpoint_ids(thread_id, checkpoint_ns, limit)
 
     def binding_store(self) -> bool:
-        """Whether 0.3's savers wrote this store: some checkpoint of it carries 0.3's binding.
-
-        The marks 0.3's savers left in plaintext answer without a key (on
-        PostgreSQL always); failing those, a SQLite store's newest checkpoint
-        is read bound to tell.
-        """
+        """Whether 0.3's savers wrote this store, as `secure_serde.stores.written_by_v03` tells."""
         if self._binding_store is None:
             self._binding_store = self._any_bound()
         return self._binding_store
@@ -192,7 +187,6 @@ class CheckpointReader:
 
 
 def config_for(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Any:
-    """The ``configurable`` that names one checkpoint."""
     return {
         "configurable": {
             "thread_id": thread_id,
@@ -257,7 +251,6 @@ class SealedReader(CheckpointReader):
         self._driver_error = ()  # the saver's own errors are SecureSerdeErrors
 
     def _ids(self, thread_id: str) -> list[tuple[str, str]]:
-        """(namespace, checkpoint id) of each of the thread's raw rows."""
         rows = self._sealed.inner.list({"configurable": {"thread_id": thread_id}})
         return [
             (str(c.get("checkpoint_ns", "")), str(c["checkpoint_id"]))

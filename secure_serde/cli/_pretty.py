@@ -129,7 +129,6 @@ def _content(message: BaseMessage) -> str:
     content = message.content
     if isinstance(content, str):
         return repr(content)
-    # Content blocks: show the text ones, count the rest.
     texts = [b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"]
     texts += [b for b in content if isinstance(b, str)]
     others = len(content) - len(texts)
@@ -138,7 +137,6 @@ def _content(message: BaseMessage) -> str:
 
 
 def message_lines(message: BaseMessage, max_chars: int) -> list[str]:
-    """One line for the message, and one per tool call it makes."""
     name = f" {message.name}" if getattr(message, "name", None) else ""
     lines = [shorten(for_terminal(f"{message.type}{name}: {_content(message)}"), max_chars)]
     for call in getattr(message, "tool_calls", None) or ():

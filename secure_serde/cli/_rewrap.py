@@ -167,7 +167,6 @@ def progress_line(
 
 
 def _bar(snapshot: PassProgress, verb: str, width: int = 24) -> str:
-    """Rewrap's progress: a bar, the rate, and the rows rewrapped and failed."""
     fraction = snapshot.scanned / max(snapshot.total, snapshot.scanned, 1)
     filled = int(width * fraction)
     return (
