@@ -1,20 +1,5 @@
 """`SealedSaver`: one sealed checkpointer around any LangGraph saver, on its public API.
 
-Modules, each with one job:
-
-* ``_cell``: the byte layout of what the inner saver stores (documented there);
-* ``_identity``: the store identity, created once per store and sealed in it;
-* ``_index``: blind-index tokens for metadata filters;
-* ``_record``: the record, one sealed cell per checkpoint, and its inline values;
-* ``_codec``: sealing a checkpoint for the inner saver, and opening one;
-* ``_walks``: history checks and the bookkeeping of copy, prune and delete;
-* ``_saver`` and ``_async``: the saver, sync and async;
-* ``_tenants``, ``_tenant_inner`` and ``_tenant_saver``: per-tenant keys, one
-  tenant's scope, and the saver that routes each call to its tenant;
-* ``_audit``: every row of a sealed store checked, for ``secure-serde audit``;
-* ``_store_codec``, ``_store_identity``, ``_store_plans`` and ``_store``:
-  `SealedStore`, the same sealing for long-term memory (any ``BaseStore``).
-
 Besides the user API (`SealedSaver`, `SealedStore`, `TenantKeys`, the audits),
 ``__all__`` holds what the folders above build on, so that none reaches into a
 module here: the cell layout (as ``cell_layout``), the store identity, blind

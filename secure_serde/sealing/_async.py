@@ -1,9 +1,4 @@
-"""The async twins of `SealedSaver`'s methods: the same steps, awaiting the inner saver.
-
-Each method mirrors the sync one of the same name in _saver.py; the steps of
-each are the plans of _saver_plans.py, and the checks live in _codec.py and
-_walks.py, shared by both.
-"""
+"""The async twins of `SealedSaver`'s methods: the same plans (_saver_plans.py), awaited."""
 
 from __future__ import annotations
 
@@ -144,7 +139,6 @@ class AsyncMethods:
             release_reindex(self.inner)
 
     async def _arun(self, plan: plans.Plan[T]) -> T:
-        """Answer each ask of ``plan`` by awaiting the inner saver; the plan's own result."""
         answer: Any = None
         error: Exception | None = None
         while True:

@@ -36,7 +36,6 @@ _INT_HIGH: Final = 2**64  # msgpack's integers: int64 and uint64
 
 
 def inlined(value: Any) -> bool:
-    """Whether ``value`` is kept inline in its record (see the module docstring)."""
     kind = type(value)
     if kind is str:
         if len(value) > _INLINE_CHARS:

@@ -92,7 +92,6 @@ def _opened_rows(sealer: Sealer, config: RunnableConfig | None) -> Plan[Any]:
 
 
 def inner_call(ask: Ask) -> tuple[bool, str, tuple[Any, ...], dict[str, Any]]:
-    """(decode failures typed, the inner method, args, kwargs) of ``ask`` (not ``READY``)."""
     if ask == IDENTITY:
         return False, "get_tuple", (identity_config(),), {}
     if ask[0] == "read":
@@ -124,7 +123,6 @@ def list_plan(
     before: RunnableConfig | None,
     limit: int | None,
 ) -> Plan[tuple[ListWalk, list[CheckpointTuple]]]:
-    """The rows a ``list`` call walks: the caller opens them with ``walk.opened``."""
     sealer: Sealer = yield READY
     plans = plan_filters(filter, sealer.index_keys, saver._indexed, saver._plaintext)
     walk = ListWalk(sealer, plans[0], config, limit)

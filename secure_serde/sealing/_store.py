@@ -91,8 +91,6 @@ class SealedStore(BaseStore):
             f" searchable_fields={list(self.searchable_fields)!r})"
         )
 
-    # -- the store identity --------------------------------------------------------------
-
     def setup(self) -> None:
         """Set up the inner store (where it has a sync ``setup``) and this store's identity."""
         inner_setup = getattr(self.inner, "setup", None)
@@ -137,8 +135,6 @@ class SealedStore(BaseStore):
                 self._codec = self._codec_for(identity)
             return self._codec
 
-    # -- batches -------------------------------------------------------------------------
-
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         codec = self._ready()
         results: list[Result] = self._run(gather([plan_for(codec, op) for op in ops]))
@@ -167,7 +163,6 @@ class SealedStore(BaseStore):
 
 
 def _embedded_fields(inner: BaseStore) -> list[str] | None:
-    """The fields the inner store embeds by default (its ``index_config``), where it says."""
     config = getattr(inner, "index_config", None)
     if not isinstance(config, dict):
         return None

@@ -111,8 +111,6 @@ def audit_store_items(store: SealedStore, *, page: int = PAGE) -> StoreAuditRepo
 
 
 class _Planner:
-    """Per item: read through the `SealedStore` and its cell counted, or a finding."""
-
     def __init__(self, store: SealedStore) -> None:
         self._store = store
         self._is_current, _, _ = current_test(store._serde.cipher)
@@ -143,7 +141,6 @@ def _namespace(prefix: str) -> tuple[str, ...]:
 
 
 def _pages(store: SealedStore, page: int) -> Iterator[Sequence[Item]]:
-    """Every item of the inner store, as stored, each once, a page at a time (by offset)."""
     seen: set[tuple[tuple[str, ...], str]] = set()
     offset = 0
     while True:

@@ -58,8 +58,6 @@ def check_fields(indexed: Collection[str], searchable: Collection[str]) -> None:
 
 
 class ItemCodec:
-    """Seals the items of one store identity, and opens what the inner store returns."""
-
     __slots__ = ("_default_index", "_identity", "_indexed", "_searchable", "_serde")
 
     def __init__(
@@ -81,8 +79,6 @@ class ItemCodec:
 
     def _location(self, namespace: Sequence[str], key: str) -> Location:
         return Location.item(namespace, key).in_store(self._identity.store_id)
-
-    # -- writing -------------------------------------------------------------------------
 
     def seal_put(self, op: PutOp) -> PutOp:
         """The inner store's ``PutOp`` for ``op`` (a delete passes as it is)."""
@@ -121,8 +117,6 @@ class ItemCodec:
             )
         return list(index)
 
-    # -- filters -------------------------------------------------------------------------
-
     def plan_filter(self, wanted: Mapping[str, Any] | None) -> FilterPlan:
         if not wanted:
             return FilterPlan(None, {}, {})
@@ -157,8 +151,6 @@ class ItemCodec:
         except (TypeError, ValueError):
             raise ConfigurationError(f"the filter on {name!r} is not a JSON value") from None
         return given
-
-    # -- reading -------------------------------------------------------------------------
 
     def open(self, found: Item) -> Item:
         """``found`` with the value the application wrote there, or a typed refusal."""

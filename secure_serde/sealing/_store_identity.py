@@ -16,9 +16,6 @@ here. It is put with ``index=False`` and no TTL.
 It is created only in a store that holds no item. A store that holds items
 but no identity is refused: its identity was deleted (restore it from a
 backup), or something else wrote the store.
-
-The steps are a plan: a generator that yields the inner store's operations
-and receives their results, run by the sync or the async store alike.
 """
 
 from __future__ import annotations
@@ -51,7 +48,6 @@ Plan = Generator[list[Op], list[Result], Any]
 
 
 def identity_plan(serde: EncryptedSerializer) -> Generator[list[Op], list[Result], StoreIdentity]:
-    """Read this store's identity, creating it in an empty store."""
     read = GetOp(RESERVED_NAMESPACE, IDENTITY_ITEM_KEY, refresh_ttl=False)
     (found,) = yield [read]
     if found is None:

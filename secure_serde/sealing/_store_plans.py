@@ -69,7 +69,6 @@ def gather(plans: Sequence[Plan]) -> Generator[list[Op], list[Result], list[Any]
 
 
 def plan_for(codec: ItemCodec, op: Op) -> Plan:
-    """The plan of one operation of a ``batch``."""
     if isinstance(op, GetOp):
         return _get(codec, op)
     if isinstance(op, PutOp):
@@ -128,7 +127,6 @@ def _search(codec: ItemCodec, op: SearchOp) -> Plan:
 def _scan(
     codec: ItemCodec, op: SearchOp, prefix: tuple[str, ...], plan: FilterPlan
 ) -> Generator[list[Op], list[Result], list[Item]]:
-    """Read the inner store page by page; ``offset`` and ``limit`` applied here."""
     wanted = op.offset + op.limit
     page = max(wanted + 1, _PAGE)
     matched: list[Item] = []

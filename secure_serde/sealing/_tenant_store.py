@@ -134,7 +134,6 @@ class KeyTable:
         return iter(self._select("scope = ? ORDER BY tenant", (scope,)))
 
     def shredded(self) -> Iterator[KeyRow]:
-        """Every tombstone (tenant and thread keys alike), in key order."""
         return iter(self._select("wrapped IS NULL ORDER BY tenant, scope"))
 
     def close(self) -> None:
@@ -200,7 +199,6 @@ class PostgresKeyTable(KeyTable):
 
 
 def open_table(location: object) -> KeyTable:
-    """A SQLite path, or a ``postgresql://`` URL."""
     import os
 
     if isinstance(location, os.PathLike):
