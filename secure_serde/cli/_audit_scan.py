@@ -2,13 +2,10 @@
 
 Each cell is sorted by what its type tag and header say (cipher name, key id, format version),
 then, unless decryption is turned off, authenticated by rewrap's `Planner` in dry-run verify
-mode: decrypted by the cipher its tag names, bound to its inner type tag, and never
-deserialized, so no pickle is ever loaded and nothing is sealed again. A value whose type tag
-nothing authenticates (plaintext, langgraph's built-in ``+aes``) is also given to the strict
-decoder, as rewrap would before sealing it: one it refuses (a relabelled or planted row) is
-reported as refused. Only counts, ids and error class names are kept; plaintext is dropped as
-soon as it has been checked. A store secure_serde 0.3's savers wrote is refused
-(`secure_serde.stores.refuse_v03`): only ``secure-serde adopt`` reads it.
+mode (secure_serde/passes/_plan.py: nothing is deserialized, nor sealed again); a value it
+refuses (a relabelled or planted row) is reported as refused. Only counts, ids and error class
+names are kept; plaintext is dropped as soon as it has been checked. A store secure_serde 0.3's
+savers wrote is refused (`secure_serde.stores.refuse_v03`): only ``secure-serde adopt`` reads it.
 """
 
 from __future__ import annotations

@@ -35,11 +35,7 @@ def row_error_fixes(
 
     ``rerun`` is the command to run once the cause is fixed (rewrap or
     audit, as printed by `command`); ``look`` one that shows the first such
-    row, if there is one. Rows refused for want of a migration switch name
-    the switch; rows under a key this configuration lacks open once the key
-    is configured; a blind-index token after the saver's reindex; any other
-    error means the row was changed outside the application, which no
-    command undoes: it comes back from a backup, or goes.
+    row, if there is one.
     """
     fixes = []
     if "PlaintextRefusedError" in errors:
@@ -73,13 +69,7 @@ def row_error_fixes(
 
 
 def adopt_fixes(kinds: Collection[str], source: str) -> list[str]:
-    """One ``fix (...)`` line per kind of row adopt refused (`Unvouched.reason`).
-
-    Plaintext, legacy and unauthenticated rows are copied by a rerun into a
-    new store with ``--accept-unvouched`` (each listed again); a misplaced
-    row opens nowhere, so no switch copies it; a checkpoint refused for its
-    parent follows its parent.
-    """
+    """One ``fix (...)`` line per kind of row adopt refused (`Unvouched.reason`)."""
     fixes = []
     switchable = sorted({"plaintext", "legacy", "unauthenticated"}.intersection(kinds))
     if switchable:

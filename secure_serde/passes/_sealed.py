@@ -1,11 +1,8 @@
 """Rotation of a store `secure_serde.SealedSaver` sealed: each cell re-encrypted where it lies.
 
 The rows come from secure_serde/stores/_sealed.py; the cells inside them are
-laid out by secure_serde/sealing/_cell.py. Each cell is opened by the cipher
-its type tag names (the one read rule), at the location `SealedSaver`
-binds it to, and sealed again by the primary cipher at that same location
-and under the same inner type tag, as `Sealer.rebind` does: no value is
-ever deserialized.
+laid out by secure_serde/sealing/_cell.py. Each cell is re-encrypted as
+_plan.py says, at the location `SealedSaver` seals it for, as `Sealer.rebind` does.
 
 ====================  ===========================================================
 cell                  location (``.in_store(store id)`` unless noted)

@@ -151,7 +151,7 @@ class AsyncPostgresSaver(PruningSealedSaver):
         pipeline: bool = False,
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """As `PostgresSaver.from_conn_string`."""
-        dsn = Dsn(conn_string)  # no frame below holds the password as text
+        dsn = Dsn(conn_string)
         del conn_string
         options = checked_options(serde, indexed_metadata, plaintext_metadata)
         async with await aconnect(dsn) as conn:

@@ -50,7 +50,7 @@ def open_store(location: str | os.PathLike[str] | Store) -> Store:
     return _refuse_sealed(_raw_store(location))
 
 
-@scrubbed  # a DSN may hold a password: no error leaves it in a frame local
+@scrubbed
 def sealed_store_display(location: str | os.PathLike[str]) -> str | None:
     """Where the store is (safe to print) if `secure_serde.SealedSaver` sealed it, else ``None``.
 
@@ -67,7 +67,7 @@ def sealed_store_display(location: str | os.PathLike[str]) -> str | None:
         return store.display if store.sealed_by_saver() else None
 
 
-@scrubbed  # a DSN may hold a password: no error leaves it in a frame local
+@scrubbed
 def store_thread_ids(location: str | os.PathLike[str]) -> list[str]:
     """Every thread id of a store's ``checkpoints`` table, read with no key and no saver."""
     with _raw_store(location) as store:
@@ -87,7 +87,7 @@ def _raw_store(location: str | os.PathLike[str]) -> Store:
     return SqliteStore(Path(location))
 
 
-@scrubbed  # a DSN may hold a password: no error leaves it in a frame local
+@scrubbed
 def open_layout(location: str | os.PathLike[str] | Store) -> Store:
     """As `open_store`, but a store `secure_serde.SealedSaver` sealed opens as its sealed rows.
 
