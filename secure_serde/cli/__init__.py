@@ -81,6 +81,7 @@ def is_key_shaped(text: str) -> bool:
 
 
 def option_strings(parser: argparse.ArgumentParser) -> set[str]:
+    """Every option string of ``parser`` and of the subcommand parsers under it."""
     found: set[str] = set()
     todo = [parser]
     while todo:
@@ -205,13 +206,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    # The subcommand is the first argument (the command has no options of its
-    # own but -h and --version); anything else is help, the version or a usage
-    # error, which needs no subcommand module.
+    # The subcommand is the first argument: the command has no options of its
+    # own but -h and --version.
     first = args_list[0] if args_list else ""
     only = first if first in _SUBCOMMANDS else ""
     parser = build_parser(only)
-    # One rule for every argument (see _args): a key-shaped one is never printed back.
     hidden = hidden_arguments(args_list, option_strings(parser))
     if not hidden:
         return _run(parser, args_list)

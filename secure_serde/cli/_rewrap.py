@@ -1,9 +1,7 @@
 """``secure-serde rewrap STORE``: re-encrypt a checkpoint store under the current primary key.
 
-Keys come from the environment, as for every subcommand (docs/cli.md, "Keys for rewrap, audit
-and inspect"; a KMS key set there becomes the primary: the move from an env key to KMS). Run it
-with the configuration of step 4 of the README's rotation runbook: the new key primary, the old
-keys still present and not retired.
+Keys: as its description says. Run it with the configuration of step 4 of the README's rotation
+runbook: the new key primary, the old keys still present and not retired.
 
 0.3's ``--bind``, ``--seal-metadata``, ``--plaintext-metadata`` and ``--indexed-metadata`` stay
 for one minor version, hidden from ``--help``, so a script that passes them fails before the store

@@ -73,6 +73,7 @@ def _tag_reason(type_tag: str | None) -> str | None:
 def stored_checkpoints(
     source: BaseCheckpointSaver[Any], store: str | os.PathLike[str] | Store | None
 ) -> list[CheckpointTags]:
+    """The type tags of every checkpoint of the source's store, from the stores layer."""
     if isinstance(source, SealedSaver):
         raise ConfigurationError("adopt copies an unsealed store; its source is a SealedSaver")
     if store is None and isinstance(source, V03Reader):

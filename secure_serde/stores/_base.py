@@ -81,6 +81,7 @@ class TableSpec:
 
     @property
     def relation(self) -> str:
+        """The SQL table the cells live in."""
         return self.name if self.envelope_key is None else self.name.partition(".")[0]
 
 

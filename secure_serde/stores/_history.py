@@ -105,6 +105,7 @@ class HistoryView:
         self._error = sqlite3.Error
 
     def query(self, sqlite_sql: str, postgres_sql: str, params: tuple[Any, ...]) -> list[Any]:
+        """Rows (as tuples) of the statement for this database, ``params`` bound."""
         sql = postgres_sql if self.kind == "postgres" else sqlite_sql
         try:
             cursor = self.connection.execute(sql, params)
