@@ -244,7 +244,6 @@ def _group_line(group: Mapping[str, Any], decrypted: bool) -> str:
 
 
 def _rows(title: str, listed: Mapping[str, Any], limit: int) -> list[str]:
-    """A `_listed` document as text: its count by kind, then its rows, `capped`."""
     kinds = listed.get("by_error", listed.get("by_type", {}))
     counts = ", ".join(f"{kind} {n:,}" for kind, n in kinds.items())
     rows = [

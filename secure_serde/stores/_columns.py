@@ -126,11 +126,7 @@ def _metadata_keys(view: HistoryView) -> MetadataKeys:
 
 
 def _inline_channels(view: HistoryView) -> list[InlineChannel] | None:
-    """Channels with unbacked values inline in the checkpoint JSON; ``None`` for SQLite.
-
-    SQLite keeps the whole checkpoint in one serialized cell, so it has no
-    such column.
-    """
+    """Channels with unbacked values inline in the checkpoint JSON; ``None`` for SQLite."""
     if view.kind != "postgres":
         return None
     if not view.has_checkpoints:
