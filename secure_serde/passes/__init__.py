@@ -1,13 +1,12 @@
 """Offline passes over a store, on one engine with one report type.
 
 `rewrap` moves every stored value under the current primary key, without
-deserializing it (its planners: `Planner` for a stock saver's store (a 0.3
-store is refused, naming ``secure-serde adopt``), ``SealedPlanner`` for a
-store `SealedSaver` sealed, ``ItemsPlanner`` for a `SealedStore`'s items).
-The batch loop (secure_serde/_engine.py) and `PassReport` (secure_serde/_report.py)
-are shared by every pass: rewrap, ``secure_serde.savers.adopt``,
-``SealedSaver.reindex``, the sealed audits, and `copy_thread`, which copies one
-thread from a sealed store into another through both savers' public API.
+deserializing it (its planners: `Planner` for a stock saver's store,
+``SealedPlanner`` for a store `SealedSaver` sealed, ``ItemsPlanner`` for a
+`SealedStore`'s items). The batch loop (secure_serde/_engine.py) and `PassReport`
+(secure_serde/_report.py) are shared by every pass: rewrap,
+``secure_serde.savers.adopt``, ``SealedSaver.reindex``, the sealed audits, and
+`copy_thread`.
 """
 
 from secure_serde._engine import CURRENT, Planned, Skip, Unreadable, run_batches

@@ -1,12 +1,10 @@
 """Adoption as a planner: which checkpoints of an older store ``adopt`` copies, and how.
 
 The units are a store's checkpoints as the stores layer lists them
-(`secure_serde.stores.CheckpointTags`: ids, parent, and each value's and
-write's stored type tag; nothing is decrypted), oldest first per namespace.
-`AdoptPlanner.plan` classifies each one (see secure_serde/savers/_adopt.py
-for the rules) and `SaverApplier` copies what it takes through the target
-`SealedSaver`'s public ``put`` and ``put_writes``, so the target seals and
-binds every value where it lands. Rows it cannot vouch for are listed:
+(`secure_serde.stores.CheckpointTags`; nothing is decrypted), oldest first per
+namespace. `AdoptPlanner.plan` classifies each one and `SaverApplier` copies
+what it takes (secure_serde/savers/_adopt.py has the rules and the why of
+both). Rows it cannot vouch for are listed:
 refused ones as failures, accepted ones (``accept_unvouched``) as accepted
 rows, each with its reason as ``kind`` (`Unvouched.reason`).
 """
