@@ -97,8 +97,6 @@ def _normal(value: Any, depth: int = 0) -> Any:
 
 
 class BlindIndex(SecretHolder):
-    """Keyed tokens for metadata values, under the store's index key."""
-
     __slots__ = ("_keyed",)
 
     def __init__(self, index_key: bytes) -> None:

@@ -1,12 +1,8 @@
 """`SealedStore`: LangGraph long-term memory (any ``BaseStore``), sealed for its location.
 
-Only langgraph's public ``BaseStore`` API of the inner store is used: its
-``batch`` and ``abatch`` with ``GetOp``, ``PutOp``, ``SearchOp`` and
-``ListNamespacesOp``; the helpers (``get``, ``put``, ``search``, ``delete``,
-``list_namespaces`` and their async twins) come from ``BaseStore`` on top.
-What the inner store keeps is laid out in secure_serde/sealing/_store_codec.py
-(items) and _store_identity.py (the store identity); each operation's plan
-is in _store_plans.py.
+Only the inner store's public ``batch`` and ``abatch`` are used, so any ``BaseStore``
+works; the helpers (``get``, ``put``, ``search``...) come from ``BaseStore`` on top.
+The at-rest layout is in _store_codec.py and _store_identity.py.
 """
 
 from __future__ import annotations

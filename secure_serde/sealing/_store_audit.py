@@ -1,14 +1,8 @@
 """`audit_store_items`: every item of a `SealedStore` opened, as the application reads it.
 
-The items are listed from the inner store (its public ``search``, page by
-page, every namespace), and each is then read through the `SealedStore`
-itself (``get`` without refreshing its TTL), so every item is opened at its
-own location: a tampered, moved, copied or plaintext item is a finding, with
-its namespace, key and typed error class, and the pass goes on. Cells are
-counted by whether the primary key sealed them (from their header), the
-store identity's included, so rotation can be checked. Nothing here writes:
-the pass is a planner on the pass engine (secure_serde/_engine.py) that never
-plans a change, a page of items per batch.
+Items are listed from the inner store but read through the `SealedStore` (``get``
+without refreshing its TTL), so each is opened at its own location: a tampered,
+moved, copied or plaintext item is a finding. Read-only and counted as in _audit.py.
 """
 
 from __future__ import annotations

@@ -153,7 +153,6 @@ class ItemCodec:
         return given
 
     def open(self, found: Item) -> Item:
-        """``found`` with the value the application wrote there, or a typed refusal."""
         stored = found.value
         if not isinstance(stored, Mapping):
             raise BindingError("the inner store returned an item whose value is not an object")

@@ -192,9 +192,8 @@ class _Routing(SealedSaver):
             clone._scopes_lock = threading.Lock()
         return clone
 
-    # Every call that carries a config runs on its tenant's saver: see _CONFIG_CALLS below.
-
-    # Calls without a config are refused here: see _refused below.
+    # Calls with a config run on their tenant's saver (_CONFIG_CALLS below); the others
+    # are refused (_refused below).
 
 
 # SealedSaver's calls that carry a config, wrapped below for both savers of this module.
@@ -267,7 +266,6 @@ _SCOPED_VARIANTS: Final[dict[tuple[bool, bool], type[_Scoped]]] = {
 
 
 def tenant_variant(inner: BaseCheckpointSaver[Any]) -> type[SealedSaver]:
-    """The routing saver's class for ``inner`` (``prune``/``delete_for_runs`` where it has them)."""
     return _ROUTING_VARIANTS[(overrides(inner, "prune"), overrides(inner, "delete_for_runs"))]
 
 

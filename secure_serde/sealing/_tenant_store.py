@@ -130,7 +130,6 @@ class KeyTable:
             return bool(cursor.rowcount == 1)
 
     def rows(self, scope: str) -> Iterator[KeyRow]:
-        """Every row of ``scope`` ('' for tenant keys), in key order."""
         return iter(self._select("scope = ? ORDER BY tenant", (scope,)))
 
     def shredded(self) -> Iterator[KeyRow]:
