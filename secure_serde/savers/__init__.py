@@ -8,9 +8,8 @@ below need no database driver until they are called:
 * `adopt` copies the threads of an older store (one secure_serde 0.3's
   savers wrote, or a stock saver with or without secure_serde's serde) into
   a `SealedSaver`, after a dry run that lists every row it cannot vouch for;
-* `V03Reader` (also `secure_serde.stores.V03Reader`) reads a store 0.3's
-  sealed savers wrote, read only and checked as 0.3 checked it: ``adopt``'s
-  source for such a store.
+* `V03Reader` (also `secure_serde.stores.V03Reader`): ``adopt``'s source for
+  a store 0.3's savers wrote.
 """
 
 from typing import TYPE_CHECKING
