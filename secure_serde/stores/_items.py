@@ -23,9 +23,8 @@ read (compare-and-swap); tokens, searchable fields, timestamps and TTLs are
 left as they are. As in _sealed.py, no key and no cell parsing here
 (secure_serde/passes/_items.py re-encrypts).
 
-The names are `SealedStore`'s (secure_serde/sealing/_store_codec.py and
-_store_identity.py); stores must not import sealing, so they are repeated
-here, and tests/passes/test_store_rotation.py pins them equal.
+The names below repeat `SealedStore`'s, as stores must not import sealing;
+tests/passes/test_store_rotation.py pins them equal.
 
 A table is only ever read as sealed items when it holds the identity item:
 a bare store's table is not this layout, and nothing here seals it.

@@ -27,9 +27,8 @@ still the text read: the rest of the metadata (index tokens, ``parents``,
 plaintext keys) is left as it is. On SQLite the column is rewritten as the
 stock saver writes it (``json.dumps(..., ensure_ascii=False)``, UTF-8).
 
-The keys are `SealedSaver`'s (secure_serde/sealing/_codec.py and
-_identity.py); stores must not import sealing, so they are repeated here,
-and tests/passes/test_sealed_layout.py pins them equal.
+The keys below repeat `SealedSaver`'s, as stores must not import sealing;
+tests/passes/test_sealed_layout.py pins them equal.
 """
 
 from __future__ import annotations
