@@ -96,7 +96,6 @@ def audit_store_items(store: SealedStore, *, page: int = PAGE) -> StoreAuditRepo
     started = time.monotonic()
     store._ready()  # the identity first: a store sealed under other keys stops here
     planner = _Planner(store)
-    # Read-only: run as a dry run, so nothing is ever applied.
     applier: ReadOnly[Item] = ReadOnly(_ref)
     tally = run_batches(_pages(store, page), planner, applier, dry_run=True)
     tally.counts.update(planner.counts)

@@ -168,8 +168,7 @@ class ListWalk:
         if self.plan.inner or self.plan.residual:
             return
         unseen = [k for k in self.parents if k not in self.seen]
-        # A complete listing has every parent; a page has at most its oldest rows' parents
-        # beyond it.
+        # A page has at most its oldest rows' parents beyond it; a complete listing has all.
         for thread, ns, checkpoint_id in unseen if complete else unseen[-4:]:
             yield _config(thread, ns, checkpoint_id)
 
