@@ -1,7 +1,6 @@
 """Reading checkpoints for ``secure-serde inspect`` through LangGraph's own savers, read only.
 
-The connection is a `secure_serde.stores.HistoryView` (SQLite opened with ``mode=ro``,
-PostgreSQL on a session whose transactions are all read only), which also answers the id and
+The connection is a read-only `secure_serde.stores.HistoryView`, which also answers the id and
 namespace queries. Both databases are read by `secure_serde.stores.V03Reader` on it (the
 configured ciphers all seal values for their location). Each checkpoint is read bound first,
 then unbound (marked, with a warning when the store binds), as docs/cli.md (``secure-serde
