@@ -2,9 +2,8 @@
 
 0.3's sealed ``SqliteSaver`` and ``PostgresSaver`` subclassed langgraph's
 savers and overrode their private hooks. This reader gets the same
-`CheckpointTuple`s from the same rows with SQL of its own, on a
-`HistoryView` (SQLite opened ``mode=ro``, PostgreSQL on a read-only
-session), and refuses what they refused, with the same errors
+`CheckpointTuple`s from the same rows with SQL of its own, on a read-only
+`HistoryView`, and refuses what they refused, with the same errors
 (secure_serde/stores/_v03_rows.py says what a row must prove). It is a
 `BaseCheckpointSaver` that only reads: ``get_tuple``, ``list`` (without
 ``filter``) and langgraph's own ``get_delta_channel_history`` walk over
