@@ -265,3 +265,41 @@ def test_inspect_shows_a_write_moved_to_another_row_as_an_error(
     errors = {e["checkpoint_id"]: e["error"] for e in shown["checkpoints"]}
     assert errors[checkpoint_id] is not None
     assert [i for i, e in errors.items() if e is not None] == [checkpoint_id]
+
+
+def test_a_0_3_thread_the_probe_cannot_tell_is_not_laundered(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An attacker who corrupts every checkpoint of a 0.3 thread defeats the 0.3 probe.
+
+    Then rewrap runs as on a stock store: it writes nothing (the 0.3 rows are under the
+    primary already, and a pass never re-seals what it skips), and audit lists every 0.3 row,
+    the bound writes included, as unreadable and exits 1.
+    """
+    path = v03.sqlite_copy(tmp_path / "unmarked.sqlite", (*STOCK_THREADS, "t0"))
+    _without_metadata_entries(path, v03.serde(), "t0")
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT checkpoint_id, checkpoint FROM checkpoints WHERE thread_id = 't0'"
+        ).fetchall()
+        for checkpoint_id, blob in rows:
+            flipped = bytes(blob[:-1]) + bytes([blob[-1] ^ 1])
+            conn.execute(
+                "UPDATE checkpoints SET checkpoint = ? WHERE thread_id = 't0'"
+                " AND checkpoint_id = ?",
+                (flipped, checkpoint_id),
+            )
+        bound_writes = conn.execute(
+            "SELECT count(*) FROM writes WHERE thread_id = 't0'"
+        ).fetchone()[0]
+    conn.close()
+    before = _digest(path)
+
+    report = rewrap(str(path), v03.serde())
+    assert report.rewrapped == 0
+    assert _digest(path) == before
+
+    code, out, err = run_main(capsys, "audit", str(path))
+    assert code == 1, (out, err)
+    assert f"cannot decrypt: {len(rows) + bound_writes} " in out
+    assert _digest(path) == before
