@@ -90,61 +90,29 @@ if TYPE_CHECKING:
 else:
     from secure_serde._lazy import lazy_attributes
 
+    # Each module and the names it defines (the TYPE_CHECKING imports above, for the runtime).
+    _DEFINED = {
+        "_base": "ALL_THREADS DEFAULT_BATCH_SIZE Cell RowRef Store StoreError Swap TableSpec"
+        " ThreadRange",
+        "_columns": "MAX_NAMES InlineChannel JsonColumnScan MetadataKeys scan_json_columns",
+        "_dsn": "redact",
+        "_history": "CheckpointId HistoryView",
+        "_items": "IDENTITY_PREFIX SEALED_FIELD ItemsLayout identity_item_ref is_items_layout"
+        " namespace_of",
+        "_open": "open_items open_layout open_sealed open_store sealed_items_at"
+        " sealed_store_display store_thread_ids",
+        "_postgres": "PostgresStore",
+        "_sealed": "IDENTITY_KEY RECORDS SEALED_RECORD_KEY SealedRow identity_ref is_sealed_layout",
+        "_sqlite": "SqliteStore",
+        "_v03": "V03Reader refuse_v03 written_by_v03",
+        "_v03_metadata": "INDEX_METADATA_KEY RECORD_KEY ROW_KEY SEALED_METADATA_KEY"
+        " V03_STRUCTURAL_METADATA_KEYS parse_envelope",
+        "_v03_rows": "canonical metadata_record",
+        "_v03_tags": "CheckpointTags checkpoint_tags",
+    }
     __getattr__, __dir__ = lazy_attributes(
         __name__,
-        {
-            "ALL_THREADS": "secure_serde.stores._base",
-            "Cell": "secure_serde.stores._base",
-            "CheckpointId": "secure_serde.stores._history",
-            "CheckpointTags": "secure_serde.stores._v03_tags",
-            "DEFAULT_BATCH_SIZE": "secure_serde.stores._base",
-            "HistoryView": "secure_serde.stores._history",
-            "INDEX_METADATA_KEY": "secure_serde.stores._v03_metadata",
-            "InlineChannel": "secure_serde.stores._columns",
-            "JsonColumnScan": "secure_serde.stores._columns",
-            "MAX_NAMES": "secure_serde.stores._columns",
-            "MetadataKeys": "secure_serde.stores._columns",
-            "RECORD_KEY": "secure_serde.stores._v03_metadata",
-            "ROW_KEY": "secure_serde.stores._v03_metadata",
-            "PostgresStore": "secure_serde.stores._postgres",
-            "RowRef": "secure_serde.stores._base",
-            "SEALED_METADATA_KEY": "secure_serde.stores._v03_metadata",
-            "SqliteStore": "secure_serde.stores._sqlite",
-            "Store": "secure_serde.stores._base",
-            "StoreError": "secure_serde.stores._base",
-            "Swap": "secure_serde.stores._base",
-            "V03Reader": "secure_serde.stores._v03",
-            "V03_STRUCTURAL_METADATA_KEYS": "secure_serde.stores._v03_metadata",
-            "TableSpec": "secure_serde.stores._base",
-            "ThreadRange": "secure_serde.stores._base",
-            "canonical": "secure_serde.stores._v03_rows",
-            "checkpoint_tags": "secure_serde.stores._v03_tags",
-            "metadata_record": "secure_serde.stores._v03_rows",
-            "open_store": "secure_serde.stores._open",
-            "redact": "secure_serde.stores._dsn",
-            "IDENTITY_KEY": "secure_serde.stores._sealed",
-            "SEALED_RECORD_KEY": "secure_serde.stores._sealed",
-            "RECORDS": "secure_serde.stores._sealed",
-            "SealedRow": "secure_serde.stores._sealed",
-            "identity_ref": "secure_serde.stores._sealed",
-            "is_sealed_layout": "secure_serde.stores._sealed",
-            "IDENTITY_PREFIX": "secure_serde.stores._items",
-            "SEALED_FIELD": "secure_serde.stores._items",
-            "ItemsLayout": "secure_serde.stores._items",
-            "is_items_layout": "secure_serde.stores._items",
-            "namespace_of": "secure_serde.stores._items",
-            "identity_item_ref": "secure_serde.stores._items",
-            "open_layout": "secure_serde.stores._open",
-            "sealed_items_at": "secure_serde.stores._open",
-            "open_items": "secure_serde.stores._open",
-            "open_sealed": "secure_serde.stores._open",
-            "sealed_store_display": "secure_serde.stores._open",
-            "store_thread_ids": "secure_serde.stores._open",
-            "parse_envelope": "secure_serde.stores._v03_metadata",
-            "refuse_v03": "secure_serde.stores._v03",
-            "written_by_v03": "secure_serde.stores._v03",
-            "scan_json_columns": "secure_serde.stores._columns",
-        },
+        {name: f"{__name__}.{mod}" for mod, names in _DEFINED.items() for name in names.split()},
     )
 
 __all__ = [
