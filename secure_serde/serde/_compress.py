@@ -230,32 +230,28 @@ def _unzstd_single_use(data: bytes, max_size: int) -> bytes:
     decompressor = zstd.ZstdDecompressor(
         options={zstd.DecompressionParameter.window_log_max: _window_log(max_size)}
     )
-    try:
-        output = decompressor.decompress(data, max_length=max_size + 1)
-    except zstd.ZstdError:
-        # Also a frame whose window exceeds the cap: it cannot fit the bound.
-        raise DecompressionError("a zstd value is corrupt or exceeds the window bound") from None
-    if len(output) > max_size:
-        raise _too_large(ZSTD, max_size)
-    if not decompressor.eof:
-        raise DecompressionError("a zstd value is truncated")
-    if decompressor.unused_data:
-        raise DecompressionError("a zstd value has bytes after its frame")
-    return output
+    # A frame whose window exceeds the cap is "corrupt" too: it cannot fit the bound.
+    return _drain(ZSTD, decompressor, zstd.ZstdError, data, max_size)
 
 
 def _unzlib(data: bytes, max_size: int) -> bytes:
-    decompressor = zlib.decompressobj()
+    return _drain(ZLIB, zlib.decompressobj(), zlib.error, data, max_size)
+
+
+def _drain(algorithm: str, decompressor: Any, error: Any, data: bytes, max_size: int) -> bytes:
+    """One bounded decompress: refused past ``max_size``, truncated, or with bytes after it."""
     try:
-        output = decompressor.decompress(data, max_size + 1)
-    except zlib.error:
-        raise DecompressionError("a zlib value is corrupt") from None
+        output: bytes = decompressor.decompress(data, max_length=max_size + 1)
+    except error:
+        window = " or exceeds the window bound" if algorithm == ZSTD else ""
+        raise DecompressionError(f"a {algorithm} value is corrupt{window}") from None
     if len(output) > max_size:
-        raise _too_large(ZLIB, max_size)
+        raise _too_large(algorithm, max_size)
     if not decompressor.eof:
-        raise DecompressionError("a zlib value is truncated")
+        raise DecompressionError(f"a {algorithm} value is truncated")
     if decompressor.unused_data:
-        raise DecompressionError("a zlib value has bytes after its stream")
+        end = "frame" if algorithm == ZSTD else "stream"
+        raise DecompressionError(f"a {algorithm} value has bytes after its {end}")
     return output
 
 
