@@ -1,13 +1,12 @@
-"""The pass engine (secure_serde/passes/_engine.py) and its report, on real SQLite stores.
+"""The pass engine (secure_serde/_engine.py) and its report, on real SQLite stores.
 
 A dry run writes nothing and says "would"; a planner's failure is counted and listed by where
-and why; text lists are capped at 20 rows and --json lists every row the report kept (up to
-1,000, the rest counted); progress is called after every batch.
+and why; progress is called after every batch. The CLI's capped text of a report:
+tests/cli/test_report_lines.py.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import cast
@@ -16,19 +15,15 @@ import pytest
 
 from secure_serde import ConfigurationError, DecryptionError, PassReport
 from secure_serde._engine import Step, batch_steps
-from secure_serde._report import Tally
-from secure_serde.cli._pretty import report_lines
 from secure_serde.passes import (
     CURRENT,
-    MAX_LISTED_FAILURES,
     Planned,
-    RowFailure,
     Skip,
     Unreadable,
     rewrap,
     run_batches,
 )
-from secure_serde.passes._engine import CellApplier
+from secure_serde.passes._rewrap import CellApplier
 from secure_serde.stores import Cell, RowRef, Store, Swap, open_store
 from tests.passes.rewrap_support import (
     KEY_A,
@@ -70,11 +65,6 @@ class FailOne:
         if cell.ref == self.refused:
             return Unreadable.of(DecryptionError, "refused by this test's planner")
         return CURRENT
-
-
-class FailAll:
-    def plan(self, cell: Cell) -> Unreadable:
-        return Unreadable.of(DecryptionError, f"refused by this test's planner ({cell.ref.table})")
 
 
 class RewriteAll:
@@ -122,7 +112,7 @@ def test_a_real_rewrap_dry_run_writes_nothing(store: Path) -> None:
     assert isinstance(report, PassReport)
     assert (report.name, report.dry_run, report.changed > 0) == ("rewrap", True, True)
     assert snapshot(store) == before
-    assert any("would rewrap" in line for line in report_lines(report))
+    assert any("would rewrap" in line for line in report.lines())
 
 
 def test_a_planners_failure_is_counted_and_listed(opened: Store) -> None:
@@ -148,33 +138,6 @@ def test_a_planners_failure_is_counted_and_listed(opened: Store) -> None:
             "reason": failure.reason,
         }
     ]
-
-
-def test_failures_are_capped_in_text_and_full_in_json(opened: Store) -> None:
-    tally = Tally()
-    for table in opened.tables:
-        run_batches(
-            opened.iter_batches(table, 7), FailAll(), CellApplier(opened), dry_run=True, tally=tally
-        )
-    report = tally.report("rewrap", dry_run=True, elapsed=0.0)
-    assert report.failure_count == report.scanned > 20
-    lines = report_lines(report)
-    listed = [line for line in lines if "refused by this test's planner" in line]
-    assert len(listed) == 20
-    assert f"  ... and {report.failure_count - 20:,} more (--json lists them)" in lines
-    document = json.loads(json.dumps(report.to_json()))
-    assert len(document["failures"]) == report.failure_count
-    assert document["failure_count"] == report.failure_count
-
-
-def test_past_the_cap_the_report_counts_what_it_does_not_keep() -> None:
-    tally = Tally()
-    ref = RowRef("checkpoints", (("thread_id", "t"),))
-    for _ in range(MAX_LISTED_FAILURES + 5):
-        tally.fail(RowFailure(ref, "refused"))
-    report = tally.report("rewrap", dry_run=False, elapsed=0.0)
-    assert (report.failure_count, len(report.failures)) == (MAX_LISTED_FAILURES + 5, 1000)
-    assert report_lines(report)[-1] == "  ... and 985 more (--json lists the first 1,000)"
 
 
 def test_progress_is_called_after_every_batch(store: Path, opened: Store) -> None:
