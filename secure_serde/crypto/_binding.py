@@ -41,20 +41,14 @@ import functools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 Kind = Literal["blob", "write", "checkpoint", "metadata", "identity", "item"]
 
 _MAGIC: Final = b"SSLOC\x01"
 _MAGIC_IN_STORE: Final = b"SSLOC\x02"
-_KIND_BYTES: Final[dict[str, int]] = {
-    "blob": 1,
-    "write": 2,
-    "checkpoint": 3,
-    "metadata": 4,
-    "identity": 5,
-    "item": 6,
-}
+# 1 blob, 2 write, ... 6 item: the kinds in Kind's order, as the layout above numbers them.
+_KIND_BYTES: Final[dict[str, int]] = {kind: n for n, kind in enumerate(get_args(Kind), start=1)}
 _NONE: Final = b"\x00"
 _HEAD: Final = struct.Struct(">BI")
 _STR: Final = 1
@@ -176,8 +170,7 @@ def _namespace_bytes(namespace: Sequence[str]) -> bytes:
     parts = [struct.pack(">I", len(namespace))]
     for label in namespace:
         raw = str(label).encode("utf-8", "surrogatepass")
-        parts.append(struct.pack(">I", len(raw)))
-        parts.append(raw)
+        parts += (struct.pack(">I", len(raw)), raw)
     return b"".join(parts)
 
 

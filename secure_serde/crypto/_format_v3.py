@@ -22,30 +22,17 @@ ever a v2 one.
 
 * **Key commitment, per key.** The commitment depends only on the key, so
   a writer computes it once per key and a reader compares 16 stored bytes
-  with the value it computed once per key, *before* decrypting. Building
-  one ciphertext that authenticates under two keys still needs two keys
-  whose truncated HMACs collide: about 2^64 work for someone who chooses
-  both keys, 2^128 to match a given key's value, the bounds v2 has (see
-  SECURITY.md, "Key commitment"). Every value under one key carries the same
+  with the value it computed once per key, *before* decrypting, so a
+  ciphertext that authenticates under two keys costs what it costs in v2
+  (SECURITY.md, "Key commitment"). Every value under one key carries the same
   16 bytes, which links them only as the key id already does. The
   commitment is not secret (it is in every value under the key), so the
   reader finds the key by the 21 bytes of version, key id and commitment
   together, in a dict lookup: its variable time leaks nothing a stored
   value does not show.
-* **A binding to the value's place**, exactly as in v2. The associated
-  data, never stored and rebuilt on every read, is::
-
-      version(1) | key id(4) | commitment(16)
-      | len(cipher name)(1) | cipher name
-      | len(inner type tag)(2) | inner type tag
-      | location
-
-  where ``location`` is `secure_serde.crypto._binding.Location.encode()`, empty
-  for a value written without one. Everything before the location is fixed
-  per (key, cipher name, type tag), so readers and writers cache it. Every
-  field has a fixed or prefixed length and a non-empty location starts with
-  its own kind byte, so no two different (header, commitment, cipher name,
-  type tag, location) tuples share associated data.
+* **A binding to the value's place**: the associated data is laid out
+  exactly as v2's (see `_format_v2`). Everything before the location is
+  fixed per (key, cipher name, type tag), so readers and writers cache it.
 
 v2 values stay readable (`_format_v2`); v1 too (`_format`).
 """
