@@ -25,20 +25,21 @@ archives): docs/tenants.md says what backup policy the key store needs.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError
 
-__all__ = ["TABLE", "KeyRow", "KeyTable", "PostgresKeyTable", "SqliteKeyTable", "open_table"]
+__all__ = ["TABLE", "KeyRow", "KeyTable", "open_table"]
 
 TABLE: Final = "secure_serde_tenant_keys"
 TENANT_SCOPE: Final = ""
 THREAD_PREFIX: Final = "thread:"
 _PG_SCHEMES: Final = ("postgresql://", "postgres://")
-_SQLITE_DDL: Final = f"""
+_DDL: Final = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     tenant TEXT NOT NULL,
     scope TEXT NOT NULL,
@@ -50,7 +51,6 @@ CREATE TABLE IF NOT EXISTS {TABLE} (
     PRIMARY KEY (tenant, scope)
 )
 """
-_PG_DDL: Final = _SQLITE_DDL.replace("BLOB", "BYTEA")
 _COLUMNS: Final = "tenant, scope, key_id, cipher_name, wrapped, created, shredded"
 
 
@@ -87,23 +87,20 @@ def _row(values: Any) -> KeyRow:
 class KeyTable:
     """The key table, in SQLite or PostgreSQL: statements written once, with SQLite's ``?``."""
 
-    _MARK = "?"
-    _INSERT = f"INSERT OR IGNORE INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
-    _SHRED = (
-        f"UPDATE {TABLE} SET wrapped = NULL, shredded = COALESCE(shredded, ?)"  # noqa: S608
-        " WHERE tenant = ? AND (scope = ? OR ? = '')"
-    )
-    _db: Any
-    _lock: threading.Lock
+    def __init__(self, db: Any, kind: str, mark: str, after_shred: str) -> None:
+        self._db, self._kind, self._mark, self._after_shred = db, kind, mark, after_shred
+        self._lock = threading.Lock()
+        self._run(_DDL.replace("BLOB", "BYTEA") if kind == "postgresql" else _DDL)
 
     def _run(self, sql: str, params: tuple[object, ...] = ()) -> Any:
-        return self._db.execute(sql.replace("?", self._MARK), params)
+        """The rows a statement returns, or the count of rows it changed."""
+        with self._lock:
+            cursor = self._db.execute(sql.replace("?", self._mark), params)
+            return cursor.fetchall() if cursor.description else cursor.rowcount
 
     def _select(self, where: str, params: tuple[object, ...] = ()) -> list[KeyRow]:
         sql = f"SELECT {_COLUMNS} FROM {TABLE} WHERE {where}"  # noqa: S608 - where: written here
-        with self._lock:
-            found = self._run(sql, params).fetchall()
-        return [_row(r) for r in found]
+        return [_row(r) for r in self._run(sql, params)]
 
     def get(self, tenant: str, scope: str) -> KeyRow | None:
         found = self._select("tenant = ? AND scope = ?", (tenant, scope))
@@ -111,23 +108,30 @@ class KeyTable:
 
     def insert(self, row: KeyRow) -> None:
         """Insert ``row`` unless a row of that tenant and scope exists (which is kept)."""
-        values = (row.tenant, row.scope, row.key_id, row.cipher_name, row.wrapped, row.created)
-        with self._lock:
-            self._run(self._INSERT, (*values, row.shredded))
+        self._run(
+            f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
+            " ON CONFLICT (tenant, scope) DO NOTHING",
+            astuple(row),  # the fields in _COLUMNS' order
+        )
 
     def shred(self, tenant: str, scope: str, when: str) -> None:
         """Null the wrapped key of that row (and, for a tenant, of all its thread keys)."""
-        raise NotImplementedError
+        self._run(
+            f"UPDATE {TABLE} SET wrapped = NULL, shredded = COALESCE(shredded, ?)"  # noqa: S608
+            " WHERE tenant = ? AND (scope = ? OR ? = '')",
+            (when, tenant, scope, scope),
+        )
+        # SQLite: a WAL, if the file has one, is folded back and emptied too.
+        self._run(self._after_shred)
 
     def swap(self, tenant: str, scope: str, old: bytes, new: bytes, cipher_name: str) -> bool:
         """Replace a wrapped key if it is still ``old``; whether it was."""
-        with self._lock:
-            cursor = self._run(
-                f"UPDATE {TABLE} SET wrapped = ?, cipher_name = ?"  # noqa: S608
-                " WHERE tenant = ? AND scope = ? AND wrapped = ?",
-                (new, cipher_name, tenant, scope, old),
-            )
-            return bool(cursor.rowcount == 1)
+        changed = self._run(
+            f"UPDATE {TABLE} SET wrapped = ?, cipher_name = ?"  # noqa: S608
+            " WHERE tenant = ? AND scope = ? AND wrapped = ?",
+            (new, cipher_name, tenant, scope, old),
+        )
+        return bool(changed == 1)
 
     def rows(self, scope: str) -> Iterator[KeyRow]:
         return iter(self._select("scope = ? ORDER BY tenant", (scope,)))
@@ -140,70 +144,27 @@ class KeyTable:
             self._db.close()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
+        return f"KeyTable({self._kind})"
 
 
-class SqliteKeyTable(KeyTable):
-    """The key table in a SQLite file (autocommit, ``secure_delete`` on, one lock)."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        import sqlite3  # here: the postgres extra alone never imports it (test_import_light)
-
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA busy_timeout = 10000")
-        self._db.execute("PRAGMA secure_delete = ON")
-        self._db.execute(_SQLITE_DDL)
-
-    def shred(self, tenant: str, scope: str, when: str) -> None:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._run(self._SHRED, (when, tenant, scope, scope))
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-            # The old bytes were overwritten in the pages (secure_delete); a WAL, if the
-            # file has one, is folded back and emptied too.
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-
-class PostgresKeyTable(KeyTable):
-    """The key table in PostgreSQL (one autocommit connection, one lock)."""
-
-    _MARK = "%s"
-    _INSERT = (
-        f"INSERT INTO {TABLE} ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"  # noqa: S608
-        " ON CONFLICT (tenant, scope) DO NOTHING"
-    )
-
-    def __init__(self, url: str) -> None:
+def open_table(location: object) -> KeyTable:
+    if isinstance(location, os.PathLike):
+        location = os.fspath(location)
+    if not isinstance(location, str) or not location:
+        raise ConfigurationError("TenantKeys.open takes a SQLite file path or a postgresql:// URL")
+    if location.startswith(_PG_SCHEMES):
         try:
             import psycopg
         except ImportError:  # pragma: no cover - the postgres extra
             raise ConfigurationError(
                 "a PostgreSQL tenant key store needs psycopg: pip install 'secure_serde[postgres]'"
             ) from None
-        self._lock = threading.Lock()
-        self._db = psycopg.connect(url, autocommit=True)
-        self._db.execute(_PG_DDL)
+        return KeyTable(
+            psycopg.connect(location, autocommit=True), "postgresql", "%s", f"VACUUM {TABLE}"
+        )
+    import sqlite3  # here: the postgres extra alone never imports it (test_import_light)
 
-    def shred(self, tenant: str, scope: str, when: str) -> None:
-        with self._lock:
-            self._run(self._SHRED, (when, tenant, scope, scope))
-            # Old row versions stay in the heap until vacuumed; the table is small.
-            self._db.execute(f"VACUUM {TABLE}")
-
-
-def open_table(location: object) -> KeyTable:
-    import os
-
-    if isinstance(location, os.PathLike):
-        location = os.fspath(location)
-    if not isinstance(location, str) or not location:
-        raise ConfigurationError("TenantKeys.open takes a SQLite file path or a postgresql:// URL")
-    if location.startswith(_PG_SCHEMES):
-        return PostgresKeyTable(location)
-    return SqliteKeyTable(location)
+    db = sqlite3.connect(location, check_same_thread=False, isolation_level=None)
+    db.execute("PRAGMA busy_timeout = 10000")
+    db.execute("PRAGMA secure_delete = ON")
+    return KeyTable(db, "sqlite", "?", "PRAGMA wal_checkpoint(TRUNCATE)")
