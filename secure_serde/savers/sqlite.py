@@ -27,7 +27,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, closing, contextmanager
-from typing import Any, Final
+from typing import Final
 
 from secure_serde.savers._options import checked_options
 from secure_serde.sealing import SealedSaver
@@ -54,9 +54,6 @@ class SqliteSaver(SealedSaver):
 
     ``serde``, ``indexed_metadata`` and ``plaintext_metadata`` are as for `SealedSaver`.
     """
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> SqliteSaver:
-        return object.__new__(cls)
 
     def __init__(
         self,
@@ -98,9 +95,6 @@ class AsyncSqliteSaver(SealedSaver):
 
     ``serde``, ``indexed_metadata`` and ``plaintext_metadata`` are as for `SealedSaver`.
     """
-
-    def __new__(cls, *args: Any, **kwargs: Any) -> AsyncSqliteSaver:
-        return object.__new__(cls)
 
     def __init__(
         self,
