@@ -14,7 +14,7 @@ from secure_serde import DecryptionError
 from secure_serde._report import Tally
 from secure_serde.cli._pretty import report_lines
 from secure_serde.passes import MAX_LISTED_FAILURES, RowFailure, Unreadable, run_batches
-from secure_serde.passes._engine import CellApplier
+from secure_serde.passes._rewrap import CellApplier
 from secure_serde.stores import Cell, RowRef, Store, open_store
 from tests.passes.rewrap_support import KEY_A, rotation_serde, run_turns, sqlite_graph
 
