@@ -1,18 +1,7 @@
 """secure_serde: authenticated, versioned encryption for LangGraph checkpoints.
 
-Layers, top to bottom:
-
-* tools and savers: the ``secure-serde`` CLI (``cli``), `rewrap` over the
-  store layer (``stores``), and the sealed PostgreSQL savers (``savers``);
-* serializers: `EncryptedSerializer`, `CompressedSerializer`, `PickleFallbackSerializer`
-  (``pickling``);
-* ciphers (``ciphers``): env key, key rotation, AWS KMS envelope, legacy reader;
-* byte formats: ``_format`` (v1) and ``ciphers/_kms_format``;
-* primitives (``_primitives``): AES-GCM and HKDF from ``cryptography``, the
-  legacy EAX reader from pycryptodome; never hand-rolled.
-
-tests/test_layers.py pins this layering from the source: no module imports
-a layer above its own, and the CLI imports public names only.
+The layers, one job per folder, are docs/README.md's "Where the code lives";
+tests/test_layers.py pins them.
 
 Only the error classes are imported with the package; every other name below
 is imported on first use (PEP 562), so that ``import secure_serde`` does not

@@ -4,7 +4,7 @@ Every pass (rewrap, adopt, copy_thread, reindex, audit) hands the engine
 batches of units (cells, checkpoints, items) and a planner that decides, per
 unit, to skip it (`Skip`, by kind), to fail it (`Unreadable`: a reason and an
 error class, never content) or to change it (`Planned`). An applier writes a
-batch's changes: compare-and-swap for cells (secure_serde/passes/_engine.py),
+batch's changes: compare-and-swap for cells (secure_serde/passes/_rewrap.py),
 a saver's ``put`` for checkpoints. A dry run applies nothing and counts what
 it would change; audit never plans a change. ``on_batch`` runs after every
 batch. The loop is one generator (`batch_steps`): an applier that asks for

@@ -96,13 +96,11 @@ class Tally:
 
     def fail(self, failure: RowFailure) -> None:
         self.failure_count += 1
-        if len(self.failures) < MAX_LISTED_FAILURES:
-            self.failures.append(failure)
+        _keep(self.failures, failure)
 
     def accept(self, row: RowFailure) -> None:
         self.counts["accepted"] += 1
-        if len(self.accepted) < MAX_LISTED_FAILURES:
-            self.accepted.append(row)
+        _keep(self.accepted, row)
 
     def merge(self, other: Tally) -> None:
         self.scanned += other.scanned
@@ -110,10 +108,8 @@ class Tally:
         self.conflicts += other.conflicts
         self.vanished += other.vanished
         self.failure_count += other.failure_count
-        room = MAX_LISTED_FAILURES - len(self.failures)
-        self.failures.extend(other.failures[: max(room, 0)])
-        room = MAX_LISTED_FAILURES - len(self.accepted)
-        self.accepted.extend(other.accepted[: max(room, 0)])
+        _keep(self.failures, *other.failures)
+        _keep(self.accepted, *other.accepted)
         self.changed_by.update(other.changed_by)
         self.skipped.update(other.skipped)
         self.counts.update(other.counts)
@@ -149,6 +145,10 @@ class Tally:
         )
 
 
+def _keep(listed: list[RowFailure], *rows: RowFailure) -> None:
+    listed.extend(rows[: max(MAX_LISTED_FAILURES - len(listed), 0)])
+
+
 def _read(read: Callable[[PassReport], _T]) -> _T:
     """A read-only report attribute, computed from the report (typed as what it reads)."""
     return cast(_T, property(read))
@@ -161,10 +161,6 @@ def counted(name: str) -> int:
 
 def _frozen(counts: Mapping[str, int]) -> Mapping[str, int]:
     return MappingProxyType(dict(sorted(counts.items())))
-
-
-def _empty() -> Mapping[str, Any]:
-    return MappingProxyType({})
 
 
 # Per pass: what it does to a unit (done, in a dry run) and what a unit is.
@@ -209,24 +205,20 @@ class PassReport:
     store: str = ""
     scanned: int = 0
     changed: int = 0
-    skipped: Mapping[str, int] = field(default_factory=_empty)
-    counts: Mapping[str, int] = field(default_factory=_empty)
-    changed_by: Mapping[str, int] = field(default_factory=_empty)
+    skipped: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    counts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    changed_by: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     failure_count: int = 0
     failures: tuple[RowFailure, ...] = ()
     accepted: tuple[RowFailure, ...] = ()
-    details: Mapping[str, Detail] = field(default_factory=_empty)
+    details: Mapping[str, Detail] = field(default_factory=lambda: MappingProxyType({}))
     elapsed: float = 0.0
 
     ok = _read(lambda r: r.failure_count == 0)  # no unit failed (in a dry run: none would)
     rate = _read(lambda r: r.scanned / r.elapsed if r.elapsed > 0 else 0.0)
     # What the pass does to a unit (past tense, or "would ..." in a dry run), and what it scans.
     verb = _read(lambda r: _VERBS.get(r.name, _OTHER)[1 if r.dry_run else 0])
-    done_verb = _read(lambda r: _VERBS.get(r.name, _OTHER)[0])
     unit = _read(lambda r: _VERBS.get(r.name, _OTHER)[2])
-
-    def replace(self, **changes: Any) -> PassReport:
-        return dataclasses.replace(self, **changes)
 
     def summary(self, named: Callable[[str], str] = str) -> list[str]:
         """The counts as text lines; ``named`` renders a key source (the CLI adds its label)."""
@@ -259,7 +251,7 @@ class PassReport:
         return lines
 
     accepted_heading = _read(lambda r: f"rows listed and {r.verb} (accepted):")
-    failures_heading = _read(lambda r: f"rows that could not be {r.done_verb}:")
+    failures_heading = _read(lambda r: f"rows that could not be {_VERBS.get(r.name, _OTHER)[0]}:")
 
     def lines(self) -> list[str]:
         """The report as text: `summary`, then every listed row (the CLI caps the lists)."""
@@ -307,7 +299,7 @@ class PassReport:
                 "threads": self.threads,
                 "checkpoints": self.checkpoints,
                 "writes": self.writes,
-                "unvouched": [{**dataclasses.asdict(u)} for u in self.unvouched],
+                "unvouched": [dataclasses.asdict(u) for u in self.unvouched],
             }
         return {}
 

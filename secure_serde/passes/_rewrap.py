@@ -1,4 +1,9 @@
-"""`rewrap`: re-encrypt every value of a checkpoint store under the current primary key."""
+"""`rewrap`: re-encrypt every value of a checkpoint store under the current primary key.
+
+Its units are cells, applied by compare-and-swap (`CellApplier`), on the one
+batch loop every pass runs (secure_serde/_engine.py: why a kill at any moment
+loses nothing).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +13,13 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-from secure_serde._engine import BatchDone, reporter
+from secure_serde._engine import BatchDone, UnitPlanner, reporter, run_batches
 from secure_serde._errors import ConfigurationError, SecureSerdeError
 from secure_serde._report import PassProgress, PassReport, Tally
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import KmsEnvelopeCipher, TagAuthenticatingCipher
-from secure_serde.passes._engine import CellPlanner, rewrap_range
 from secure_serde.passes._items import ItemsPlanner, open_items_at
 from secure_serde.passes._plan import Planner
 from secure_serde.passes._sealed import SealedPlanner
@@ -24,9 +28,12 @@ from secure_serde.serde import CompressedSerializer, EncryptedSerializer, Migrat
 from secure_serde.stores import (
     ALL_THREADS,
     DEFAULT_BATCH_SIZE,
+    Cell,
     ItemsLayout,
+    RowRef,
     Store,
     StoreError,
+    Swap,
     ThreadRange,
     identity_item_ref,
     identity_ref,
@@ -37,11 +44,50 @@ from secure_serde.stores import (
     refuse_v03,
 )
 
-__all__ = ["rewrap"]
+__all__ = ["CellApplier", "rewrap"]
 
 Progress = Callable[[PassProgress], None]
 _POLL_SECONDS: Final = 0.25  # how often the parent reads the workers' counts
 _SLOTS: Final = 3  # per worker, in shared memory: scanned, rewrapped, failures
+
+
+class CellPlanner(UnitPlanner[Cell], Protocol):
+    """A planner over cells: `Planner` (a stock saver's store), `SealedPlanner`, `ItemsPlanner`."""
+
+    primary: str  # the primary cipher's name (and key id), as the report names it
+
+
+class CellApplier:
+    """Compare-and-swap of cells, a batch per transaction (`Store.compare_and_swap`)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def apply(self, changes: Sequence[object]) -> Sequence[bool]:
+        return self._store.compare_and_swap([c for c in changes if isinstance(c, Swap)])
+
+    def reload(self, change: object) -> Cell | None:
+        return self._store.reload(change.cell.ref) if isinstance(change, Swap) else None
+
+    def ref(self, unit: Cell) -> RowRef:
+        return unit.ref
+
+
+def rewrap_range(  # noqa: PLR0913 - the range, its store and the options it runs with
+    store: Store,
+    planner: CellPlanner,
+    thread_range: ThreadRange,
+    *,
+    batch_size: int,
+    dry_run: bool,
+    on_batch: BatchDone | None = None,
+) -> Tally:
+    tally = Tally()
+    applier = CellApplier(store)
+    for table in store.tables:
+        batches = store.iter_batches(table, batch_size, thread_range)
+        run_batches(batches, planner, applier, dry_run=dry_run, tally=tally, on_batch=on_batch)
+    return tally
 
 
 @scrubbed  # a DSN may hold a password: no error leaves it in a frame local
@@ -67,8 +113,8 @@ def rewrap(  # noqa: PLR0913 - public API: keyword-only options, each with a saf
     (after a crash, a kill or a failure) finishes the job and a second run
     writes nothing. Each batch is one transaction of compare-and-swap
     updates: a row the application changed meanwhile is re-read, never
-    overwritten. See ``secure_serde/passes/_engine.py`` for why a kill at
-    any moment loses nothing.
+    overwritten. See ``secure_serde/_engine.py`` for why a kill at any
+    moment loses nothing.
 
     Args:
         store: a `Store`, a SQLite file path, or a ``postgresql://`` URL.
