@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final
 
 from secure_serde._errors import (
@@ -131,8 +131,8 @@ class V03Metadata:
             " (latest %s) because Migration.unbound is on"
         )
 
-    def open(self, serde: Any, metadata: Any, row: Row) -> Any:
-        """The caller's metadata, after every check; ``serde`` reads at the entry's location.
+    def open(self, load: Callable[[tuple[str, bytes]], Any], metadata: Any, row: Row) -> Any:
+        """The caller's metadata, after every check; ``load`` reads at the entry's location.
 
         Raises:
             MetadataDowngradeError, MetadataMovedError, BlindIndexError,
@@ -141,7 +141,7 @@ class V03Metadata:
         if not isinstance(metadata, dict):
             raise BindingError("checkpoint metadata is not a JSON object")
         self._check(metadata)
-        sealed = _open_entry(serde, metadata)
+        sealed = _open_entry(load, metadata)
         if sealed is None:
             return metadata
         bound = sealed.pop(ROW_KEY, None)
@@ -214,14 +214,14 @@ def parse_envelope(envelope: Any) -> tuple[str, bytes] | None:
         return None
 
 
-def _open_entry(serde: Any, metadata: Any) -> dict[str, Any] | None:
+def _open_entry(load: Callable[[tuple[str, bytes]], Any], metadata: Any) -> dict[str, Any] | None:
     entry = metadata.get(SEALED_METADATA_KEY)
     if entry is None:
         return None
     parsed = parse_envelope(entry)
     if parsed is None:
         raise DecryptionError("malformed sealed metadata entry")
-    sealed = serde.loads_typed(parsed)
+    sealed = load(parsed)
     if not isinstance(sealed, dict):
         raise DecryptionError("sealed metadata entry does not hold a mapping")
     return sealed

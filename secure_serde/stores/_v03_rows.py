@@ -30,6 +30,7 @@ import json
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
+from functools import partial
 from typing import Any, Final, cast
 
 from langgraph.checkpoint.base import Checkpoint, CheckpointTuple, PendingWrite, writes_sort_key
@@ -61,19 +62,6 @@ _INLINE_TYPES: Final = (type(None), str, int, float, bool)
 
 def _text(value: Any) -> str:
     return bytes(value).decode() if isinstance(value, (bytes, bytearray, memoryview)) else value
-
-
-class _AtLocation:
-    """The serde reading at one location (what opens a sealed-metadata entry)."""
-
-    __slots__ = ("_location", "_rows")
-
-    def __init__(self, rows: V03Rows, location: Location) -> None:
-        self._rows = rows
-        self._location = location
-
-    def loads_typed(self, data: tuple[str, bytes]) -> Any:
-        return self._rows.load(data, self._location)
 
 
 class V03Rows:
@@ -117,7 +105,9 @@ class V03Rows:
     def _tuple(
         self, row: tuple[str, str, str], parent_id: str | None, checkpoint: Any, metadata: Any
     ) -> CheckpointTuple:
-        opened = self._metadata.open(_AtLocation(self, Location.metadata(*row)), metadata, row)
+        opened = self._metadata.open(
+            partial(self.load, location=Location.metadata(*row)), metadata, row
+        )
         ids = {"thread_id": row[0], "checkpoint_ns": row[1]}
         return CheckpointTuple(
             {"configurable": {**ids, "checkpoint_id": row[2]}},
