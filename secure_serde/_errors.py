@@ -30,11 +30,7 @@ def _restore(cls: type[SecureSerdeError], args: tuple[Any, ...], state: dict[str
 
 
 class ConfigurationError(SecureSerdeError, ValueError):
-    """A key, cipher or serializer was built with bad arguments.
-
-    Raised at construction time, so a bad key never survives until the
-    first checkpoint write.
-    """
+    """Bad arguments, raised when a key, cipher or serializer is built, never at first write."""
 
 
 class EncryptionError(SecureSerdeError):
@@ -124,10 +120,7 @@ class DecompressionError(DecryptionError):
 
 
 class DecompressionBombError(DecompressionError):
-    """A compressed value would decompress past ``max_size`` bytes; refused before that.
-
-    ``max_size`` is the bound that was configured (`CompressedSerializer`).
-    """
+    """A compressed value would decompress past the configured ``max_size``; refused before."""
 
     def __init__(self, message: str, *, max_size: int) -> None:
         super().__init__(message)

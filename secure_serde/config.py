@@ -7,19 +7,9 @@ exactly what the application wrote::
     from secure_serde.config import serializer_from_env
     saver = PostgresSaver(pool, serde=serializer_from_env())
 
-The AES keys come from exactly where ``KeyRotationCipher.from_env()`` finds
-them (``LANGGRAPH_AES_KEY``, ``SECURE_SERDE_KEYRING_FILE``); KMS from the
-three ``SECURE_SERDE_KMS_*`` variables below, and boto3's own environment.
-docs/cli.md ("Keys for rewrap, audit and inspect") describes each. When the
-KMS key is set, it is the primary (rows under it count as current) and the
-AES keyring only reads; otherwise the keyring's primary is.
-
-``SECURE_SERDE_KMS_KEY`` and ``SECURE_SERDE_KMS_DECRYPT_KEYS`` were
-``SECURE_SERDE_KMS_KEY_ID`` and ``SECURE_SERDE_KMS_DECRYPT_KEY_IDS`` in 0.3
-(they hold KMS keys, not key ids): the old names are still read until 0.5,
-with a `DeprecationWarning`, and one set beside its new name to a different
-value is refused. So are this module's constants for them (``KMS_KEY_ID_VAR``,
-``KMS_DECRYPT_KEY_IDS_VAR``), which are now the new names.
+The variables, and 0.3's names for two of them (read until 0.5, with a
+`DeprecationWarning`), are docs/cli.md's "Keys for rewrap, audit and inspect".
+When the KMS key is set, it is the primary and the AES keyring only reads.
 """
 
 from __future__ import annotations
@@ -81,9 +71,7 @@ class ConfiguredCiphers:
         """What the configuration calls the key whose key id (hex) a header carries, if known.
 
         For the AES keyring that is the key's label; for KMS it is the KMS key
-        (its ARN; KMS keys have no label). Never key material. Audit's
-        ``key_label`` (a keyring's) or ``kms_key`` field and the rewrap report
-        show this.
+        (its ARN; KMS keys have no label). Never key material.
         """
         if key_id is None:
             return None
