@@ -10,14 +10,21 @@ indexes and tenant row prefixes for ``passes``; ``PruningSealedSaver`` for
 # Registers the per-tenant routing saver with SealedSaver (it subclasses SealedSaver).
 import secure_serde.sealing._tenant_saver  # noqa: F401
 from secure_serde.sealing import _cell as cell_layout
-from secure_serde.sealing._audit import AuditFinding, SealedAuditReport, ShreddedRow, audit_sealed
+from secure_serde.sealing._audit import (
+    AuditFinding,
+    SealedAuditReport,
+    ShreddedRow,
+    StoreAuditReport,
+    StoreItemFinding,
+    audit_sealed,
+    audit_store_items,
+)
 from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity, parse_record
 from secure_serde.sealing._index import BlindIndex
 from secure_serde.sealing._record import new_versions_of
 from secure_serde.sealing._reindex import ReindexReport
 from secure_serde.sealing._saver import DEFAULT_INDEXED_METADATA, PruningSealedSaver, SealedSaver
 from secure_serde.sealing._store import SealedStore
-from secure_serde.sealing._store_audit import StoreAuditReport, StoreItemFinding, audit_store_items
 from secure_serde.sealing._store_identity import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE
 from secure_serde.sealing._tenant_inner import tenant_prefix, tenant_thread_prefix
 from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys

@@ -1,8 +1,13 @@
-"""`audit_sealed`: every row of a SealedSaver store opened as a read would open it.
+"""`audit_sealed` and `audit_store_items`: every row of a SealedSaver store, or every item
+of a SealedStore, opened as a read would open it.
 
-Read-only: a planner on the pass engine (secure_serde/_engine.py) that never plans a
+Read-only: planners on the pass engine (secure_serde/_engine.py) that never plan a
 change. Cells are counted by whether the primary key sealed them (told from their
 header, never decrypted twice), so a rotation can be checked.
+
+Items are listed from the inner store but read through the `SealedStore` (``get``
+without refreshing its TTL), so each is opened at its own location: a tampered,
+moved, copied or plaintext item is a finding.
 
 A shredded tenant's (or thread's) rows are erased, not corrupt: counted, never a
 finding. A row under a tenant-shaped prefix (_tenant_inner.py) that no tenant of the
@@ -17,10 +22,11 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final, Self
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
+from langgraph.store.base import Item
 
 from secure_serde._engine import ReadOnly, Skip, Unreadable, batches_of, run_batches
 from secure_serde._errors import (
@@ -32,23 +38,28 @@ from secure_serde._errors import (
     UnreadableRowError,
 )
 from secure_serde._report import Kept, PassReport, Tally, counted
-from secure_serde._rows import CheckpointRow, RowFailure
+from secure_serde._rows import CheckpointRow, RowFailure, RowRef
 from secure_serde.ciphers import current_test
 from secure_serde.sealing import _cell
 from secure_serde.sealing._codec import RECORD_KEY, Sealer
 from secure_serde.sealing._identity import IDENTITY_THREAD
 from secure_serde.sealing._reindex import thread_of
 from secure_serde.sealing._saver import SealedSaver
-from secure_serde.sealing._store_audit import Audited
+from secure_serde.sealing._store import SealedStore
+from secure_serde.sealing._store_codec import SEALED_FIELD
+from secure_serde.sealing._store_identity import RESERVED_NAMESPACE
 from secure_serde.sealing._tenant_inner import TenantInner, tenant_prefix, tenant_thread_prefix
 from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
 from secure_serde.sealing._walks import key_of
+from secure_serde.serde import EncryptedSerializer
 
-__all__ = ["AuditFinding", "SealedAuditReport", "ShreddedRow", "audit_sealed"]
+__all__ = ["AuditFinding", "Audited", "SealedAuditReport", "ShreddedRow", "audit_sealed"]
+__all__ += ["StoreAuditReport", "StoreItemFinding", "audit_store_items"]
 
 SHREDDED: Final = "shredded"
 OPENS: Final = Skip("opens")
 BATCH: Final = 100
+PAGE: Final = 500
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,40 @@ class ShreddedRow:
     checkpoint_id: str
     tenant_id: str
     status: str = SHREDDED
+
+
+@dataclass(frozen=True)
+class StoreItemFinding:
+    """One item that does not open: where it is, and the class of the error (never a value)."""
+
+    namespace: tuple[str, ...]
+    key: str
+    error: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Audited(PassReport):
+    """An audit's `PassReport` (named ``"audit"``): its findings are the report's failures.
+
+    ``clean``: nothing failed to open, and every cell is under the primary key.
+    """
+
+    under_primary = counted("under_primary")
+    not_under_primary = counted("not_under_primary")
+
+    @property
+    def finding_count(self) -> int:
+        return self.failure_count
+
+    @property
+    def clean(self) -> bool:
+        return self.failure_count == 0 and self.not_under_primary == 0
+
+    @classmethod
+    def of(cls, tally: Tally, started: float, **extra: Any) -> Self:
+        base = tally.report("audit", dry_run=False, elapsed=time.monotonic() - started)
+        return cls(**{f.name: getattr(base, f.name) for f in dataclasses.fields(base)}, **extra)
 
 
 @dataclass(frozen=True)
@@ -116,6 +161,43 @@ class SealedAuditReport(Audited):
             )
             for f in self.failures
         )
+
+
+@dataclass(frozen=True)
+class StoreAuditReport(Audited):
+    """What a pass over a SealedStore's items found.
+
+    ``items`` counts the application's items (the store identity is not
+    one); ``under_primary`` and ``not_under_primary`` count cells, the
+    identity's included. ``findings`` lists the first 1,000 items that do not
+    open, ``finding_count`` counts them all.
+    """
+
+    items = counted("items")
+
+    @property
+    def findings(self) -> tuple[StoreItemFinding, ...]:
+        return tuple(
+            StoreItemFinding(
+                _namespace(str(f.ref.get("prefix"))),
+                str(f.ref.get("key")),
+                "" if f.error is None else f.error.__name__,
+                f.reason,
+            )
+            for f in self.failures
+        )
+
+
+class _Counting:
+    """A read-only planner's counts: each cell by whether the primary key sealed it."""
+
+    def __init__(self, serde: EncryptedSerializer) -> None:
+        self._is_current, _, _ = current_test(serde.cipher)
+        self.counts: Counter[str] = Counter()
+
+    def count_cell(self, cell: _cell.Cell) -> None:
+        current = self._is_current(cell.type_tag.rpartition("+")[2], cell.ciphertext)
+        self.counts["under_primary" if current else "not_under_primary"] += 1
 
 
 class _Tenants:
@@ -197,7 +279,7 @@ def audit_sealed(
     on_batch = None if progress is None else (lambda done: progress(done.scanned))
     batches = _batches(saver, thread_ids, tally)
     # Read-only: run as a dry run, so nothing is ever applied.
-    applier: ReadOnly[CheckpointTuple] = ReadOnly(lambda found: CheckpointRow.at(*key_of(found)))
+    applier = ReadOnly(_checkpoint_ref)
     run_batches(batches, planner, applier, dry_run=True, tally=tally, on_batch=on_batch)
     for child, parent in planner.parents.items():
         if parent not in planner.seen:
@@ -205,17 +287,14 @@ def audit_sealed(
             tally.fail(RowFailure(CheckpointRow.at(*child), why, HistoryError))
     tally.counts.update(planner.counts)
     tally.counts["threads"] = len(planner.threads)
-    base = tally.report("audit", dry_run=False, elapsed=time.monotonic() - started)
-    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(PassReport)}
-    return SealedAuditReport(**fields, shredded_rows=tuple(planner.shredded.items))
+    return SealedAuditReport.of(tally, started, shredded_rows=tuple(planner.shredded.items))
 
 
-class _Planner:
+class _Planner(_Counting):
     def __init__(self, saver: SealedSaver, tenants: _Tenants) -> None:
+        super().__init__(saver._encrypting)
         self._tenants = tenants
         self._sealer = saver._ready()
-        self._is_current, _, _ = current_test(saver._encrypting.cipher)
-        self.counts: Counter[str] = Counter()
         self.shredded: Kept[ShreddedRow] = Kept()
         self.seen: set[tuple[str, str, str]] = set()
         self.parents: dict[tuple[str, str, str], tuple[str, str, str]] = {}
@@ -251,28 +330,28 @@ class _Planner:
         if opened.parent_id is not None and not opened.detached:
             self.parents[key] = (thread, ns, opened.parent_id)
         record = _cell.from_text(found.metadata.get(RECORD_KEY), _cell.RECORD)
-        self._count(record.type_tag, record.ciphertext, "records", in_tenant)
+        self._count(record, "records", in_tenant)
         stored = found.checkpoint.get("channel_values") or {}
         for channel in opened.with_values:
-            cell = _cell.unpack(stored[channel], _cell.VALUE)
-            self._count(cell.type_tag, cell.ciphertext, "values", in_tenant)
+            self._count(_cell.unpack(stored[channel], _cell.VALUE), "values", in_tenant)
         for _, _, raw in found.pending_writes or ():
-            cell = _cell.unpack(raw, _cell.WRITE)
-            self._count(cell.type_tag, cell.ciphertext, "writes", in_tenant)
+            self._count(_cell.unpack(raw, _cell.WRITE), "writes", in_tenant)
         return OPENS
 
     def _shred(self, key: tuple[str, str, str], tenant: str) -> Skip:
         self.shredded.append(ShreddedRow(*key, tenant))
         return Skip(SHREDDED)
 
-    def _count(self, tag: str, ciphertext: bytes, kind: str, tenant: bool) -> None:
+    def _count(self, cell: _cell.Cell, kind: str, tenant: bool) -> None:
         self.counts[kind] += 1
         if tenant:
             self.counts["tenant_cells"] += 1
-        elif self._is_current(tag.rpartition("+")[2], ciphertext):
-            self.counts["under_primary"] += 1
         else:
-            self.counts["not_under_primary"] += 1
+            self.count_cell(cell)
+
+
+def _checkpoint_ref(found: CheckpointTuple) -> RowRef:
+    return CheckpointRow.at(*key_of(found))
 
 
 def _opens(sealer: Sealer, found: CheckpointTuple) -> bool:
@@ -309,3 +388,60 @@ def _batches(
             continue
         rows = [found for found in rows if thread_of(found) != IDENTITY_THREAD]
         yield from batches_of(rows, BATCH)
+
+
+def audit_store_items(store: SealedStore, *, page: int = PAGE) -> StoreAuditReport:
+    """Open every item of ``store`` as the application would, and count what is there.
+
+    Raises:
+        StoreIdentityError: the store's identity does not open under these keys
+            (nothing in it can be checked).
+    """
+    started = time.monotonic()
+    store._ready()  # the identity first: a store sealed under other keys stops here
+    planner = _ItemPlanner(store)
+    tally = run_batches(_pages(store, page), planner, ReadOnly(_item_ref), dry_run=True)
+    tally.counts.update(planner.counts)
+    return StoreAuditReport.of(tally, started)
+
+
+class _ItemPlanner(_Counting):
+    def __init__(self, store: SealedStore) -> None:
+        super().__init__(store._serde)
+        self._store = store
+
+    def plan(self, found: Item) -> Skip | Unreadable:
+        namespace = tuple(found.namespace)
+        try:
+            if namespace != RESERVED_NAMESPACE:
+                self.counts["items"] += 1
+                self._store.get(namespace, found.key, refresh_ttl=False)
+            kind = _cell.IDENTITY if namespace == RESERVED_NAMESPACE else _cell.ITEM
+            value = found.value if isinstance(found.value, dict) else {}
+            cell = _cell.from_text(value.get(SEALED_FIELD), kind)
+        except SecureSerdeError as exc:
+            return Unreadable(type(exc), str(exc))
+        self.count_cell(cell)
+        return OPENS
+
+
+def _item_ref(found: Item) -> RowRef:
+    return RowRef("store", (("prefix", ".".join(found.namespace)), ("key", found.key)))
+
+
+def _namespace(prefix: str) -> tuple[str, ...]:
+    return tuple(prefix.split(".")) if prefix else ()
+
+
+def _pages(store: SealedStore, page: int) -> Iterator[Sequence[Item]]:
+    seen: set[tuple[tuple[str, ...], str]] = set()
+    offset = 0
+    while True:
+        batch = store.inner.search((), limit=page, offset=offset)
+        fresh = [found for found in batch if (tuple(found.namespace), found.key) not in seen]
+        seen.update((tuple(found.namespace), found.key) for found in fresh)
+        if fresh:
+            yield fresh
+        if len(batch) < page:
+            return
+        offset += page
