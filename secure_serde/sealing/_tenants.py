@@ -1,18 +1,10 @@
 """`TenantKeys`: a random data key per tenant and per thread, kept wrapped, and shredded on demand.
 
-The serializer's primary key wraps one random **tenant key** per tenant,
-which wraps one random **thread key** per thread; the thread key encrypts
-the thread's checkpoints (an `EnvKeyCipher`: format v3, each value sealed
-for its location). The tenant key also keys the tenant's blind index (HKDF), so
-a shred also ends the use of its metadata tokens as a guessing oracle. Each
-wrapped key is sealed for a location naming its tenant, thread and key id,
-and kept in a key store of its own (_tenant_store.py), never in the
-checkpoint store, whose backups then hold no key.
-
-**Shredding** nulls the wrapped key and keeps the row as a tombstone, so the
-key is never created again. Unwrapped keys are cached, bounded in count and
-age (``max_age``): KMS calls grow with tenants, not operations, and another
-process may use a shredded key until its ``max_age`` passes (docs/tenants.md).
+The serializer's primary key wraps each tenant key, which wraps its thread
+keys and keys the tenant's blind index; each wrapped key is sealed for its
+tenant, thread and key id, in a key store of its own (_tenant_store.py).
+A shred nulls the wrapped key and keeps the row as a tombstone, so the key is
+never created again. What this protects and what it does not: docs/tenants.md.
 """
 
 from __future__ import annotations
@@ -71,13 +63,17 @@ def check_tenant_id(tenant_id: object, what: str = "tenant id") -> str:
     return tenant_id
 
 
-def _wrap_location(kind: int, tenant: str, thread: str, key_id: str) -> bytes:
-    """Where a wrapped key belongs, as its associated data: injective, length-prefixed."""
+def _wrap_at(tenant: str, scope: str, key_id: str) -> tuple[str, bytes]:
+    """The context and location a wrapped key is sealed for: injective, length-prefixed."""
+    if scope == TENANT_SCOPE:
+        kind, context = _TENANT_KIND, _TENANT_CONTEXT
+    else:
+        kind, context = _THREAD_KIND, _THREAD_CONTEXT
     parts = [_WRAP_MAGIC, bytes([kind])]
-    for text in (tenant, thread, key_id):
+    for text in (tenant, scope[len(THREAD_PREFIX) :], key_id):  # the thread: '' for a tenant
         raw = text.encode("utf-8", "surrogatepass")
         parts += [struct.pack(">I", len(raw)), raw]
-    return b"".join(parts)
+    return context, b"".join(parts)
 
 
 def _now() -> str:
@@ -187,7 +183,7 @@ class TenantKeys:
 
     def tenant_index(self, tenant: str, primary: EncryptedSerializer) -> BlindIndex:
         """The tenant's blind index (its key created on first use)."""
-        index = self._tenant(tenant, primary, create=True).index
+        index = self._key(tenant, TENANT_SCOPE, primary, create=True).index
         if index is None:  # pragma: no cover - tenant entries always carry one
             raise ConfigurationError("a tenant key without its index")
         return index
@@ -195,114 +191,71 @@ class TenantKeys:
     def thread_cipher(
         self, tenant: str, thread: str, primary: EncryptedSerializer, *, create: bool
     ) -> EnvKeyCipher:
-        """The cipher of one thread's key; created (with its tenant's) when ``create``.
+        """The cipher of one thread's key; created (with its tenant's) when ``create``."""
+        return self._key(tenant, THREAD_PREFIX + thread, primary, create=create).cipher
+
+    def _key(
+        self, tenant: str, scope: str, primary: EncryptedSerializer, *, create: bool
+    ) -> _Unwrapped:
+        """A tenant's key (``scope`` empty) or a thread's, from the cache or the key store.
 
         Raises:
             ShreddedError: the tenant's or the thread's key was shredded.
             UnknownTenantError: no key, and ``create`` is false (a row the
                 key store has no key for).
         """
-        scope = THREAD_PREFIX + thread
         with self._lock:
-            hit = self._cached((tenant, scope))
-        if hit is not None:
-            return hit.cipher
-        owner = self._tenant(tenant, primary, create=create)
+            hit = self._cache.pop((tenant, scope), None)  # an expired key is dropped
+            if hit is not None and hit.expires > self._clock():
+                self._cache[(tenant, scope)] = hit  # now the most recently used
+                return hit
+        owner = None
+        if scope != TENANT_SCOPE:  # a thread key is wrapped under its tenant's, looked up first
+            owner = self._key(tenant, TENANT_SCOPE, primary, create=create)
         row = self._table.get(tenant, scope)
         if row is None:
             if not create:
-                raise UnknownTenantError(
-                    f"the tenant key store holds no key for thread {thread!r} of tenant"
-                    f" {tenant!r}, but the checkpoint store holds a row of it: the row was"
-                    " planted, or the key store was restored from a backup older than the row"
-                )
-            self._table.insert(self._new_row(tenant, scope, _THREAD_KIND, owner.cipher))
+                raise UnknownTenantError(_unknown(tenant, scope))
+            wrapper = _primary_cipher(primary) if owner is None else owner.cipher
+            self._table.insert(self._new_row(tenant, scope, wrapper))
             row = self._table.get(tenant, scope)
             if row is None:
-                raise UnknownTenantError("the tenant key store did not keep a new thread key")
-        entry = self._unwrap_thread(row, owner.cipher)
-        self._remember((tenant, scope), entry)
-        return entry.cipher
-
-    def _tenant(self, tenant: str, primary: EncryptedSerializer, *, create: bool) -> _Unwrapped:
+                kind = "tenant" if owner is None else "thread"
+                raise UnknownTenantError(f"the tenant key store did not keep a new {kind} key")
+        entry = self._unwrap(row, primary, owner)
         with self._lock:
-            hit = self._cached((tenant, TENANT_SCOPE))
-        if hit is not None:
-            return hit
-        row = self._table.get(tenant, TENANT_SCOPE)
-        if row is None:
-            if not create:
-                raise UnknownTenantError(
-                    f"the tenant key store holds no key for tenant {tenant!r}, but the"
-                    " checkpoint store holds a row of it: the key store was restored from a"
-                    " backup older than the row, or it is not this store's key store"
-                )
-            cipher = _primary_cipher(primary)
-            self._table.insert(self._new_row(tenant, TENANT_SCOPE, _TENANT_KIND, cipher))
-            row = self._table.get(tenant, TENANT_SCOPE)
-            if row is None:
-                raise UnknownTenantError("the tenant key store did not keep a new tenant key")
-        entry = self._unwrap_tenant(row, primary)
-        self._remember((tenant, TENANT_SCOPE), entry)
-        return entry
-
-    def _cached(self, key: tuple[str, str]) -> _Unwrapped | None:
-        hit = self._cache.get(key)
-        if hit is None:
-            return None
-        if hit.expires <= self._clock():
-            del self._cache[key]
-            return None
-        self._cache.move_to_end(key)
-        return hit
-
-    def _remember(self, key: tuple[str, str], entry: _Unwrapped) -> None:
-        with self._lock:
-            self._cache[key] = entry
-            self._cache.move_to_end(key)
+            self._cache[(tenant, scope)] = entry
+            self._cache.move_to_end((tenant, scope))
             while len(self._cache) > self._max_cached:
                 self._cache.popitem(last=False)
+        return entry
 
     @scrubbed
-    def _new_row(self, tenant: str, scope: str, kind: int, wrapper: SealingCipher) -> KeyRow:
+    def _new_row(self, tenant: str, scope: str, wrapper: SealingCipher) -> KeyRow:
         key_id = os.urandom(_KEY_ID_SIZE).hex()
-        thread = scope[len(THREAD_PREFIX) :] if kind == _THREAD_KIND else ""
-        context = _TENANT_CONTEXT if kind == _TENANT_KIND else _THREAD_CONTEXT
         key = os.urandom(KEY_SIZE)
-        name, wrapped = wrapper.encrypt_at(
-            key, context, _wrap_location(kind, tenant, thread, key_id)
-        )
+        name, wrapped = wrapper.encrypt_at(key, *_wrap_at(tenant, scope, key_id))
         del key
         return KeyRow(tenant, scope, key_id, name, wrapped, _now(), None)
 
     @scrubbed
-    def _unwrap_tenant(self, row: KeyRow, primary: EncryptedSerializer) -> _Unwrapped:
-        refusal = ConfigurationError("the primary cipher cannot unwrap tenant keys")
-        key = _tenant_key(row, primary, refusal)
+    def _unwrap(
+        self, row: KeyRow, primary: EncryptedSerializer, owner: _Unwrapped | None
+    ) -> _Unwrapped:
+        """A tenant key (``owner`` None) under the primary, or a thread key under its owner."""
+        if owner is None:
+            refusal = ConfigurationError("the primary cipher cannot unwrap tenant keys")
+            key = _tenant_key(row, primary, refusal)
+        else:
+            context, location = _wrap_at(row.tenant, row.scope, row.key_id)
+            key = owner.cipher.decrypt_at(row.cipher_name, _live(row), context, location)
         if len(key) != KEY_SIZE:
-            raise DecryptionError("a stored tenant key is not 32 bytes")
-        index_key = hkdf_sha256(key, _INDEX_INFO, INDEX_KEY_SIZE)
-        entry = _Unwrapped(
-            row.key_id,
-            EnvKeyCipher(key, legacy_mode=None),
-            BlindIndex(index_key),
-            self._clock() + self._max_age,
-        )
-        del key, index_key
-        return entry
-
-    @scrubbed
-    def _unwrap_thread(self, row: KeyRow, tenant_cipher: EnvKeyCipher) -> _Unwrapped:
-        wrapped = _live(row)
-        location = _wrap_location(_THREAD_KIND, row.tenant, row.thread or "", row.key_id)
-        key = tenant_cipher.decrypt_at(row.cipher_name, wrapped, _THREAD_CONTEXT, location)
-        if len(key) != KEY_SIZE:
-            raise DecryptionError("a stored thread key is not 32 bytes")
-        entry = _Unwrapped(
-            row.key_id, EnvKeyCipher(key, legacy_mode=None), None, self._clock() + self._max_age
-        )
+            kind = "tenant" if owner is None else "thread"
+            raise DecryptionError(f"a stored {kind} key is not 32 bytes")
+        index = BlindIndex(hkdf_sha256(key, _INDEX_INFO, INDEX_KEY_SIZE)) if owner is None else None
+        cipher = EnvKeyCipher(key, legacy_mode=None)
         del key
-        return entry
+        return _Unwrapped(row.key_id, cipher, index, self._clock() + self._max_age)
 
     def shred(self, tenant_id: str) -> ShredResult:
         """Destroy the tenant's key (and its thread keys): every row of it, anywhere, is gone.
@@ -356,28 +309,17 @@ class TenantKeys:
 
     def shredded_scopes(self) -> ShreddedScopes:
         """What is shredded: whole tenants, and single threads of live tenants (audit, rewrap)."""
-        tenants: set[str] = set()
-        threads: set[tuple[str, str]] = set()
-        for row in self._table.shredded():
-            thread = row.thread
-            if thread is None:
-                tenants.add(row.tenant)
-            else:
-                threads.add((row.tenant, thread))
-        return ShreddedScopes(
-            frozenset(tenants), frozenset(t for t in threads if t[0] not in tenants)
-        )
+        shredded = [(row.tenant, row.thread) for row in self._table.shredded()]
+        tenants = frozenset(tenant for tenant, thread in shredded if thread is None)
+        threads = {(tenant, thread) for tenant, thread in shredded if thread is not None}
+        return ShreddedScopes(tenants, frozenset(t for t in threads if t[0] not in tenants))
 
     def rewrap(self, serde: EncryptedSerializer, *, dry_run: bool = False) -> TenantRewrapReport:
-        """Re-wrap every live tenant key under ``serde``'s primary key.
+        """Re-wrap every live tenant key under ``serde``'s primary key (docs/tenants.md).
 
-        Reads each wrapped key with any of ``serde``'s ciphers (the keyring's
-        older keys, ``decrypt_only``), and writes it back under the primary
-        only if the row still holds what was read (another run may race).
-        Keys already under the primary are left alone, so a second run, or
-        a run resumed after a failure, does only what is left. Thread keys
-        are wrapped under their tenant's key and do not change. Shredded
-        rows are counted and skipped. Nothing is written with ``dry_run``.
+        Any of ``serde``'s ciphers reads a wrapped key; a row is replaced only if
+        it still holds what was read. Keys under the primary already, shredded
+        rows and thread keys are left alone. Nothing is written with ``dry_run``.
         """
         primary = _primary_cipher(serde)
         is_current, _, _ = current_test(serde.cipher)
@@ -415,8 +357,7 @@ class TenantKeys:
     ) -> tuple[str, bytes]:
         refusal = DecryptionError(f"no cipher reads tenant keys under {row.cipher_name!r}")
         key = _tenant_key(row, serde, refusal)
-        location = _wrap_location(_TENANT_KIND, row.tenant, "", row.key_id)
-        moved = primary.encrypt_at(key, _TENANT_CONTEXT, location)
+        moved = primary.encrypt_at(key, *_wrap_at(row.tenant, row.scope, row.key_id))
         del key
         return moved
 
@@ -427,14 +368,26 @@ def _tenant_key(row: KeyRow, serde: EncryptedSerializer, refusal: SecureSerdeErr
     cipher = serde.read_rule.route(f"{_TENANT_CONTEXT}+{row.cipher_name}").cipher
     if cipher is None or not is_sealing(cipher):
         raise refusal
-    location = _wrap_location(_TENANT_KIND, row.tenant, "", row.key_id)
-    return cast(SealingCipher, cipher).decrypt_at(
-        row.cipher_name, wrapped, _TENANT_CONTEXT, location
-    )
+    context, location = _wrap_at(row.tenant, row.scope, row.key_id)
+    return cast(SealingCipher, cipher).decrypt_at(row.cipher_name, wrapped, context, location)
 
 
 def _what(tenant: str, thread: str | None) -> str:
     return f"tenant {tenant!r}" if thread is None else f"thread {thread!r} of tenant {tenant!r}"
+
+
+def _unknown(tenant: str, scope: str) -> str:
+    if scope == TENANT_SCOPE:
+        return (
+            f"the tenant key store holds no key for tenant {tenant!r}, but the checkpoint store"
+            " holds a row of it: the key store was restored from a backup older than the row,"
+            " or it is not this store's key store"
+        )
+    return (
+        f"the tenant key store holds no key for thread {scope[len(THREAD_PREFIX) :]!r} of"
+        f" tenant {tenant!r}, but the checkpoint store holds a row of it: the row was planted,"
+        " or the key store was restored from a backup older than the row"
+    )
 
 
 def _live(row: KeyRow) -> bytes:
