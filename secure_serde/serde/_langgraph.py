@@ -48,43 +48,32 @@ EXT_PYDANTIC_V2: Final[int] = _jsonplus.EXT_PYDANTIC_V2
 def register_allowlist_wrapper(cls: type[Any]) -> None:
     """Let ``BaseCheckpointSaver.with_allowlist`` reach through our wrappers.
 
-    Why secure_serde needs it: under ``LANGGRAPH_STRICT_MSGPACK``, compiling
-    a graph (``StateGraph.compile``, ``Pregel``, ``@entrypoint``) derives a
-    msgpack allowlist from the state schema and hands it to the checkpointer
-    through langgraph's ``_internal._serde.apply_checkpointer_allowlist`` ->
-    ``checkpointer.with_allowlist`` -> the private
-    ``_with_msgpack_allowlist(serde, ...)``. That function calls
-    ``with_msgpack_allowlist`` only on a serde that passes
-    ``isinstance(serde, JsonPlusSerializer)``, or on langgraph's own
-    ``EncryptedSerializer`` wrapping one (which it rebuilds as that base
-    class); anything else is logged as "does not support msgpack allowlist"
-    and strict msgpack is silently not enforced for the graph's types.
-    ``JsonPlusSerializer`` is an ABC (through ``typing.Protocol``), so
-    registering a virtual subclass makes that check pass without inheriting
-    any of its code. ``cls`` must implement ``with_msgpack_allowlist`` and
-    apply it to the serializer it wraps.
+    Under ``LANGGRAPH_STRICT_MSGPACK``, compiling a graph derives a msgpack
+    allowlist from the state schema and hands it, through
+    ``_internal._serde.apply_checkpointer_allowlist``, to the checkpointer's
+    ``with_allowlist``. Its private ``_with_msgpack_allowlist`` calls
+    ``with_msgpack_allowlist`` only on an ``isinstance(serde,
+    JsonPlusSerializer)`` or on langgraph's own ``EncryptedSerializer``
+    (rebuilt as that base class); anything else is logged as "does not
+    support msgpack allowlist" and the graph's types go silently unenforced.
+    ``JsonPlusSerializer`` is an ABC (through ``typing.Protocol``), so a
+    registered virtual subclass passes that check without inheriting any of
+    its code. ``cls`` must implement ``with_msgpack_allowlist`` and apply it
+    to the serializer it wraps.
 
-    Why there is no narrower hook (checked against langgraph 1.2 and
-    langgraph-checkpoint 4.3): the stock savers users pass ``serde=`` to
-    (InMemorySaver, SqliteSaver, PostgresSaver, ...) all inherit
-    ``with_allowlist`` from ``BaseCheckpointSaver``, and it dispatches on
-    those two ``isinstance`` checks only; there is no protocol, attribute
-    or duck-typed method to implement instead. The alternatives are worse:
-    inheriting from ``JsonPlusSerializer`` would inherit its encode/decode
-    paths (and its whole-object pickle fallback) under our type;
-    subclassing langgraph's ``EncryptedSerializer`` gets the wrapper rebuilt
-    as the base class on every allowlist call, dropping our behaviour;
-    overriding ``with_allowlist`` covers only our own savers; a scoped
-    registration cannot exist, since ``abc`` has no way to undo one and
-    graphs compile at any time; a custom ``__class__`` or metaclass hook on
-    our wrappers would fool every other type check too. The cost of the
-    registration is that ``isinstance(x, JsonPlusSerializer)`` is true for
-    our wrappers process-wide. The only such checks in the installed
-    langgraph and langchain packages are the two in
-    ``_with_msgpack_allowlist``, which then call ``with_msgpack_allowlist``,
-    the one method we guarantee; tests/serde/test_langgraph_private.py parses
-    every installed module that names ``JsonPlusSerializer`` and fails on a
-    new check.
+    No narrower hook exists (langgraph 1.2, langgraph-checkpoint 4.3): every
+    stock saver inherits ``with_allowlist`` and those two checks. The
+    alternatives are worse: inheriting JsonPlus inherits its encode/decode
+    paths and whole-object pickle fallback; subclassing langgraph's
+    ``EncryptedSerializer`` gets us rebuilt as the base class on every call;
+    overriding ``with_allowlist`` covers only our own savers; ``abc`` cannot
+    undo a registration, so none can be scoped; a custom ``__class__`` or
+    metaclass would fool every other type check too. The cost is that
+    ``isinstance(x, JsonPlusSerializer)`` is true for our wrappers
+    process-wide; the only such checks in the installed langgraph and
+    langchain are the two above, and tests/serde/test_langgraph_private.py
+    parses every installed module that names ``JsonPlusSerializer`` and
+    fails on a new one.
     """
     JsonPlusSerializer.register(cls)
 

@@ -38,7 +38,7 @@ from secure_serde.ciphers import (
     is_sealing,
     tag_ciphers,
 )
-from secure_serde.crypto import ENV_VAR, MODE_EAX, Location
+from secure_serde.crypto import MODE_EAX, Location
 from secure_serde.serde._compress import CompressedSerializer, inner_with_allowlist
 from secure_serde.serde._langgraph import register_allowlist_wrapper
 from secure_serde.serde._migration import Migration
@@ -155,11 +155,7 @@ class EncryptedSerializer:
                 f"unsupported argument(s) {', '.join(sorted(kwargs))}; accepted are key= and mode="
             )
         resolved = Migration.resolve(migration)
-        cipher = EnvKeyCipher(
-            key,
-            legacy_mode=MODE_EAX if mode is None else mode,
-            env_var=ENV_VAR,
-        )
+        cipher = EnvKeyCipher(key, legacy_mode=MODE_EAX if mode is None else mode)
         return cls(cipher, CompressedSerializer(serde) if compress else serde, migration=resolved)
 
     def dumps_typed(self, obj: Any) -> tuple[str, bytes]:

@@ -1,37 +1,25 @@
 """The strict decoder: JsonPlus's encoding, read as data, for values nothing authenticates.
 
-langgraph's ``JsonPlusSerializer`` is permissive by default: its msgpack
-ext hook imports the module and calls the name that the bytes spell, so
-*loading* a msgpack value can run any importable callable
-(``("os", "system", <cmd>)``). That is harmless for a value whose type tag
-and bytes a cipher authenticated: only the key holder wrote it. It is code
-execution for a value that anyone with write access to the store could have
-planted or relabelled: plaintext rows read under ``Migration.plaintext``,
-rows of langgraph's built-in ``+aes`` format (whose type tag is not
-authenticated, so a ``bytes+aes`` upload can be relabelled ``msgpack+aes``),
-and plaintext-tagged sealed-metadata envelopes.
+Permissive ``JsonPlusSerializer`` msgpack imports and calls the name the
+bytes spell (``("os", "system", <cmd>)``): harmless for a value whose type
+tag and bytes a cipher authenticated, code execution for one that anyone
+with write access to the store could have planted or relabelled: plaintext
+rows under ``Migration.plaintext``, rows of langgraph's built-in ``+aes``
+format (a ``bytes+aes`` upload can be relabelled ``msgpack+aes``), and
+plaintext-tagged sealed-metadata envelopes.
 
-`StrictDecoder` reads those. It is modelled on langgraph's strict msgpack
-mode (``LANGGRAPH_STRICT_MSGPACK``): it constructs only the types in
-langgraph's ``SAFE_MSGPACK_TYPES`` plus an explicit allowlist (the inner
+`StrictDecoder` reads those, modelled on langgraph's strict msgpack mode: it
+constructs only ``SAFE_MSGPACK_TYPES`` plus an explicit allowlist (the inner
 serializer's ``allowed_msgpack_modules`` when it is a set, and a compiled
-graph's ``with_msgpack_allowlist``), and calls only the methods in
-``SAFE_MSGPACK_METHODS``. Where langgraph's strict mode returns the raw
-payload of a blocked type, this raises `StrictDecodeError`, so a refused
-value never flows on as something else.
-
-Per inner type tag:
-
-* ``null``, ``bytes``, ``bytearray``: as JsonPlus (no decoding happens);
-* ``msgpack``: strict ext hook; ``_DeltaSnapshot`` (ext 7) round-trips,
-  numpy arrays (ext 6) are rebuilt with the exact byte length their dtype
-  and shape need, object dtypes are refused; secure_serde's embedded
-  pickles (ext 80, 81) and every unknown ext code are refused;
-* ``json`` (langgraph's pre-msgpack format): plain JSON data; any
-  LangChain ``lc`` envelope (``constructor``, ``secret``, ...) is refused,
-  since reviving one imports by name or reads an environment variable;
-* ``pickle`` and any tag naming it (``msgpack+pickle``): `PickleRefusedError`;
-* anything else: `StrictDecodeError`.
+graph's ``with_msgpack_allowlist``) and calls only ``SAFE_MSGPACK_METHODS``.
+Where langgraph's strict mode returns a blocked type's raw payload, this
+raises `StrictDecodeError`, so a refused value never flows on as something
+else. In msgpack, ``_DeltaSnapshot`` (ext 7) round-trips, numpy arrays (ext
+6) are rebuilt with the exact byte length their dtype and shape need, and
+object dtypes, secure_serde's embedded pickles (ext 80, 81) and unknown ext
+codes are refused. ``json`` (langgraph's pre-msgpack format) is read as
+plain JSON, refusing any LangChain ``lc`` envelope, since reviving one
+imports by name or reads an environment variable.
 """
 
 from __future__ import annotations
@@ -39,7 +27,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Final, NoReturn
 
 import ormsgpack
@@ -71,6 +59,10 @@ _NUMPY_ORDERS: Final = frozenset({"C", "F"})
 _MAX_DTYPE_TEXT: Final = 64
 _LC_KEY: Final = "lc"
 _FAILED: Final = object()
+# Tags JsonPlus itself reads without decoding anything.
+_UNDECODED: Final[dict[str, Callable[[bytes], Any]]] = {
+    "null": lambda _: None, "bytes": bytes, "bytearray": bytearray,
+}  # fmt: skip
 
 
 def allowlist_of(serde: SerializerProtocol | None) -> frozenset[tuple[str, str]]:
@@ -138,14 +130,10 @@ class StrictDecoder:
         type_tag, payload = data
         if type_tag == "msgpack":
             return _Run(self._types).unpack(payload)
-        if type_tag == "null":
-            return None
-        if type_tag == "bytes":
-            return bytes(payload)
-        if type_tag == "bytearray":
-            return bytearray(payload)
         if type_tag == "json":
             return _json(payload)
+        if type_tag in _UNDECODED:
+            return _UNDECODED[type_tag](payload)
         if _PICKLE in type_tag.split("+"):
             raise PickleRefusedError(
                 f"refusing a {type_tag!r} value whose type tag nothing authenticates:"
