@@ -12,14 +12,13 @@ unless ``--accept-unvouched``. Exit codes: the epilog.
 from __future__ import annotations
 
 import argparse
-import json
 from contextlib import ExitStack
 from typing import Final
 
 from secure_serde import ConfigurationError, Migration
 from secure_serde.cli._fixes import adopt_fixes
 from secure_serde.cli._inspect_read import open_sealed
-from secure_serde.cli._pretty import report_lines
+from secure_serde.cli._pretty import print_document, report_lines
 from secure_serde.config import serializer_from_env
 from secure_serde.savers import adopt
 from secure_serde.stores import V03Reader
@@ -82,10 +81,7 @@ def run(args: argparse.Namespace) -> int:
             accept_unvouched=args.accept_unvouched,
         )
     code = 0 if report.ok else 1
-    if args.json:
-        print(json.dumps({**report.to_json(), "exit_code": code}, indent=2))
-    else:
-        fixes = adopt_fixes({f.kind for f in report.failures}, args.source)
-        for line in report_lines(report, fixes=fixes):
-            print(line)
+    fixes = adopt_fixes({f.kind for f in report.failures}, args.source)
+    document = {**report.to_json(), "exit_code": code}
+    print_document(document, args.json, lambda: report_lines(report, fixes=fixes))
     return code

@@ -9,10 +9,8 @@ the epilog.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Collection, Mapping
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError
 from secure_serde.cli._args import positive_int
@@ -26,7 +24,7 @@ from secure_serde.cli._audit_scan import (
 )
 from secure_serde.cli._audit_sealed import run_sealed
 from secure_serde.cli._next import is_internal_channel
-from secure_serde.cli._pretty import MAX_LISTED, capped, command, for_terminal
+from secure_serde.cli._pretty import MAX_LISTED, capped, command, print_document
 from secure_serde.cli._rewrap import add_progress_options, progress_line
 from secure_serde.config import require_ciphers
 from secure_serde.passes import RowFailure
@@ -127,11 +125,7 @@ def run(args: argparse.Namespace) -> int:
                 bar.finish()
     code = EXIT_FINDINGS if report.problems() else EXIT_CLEAN
     document = report_json(report, code)
-    if args.json:
-        json.dump(document, sys.stdout, indent=2, sort_keys=False)
-        sys.stdout.write("\n")
-    else:
-        _print_text(document, sys.stdout, args.max_listed)
+    print_document(document, args.json, lambda: _text(document, args.max_listed))
     return code
 
 
@@ -267,8 +261,7 @@ def _metadata_note(key: str, allowed: Collection[str]) -> str:
     return "NOT LangGraph's: copied from config"
 
 
-def _print_text(doc: Mapping[str, Any], out: TextIO, limit: int) -> None:
-    """`report_json`'s document as text; every line passes through `for_terminal`."""
+def _text(doc: Mapping[str, Any], limit: int) -> list[str]:
     store, cells, meta = doc["store"], doc["cells"], doc["metadata"]
     lines = [f"store: {store} ({doc['kind']})"]
     lines += [f"keys: {key}" for key in doc["keys"]] or [
@@ -323,5 +316,4 @@ def _print_text(doc: Mapping[str, Any], out: TextIO, limit: int) -> None:
             f"    {'or: ' if index else 'fix:'} {c['command']}  # {c['why']}"
             for index, c in enumerate(fix["commands"])
         ]
-    for line in lines:
-        print(for_terminal(line), file=out)
+    return lines

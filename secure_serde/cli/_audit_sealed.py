@@ -13,8 +13,6 @@ the exit code 1).
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
@@ -22,7 +20,7 @@ from typing import Any, Final
 from secure_serde import ConfigurationError, EncryptedSerializer, TenantKeys
 from secure_serde.cli._fixes import row_error_fixes
 from secure_serde.cli._inspect_read import open_sealed
-from secure_serde.cli._pretty import capped, command, for_terminal
+from secure_serde.cli._pretty import capped, command, print_document
 from secure_serde.config import serializer_from_env
 from secure_serde.sealing import (
     SealedAuditReport,
@@ -58,15 +56,12 @@ def run_sealed(args: argparse.Namespace, display: str) -> int:
         with _sealed_store(args.store, serde) as store:
             reports.append(audit_store_items(store))
     code = _CLEAN if all(r.clean for r in reports) else _FINDINGS
-    documents = [_document(report, display, code) for report in reports]
-    if args.json:
-        first, *items = documents
-        json.dump({**first, "items": items[0]} if items else first, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        for document in documents:
-            for line in _print(document, args.max_listed):
-                sys.stdout.write(for_terminal(line) + "\n")
+    first, *items = documents = [_document(report, display, code) for report in reports]
+    print_document(
+        {**first, "items": items[0]} if items else first,
+        args.json,
+        lambda: [line for doc in documents for line in _print(doc, args.max_listed)],
+    )
     return code
 
 

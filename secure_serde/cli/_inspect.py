@@ -8,7 +8,6 @@ graph. This is a debugging tool: unlike audit, it prints state values. Exit code
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Mapping
 from typing import Any, Final
@@ -17,7 +16,7 @@ from secure_serde import Migration
 from secure_serde.cli._args import positive_int
 from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader, SealedReader
 from secure_serde.cli._next import is_internal_channel
-from secure_serde.cli._pretty import compact, for_terminal, to_jsonable
+from secure_serde.cli._pretty import compact, print_document, to_jsonable
 from secure_serde.config import PICKLE_PRESETS, serializer_from_env
 from secure_serde.serde import langgraph_internals as lg
 from secure_serde.stores import open_store, sealed_store_display
@@ -147,20 +146,17 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     views = [_view(entry, args.all_channels, binding) for entry in entries]
-    if args.json:
-        document = {
-            "store": display,
-            "thread_id": args.thread,
-            "checkpoint_ns": args.ns,
-            "namespaces": namespaces,
-            "next_derived_without_graph": True,
-            "binding_store": binding,
-            "checkpoints": to_jsonable(views),
-        }
-        json.dump(document, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        _print_text(display, args, namespaces, views)
+    document = {
+        "store": display,
+        "thread_id": args.thread,
+        "checkpoint_ns": args.ns,
+        "namespaces": namespaces,
+        "next_derived_without_graph": True,
+        "binding_store": binding,
+        "checkpoints": views,
+    }
+    text = lambda: _text(display, args, namespaces, views)  # noqa: E731 - one use, named
+    print_document(to_jsonable(document) if args.json else None, args.json, text)
     return EXIT_NOT_SHOWN if any(e.error for e in entries) else EXIT_SHOWN
 
 
@@ -215,13 +211,9 @@ def _value(indent: str, name: str, value: Any, width: int) -> list[str]:
     return [f"{indent}{name}: {first}", *(f"{indent}  {line}" for line in rest)]
 
 
-def _print_text(
-    display: str,
-    args: argparse.Namespace,
-    namespaces: Mapping[str, int],
-    views: list[dict[str, Any]],
-) -> None:
-    """The report as text; every line passes through `for_terminal`."""
+def _text(
+    display: str, args: argparse.Namespace, namespaces: Mapping[str, int], views: list[Any]
+) -> list[str]:
     others = ", ".join(f"{ns!r} ({n})" for ns, n in namespaces.items() if ns != args.ns)
     where = "root graph" if args.ns == "" else "subgraph"
     lines = [
@@ -236,8 +228,7 @@ def _print_text(
         newest = " (newest)" if index == 0 and args.checkpoint is None else ""
         lines += ["", f"== checkpoint {view['checkpoint_id']}{newest}"]
         lines += _lines(view, args.max_chars)
-    for line in lines:
-        print(for_terminal(line))
+    return lines
 
 
 def _lines(view: Mapping[str, Any], width: int) -> list[str]:  # noqa: C901 - one branch a part

@@ -14,9 +14,11 @@ import base64
 import dataclasses
 import datetime
 import enum
+import json
 import shlex
+import sys
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ __all__ = [
     "compact",
     "for_terminal",
     "message_lines",
+    "print_document",
     "report_lines",
     "shorten",
     "to_jsonable",
@@ -88,6 +91,16 @@ def capped(
         where = "them" if len(rows) >= count else f"the first {len(rows):,}"
         lines.append(f"{indent}... and {rest:,} more (--json lists {where})")
     return lines
+
+
+def print_document(document: object, as_json: bool, text: Callable[[], Iterable[str]]) -> None:
+    """A command's one document: ``--json`` prints it, else ``text()`` reads it (`for_terminal`)."""
+    if as_json:
+        json.dump(document, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        for line in text():
+            print(for_terminal(line))
 
 
 def report_lines(

@@ -11,7 +11,6 @@ is opened, naming ``secure-serde adopt``. Exit codes: the epilog below.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from collections.abc import Callable
@@ -20,7 +19,7 @@ from typing import Any, Final
 from secure_serde import ConfigurationError, Migration, TenantKeys
 from secure_serde.cli._args import positive_int
 from secure_serde.cli._fixes import row_error_fixes
-from secure_serde.cli._pretty import command, for_terminal, report_lines
+from secure_serde.cli._pretty import command, for_terminal, print_document, report_lines
 from secure_serde.config import ConfiguredCiphers, require_ciphers
 from secure_serde.passes import PassProgress, PassReport, rewrap
 from secure_serde.stores import DEFAULT_BATCH_SIZE
@@ -210,13 +209,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.finish()
-    if args.json:
-        json.dump(report.to_json(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        named = lambda source: _named(source, configured)  # noqa: E731 - one use, named
-        for line in report_lines(report, named=named, fixes=_fixes(report)):
-            print(line)
+    named = lambda source: _named(source, configured)  # noqa: E731 - one use, named
+    text = lambda: report_lines(report, named=named, fixes=_fixes(report))  # noqa: E731
+    print_document(report.to_json(), args.json, text)
     if report.ok:
         return EXIT_OK
     print(
