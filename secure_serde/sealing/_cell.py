@@ -56,7 +56,6 @@ WRITE: Final = 2
 RECORD: Final = 3
 IDENTITY: Final = 4
 ITEM: Final = 5
-_KINDS: Final = frozenset((VALUE, WRITE, RECORD, IDENTITY, ITEM))
 _MAX_TAG: Final = 1024
 _MAX_TEXT: Final = 64 * 1024 * 1024
 _HEAD: Final = struct.Struct(">4sBH")
@@ -84,7 +83,9 @@ class Cell:
 
 def pack(kind: int, type_tag: str, ciphertext: bytes) -> bytes:
     """A cell of ``kind`` (not a write: see `pack_write`)."""
-    tag = _tag_bytes(type_tag)
+    tag = type_tag.encode("ascii")
+    if not 0 < len(tag) <= _MAX_TAG:
+        raise ValueError("type tags are 1 to 1024 ASCII bytes")
     return _HEAD.pack(MAGIC, kind, len(tag)) + tag + ciphertext
 
 
@@ -166,10 +167,3 @@ def from_text(text: object, kind: int) -> Cell:
     except (UnicodeEncodeError, binascii.Error):
         raise BindingError(f"a stored {_NAMES[kind]} is not valid sealed text") from None
     return unpack(raw, kind)
-
-
-def _tag_bytes(type_tag: str) -> bytes:
-    tag = type_tag.encode("ascii")
-    if not 0 < len(tag) <= _MAX_TAG:
-        raise ValueError("type tags are 1 to 1024 ASCII bytes")
-    return tag

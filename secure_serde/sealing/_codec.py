@@ -2,36 +2,31 @@
 
 A checkpoint reaches the inner saver as:
 
-* each channel value that is not inline in the record: a value cell bound
-  to (store, thread, namespace, channel, version); a checkpoint with no such
-  value gets one marker cell instead (`MARKER_CHANNEL`, version ``"0"``);
+* each channel value that is not inline in the record (_record.py): a value
+  cell bound to (store, thread, namespace, channel, version), or the marker
+  cell (`MARKER_CHANNEL`) when there is none;
 * each pending write: a write cell bound to (store, thread, namespace,
   checkpoint id, task id, task path, index, channel);
 * the metadata: ``{RECORD_KEY: <record cell>}``, plus a blind-index token for
-  each indexed key (under the current index key, _index.py), the value of each key
-  named plaintext, and ``parents``
-  (checkpoint ids only, which stock ``prune`` reads);
+  each indexed key (_index.py), the value of each key named plaintext, and
+  ``parents`` (checkpoint ids only, which stock ``prune`` reads);
 * the config: the three ids, so no saver can copy ``configurable`` anywhere;
 * the checkpoint's structure (versions, ``versions_seen``, ``ts``), which
-  savers need to find blobs, plus ``{RECORD_KEY: "SSC1"}``: a checkpoint whose
-  values are all inline holds no cell, and a stock saver given secure_serde's
-  serializer (SQLite stores the whole checkpoint as one value) then still
-  refuses it naming SealedSaver, not as a plaintext row (never read back).
-
-The record cell's content, and which values are inline in it, are laid out
-in ``_record``.
+  savers need to find blobs, plus ``{RECORD_KEY: "SSC1"}``: a stock saver
+  given secure_serde's serializer (SQLite stores the whole checkpoint as one
+  value) then refuses it naming SealedSaver, not as a plaintext row.
 
 A read returns the record's checkpoint and metadata, never the inner
-saver's copy, and checks everything the inner saver returns against it: the
-parent pointer, the plaintext keys, and every value at the version the
-record names. The record is sealed uncompressed (its metadata mixes
-``configurable`` values, which may be secret, with caller-chosen ones; an
-inline value never shares a compressed unit with another channel's).
+saver's copy, and checks everything the inner saver returns against it. The
+record is sealed uncompressed (its metadata mixes ``configurable`` values,
+which may be secret, with caller-chosen ones; an inline value never shares a
+compressed unit with another channel's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -114,6 +109,7 @@ def reduced(config: RunnableConfig) -> RunnableConfig:
     return {"configurable": kept}
 
 
+@dataclass(slots=True)
 class Opened:
     """A checkpoint tuple read back, with the record it was checked against.
 
@@ -122,21 +118,11 @@ class Opened:
     channels were opened).
     """
 
-    __slots__ = ("detached", "inline", "parent_id", "tuple", "with_values")
-
-    def __init__(
-        self,
-        found: CheckpointTuple,
-        parent_id: str | None,
-        detached: bool,
-        with_values: list[str],
-        inline: dict[str, Any] | None = None,
-    ) -> None:
-        self.tuple = found
-        self.parent_id = parent_id
-        self.detached = detached
-        self.with_values = with_values
-        self.inline = {} if inline is None else inline
+    tuple: CheckpointTuple
+    parent_id: str | None
+    detached: bool
+    with_values: list[str]
+    inline: dict[str, Any] = field(default_factory=dict)
 
 
 class Sealer:
@@ -159,8 +145,6 @@ class Sealer:
         indexed: Collection[str],
         plaintext: Collection[str],
     ) -> None:
-        if not is_sealing(serde.cipher):
-            raise ConfigurationError("the serializer's cipher cannot bind values to their row")
         self._serde = serde
         self._cipher = cast(SealingCipher, serde.cipher)
         self._identity = identity
@@ -281,9 +265,6 @@ class Sealer:
             type_tag, ciphertext = serde.dumps_typed_at(value, location)
             sealed.append((channel, _cell.pack_write(type_tag, task_path, position, ciphertext)))
         return reduced(config), sealed
-
-    def token(self, key: str, value: Any) -> str:
-        return self._index_keys.token(key, value)
 
     def tokens(self, key: str, value: Any) -> list[str]:
         return [generation.token(key, value) for generation in self._index_keys.generations]

@@ -121,7 +121,7 @@ def open_identity(found: CheckpointTuple, serde: EncryptedSerializer) -> StoreId
 @scrubbed
 def _open_record(found: CheckpointTuple, serde: EncryptedSerializer) -> dict[str, Any]:
     if not isinstance(found.metadata, Mapping):
-        raise StoreIdentityError("this store identity is not one secure_serde wrote")
+        raise _not_ours()
     cell = _cell.from_text(found.metadata.get(IDENTITY_KEY), _cell.IDENTITY)
     try:
         record = serde.loads_typed_at((cell.type_tag, cell.ciphertext), _LOCATION)
@@ -133,14 +133,14 @@ def _open_record(found: CheckpointTuple, serde: EncryptedSerializer) -> dict[str
             " forged, or the store is sealed under other keys"
         )
     if not isinstance(record, dict):
-        raise StoreIdentityError("this store identity is not one secure_serde wrote")
+        raise _not_ours()
     return record
 
 
 @scrubbed
 def parse_record(record: object) -> StoreIdentity:
     if not isinstance(record, dict):
-        raise StoreIdentityError("this store identity is not one secure_serde wrote")
+        raise _not_ours()
     return _parse(record)
 
 
@@ -221,14 +221,7 @@ def rotate_put(
     while BlindIndex(fresh).key_id() in ids:  # a 32-bit id: a clash is rare, never kept
         fresh = os.urandom(INDEX_KEY_SIZE)
     new_id = BlindIndex(fresh).key_id()
-    rotated = {
-        "format": _FORMAT,
-        "store": record["store"],
-        "index_keys": [{"key": key, "ssix1": legacy} for key, legacy in [(fresh, False), *held]],
-        "created": record.get("created", ""),
-    }
-    del record, held, fresh
-    return _identity_put(serde, rotated), new_id
+    return _rekeyed_put(serde, record, [(fresh, False), *held]), new_id
 
 
 @scrubbed
@@ -237,15 +230,22 @@ def drop_put(
 ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
     record = _open_record(found, serde)
     _parse(record)
-    key, legacy = _key_entries(record)[0]
-    dropped = {
+    return _rekeyed_put(serde, record, _key_entries(record)[:1])
+
+
+@scrubbed
+def _rekeyed_put(
+    serde: EncryptedSerializer, record: dict[str, Any], keys: list[tuple[bytes, bool]]
+) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
+    """``put`` arguments of ``record`` holding ``keys`` instead of its own, as format 2."""
+    rekeyed = {
         "format": _FORMAT,
         "store": record["store"],
-        "index_keys": [{"key": key, "ssix1": legacy}],
+        "index_keys": [{"key": key, "ssix1": legacy} for key, legacy in keys],
         "created": record.get("created", ""),
     }
-    del record, key
-    return _identity_put(serde, dropped)
+    del record, keys
+    return _identity_put(serde, rekeyed)
 
 
 @scrubbed

@@ -454,8 +454,11 @@ def test_the_sealers_tokens_are_the_store_identitys() -> None:
     saver = SealedSaver(InMemorySaver(), serde=dropin_serde(KEY))
     sealer = saver._ready()
     index = sealer.identity.index
-    assert sealer.token("run_id", "r1") == f"ssix2:{index.key_id()}:{index.digest('run_id', 'r1')}"
-    assert sealer.token("run_id", "r1") != sealer.token("run_id", "r2")
+    assert (
+        sealer.index_keys.token("run_id", "r1")
+        == f"ssix2:{index.key_id()}:{index.digest('run_id', 'r1')}"
+    )
+    assert sealer.index_keys.token("run_id", "r1") != sealer.index_keys.token("run_id", "r2")
 
 
 def test_a_record_cell_under_another_inner_tag_is_refused() -> None:
