@@ -31,7 +31,7 @@ from secure_serde.crypto import (
     format_v3,
 )
 
-__all__ = ["MOVED", "Keyring"]
+__all__ = ["MOVED", "Keyring", "fixed_nonce"]
 
 # Contexts are inner type tags: a handful per serializer. The bound stops a
 # stream of forged tags on the read path from growing the cache. Locations
@@ -46,6 +46,13 @@ _V3_OVERHEAD: Final = format_v3.OVERHEAD
 _VIEW_THRESHOLD: Final = 16 * 1024
 _AUTH_FAILED: Final = "ciphertext failed authentication"
 MOVED: Final = "value does not authenticate at this location: it was moved, copied or tampered with"
+
+
+def fixed_nonce(nonce: bytes) -> bytes:
+    """``nonce``, once checked: OpenSSL would also take 8 to 128 bytes (for the test seams)."""
+    if len(nonce) != GCM_NONCE_SIZE:
+        raise ValueError("GCM nonces are 12 bytes")
+    return nonce
 
 
 class _V3Key(SecretHolder):
@@ -151,31 +158,25 @@ class Keyring(SecretHolder):
     def _seal_v3_with_nonce(
         self, plaintext: Buffer, context: str, nonce: bytes, location: bytes = b""
     ) -> bytes:
-        if len(nonce) != GCM_NONCE_SIZE:
-            raise ValueError("GCM nonces are 12 bytes")
         state = self._v3_primary
         aad = state.aad(context) + location
-        return state.keyed + nonce + state.seal(nonce, plaintext, aad)
+        return state.keyed + fixed_nonce(nonce) + state.seal(nonce, plaintext, aad)
 
     def _seal_with_nonce(
         self, plaintext: Buffer, context: str, nonce: bytes, location: bytes = b""
     ) -> bytes:
         """Format v2, no longer written but still read: its vectors pin both."""
-        if len(nonce) != GCM_NONCE_SIZE:
-            raise ValueError("GCM nonces are 12 bytes")
         header = format_v2.encode_header(self._primary.key_id)
-        committed = header + nonce
+        committed = header + fixed_nonce(nonce)
         commitment = self._primary.commitment.tag(committed)
         suffix = format_v2.aad_suffix(self._name, context.encode("utf-8"))
         aad = header + commitment + suffix + location
         return committed + commitment + self._primary.aead.seal(nonce, plaintext, aad)
 
     def _seal_v1_with_nonce(self, plaintext: Buffer, context: str, nonce: bytes) -> bytes:
-        if len(nonce) != GCM_NONCE_SIZE:
-            raise ValueError("GCM nonces are 12 bytes")
         header = format_v1.encode_header(self._primary.key_id)
         aad = format_v1.build_aad(header, self._name, context.encode("utf-8"))
-        return header + nonce + self._primary.aead.seal(nonce, plaintext, aad)
+        return header + fixed_nonce(nonce) + self._primary.aead.seal(nonce, plaintext, aad)
 
     def _key(self, key_id: bytes) -> Key:
         key = self._by_id.get(key_id)

@@ -1,22 +1,11 @@
 """`KmsEnvelopeCipher`: AES-256-GCM under data keys from AWS KMS, cached within bounds.
 
-Tink's ``KmsEnvelopeAead`` calls KMS once per encrypt and once per
-decrypt. This cipher calls it once per cache period, as the AWS Encryption
-SDK's caching materials manager does, while every blob still carries its
-own wrapped data key (layout in ``_kms_format``).
-
-KMS calls, by design:
-
-* a write makes none while the cached data key is within its limits, and
-  one ``GenerateDataKey`` when a limit is reached (by default at most
-  every 5 minutes, 2^20 values or 1 GiB, whichever comes first);
-* a read makes none for a data key this process generated or has already
-  unwrapped within ``decrypt_ttl``, and one ``Decrypt`` per other data key;
-* ``DescribeKey`` is called once per configured alias or bare AWS key id,
-  on first use (or in `KmsEnvelopeCipher.warm`); full key ARNs need no call.
-
-Words as docs/glossary.md has them: ``kms_key=`` takes a *KMS key* as AWS
-names it; the *key id* in each blob's header is the 4-byte CMK id of its ARN.
+Tink's ``KmsEnvelopeAead`` calls KMS once per encrypt and once per decrypt;
+this cipher, once per cache period, as the AWS Encryption SDK's caching
+materials manager does, while every blob still carries its own wrapped data
+key (layout in ``_kms_format``). A write calls ``GenerateDataKey`` only when
+a cache limit is reached; a read calls ``Decrypt`` only for a data key not
+cached; ``DescribeKey`` runs once per alias or bare AWS key id (ARNs need none).
 """
 
 from __future__ import annotations
@@ -42,7 +31,7 @@ from secure_serde._errors import (
 )
 from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import _kms_format
-from secure_serde.ciphers._keyring import MOVED
+from secure_serde.ciphers._keyring import MOVED, fixed_nonce
 from secure_serde.ciphers._kms_cache import (
     CacheLimits,
     DataKey,
@@ -86,50 +75,34 @@ class KmsEnvelopeCipher(SecretHolder):
     """Envelope encryption under an AWS KMS key, with bounded data-key caches.
 
     Args:
-        kms_key: the KMS key that wraps new data keys: a key ARN
-            (recommended: no lookup is ever needed), an alias (``alias/name``
-            or its ARN) or AWS's bare key id. Aliases and bare key ids are
-            resolved to the key ARN with ``DescribeKey`` once, on first use
-            or in `warm`, and that ARN is kept for the life of the cipher:
-            after re-pointing an alias, restart (the old KMS key then belongs
-            in ``decrypt_kms_keys``).
+        kms_key: the KMS key that wraps new data keys: a key ARN (no lookup
+            needed), an alias or AWS's bare key id, resolved once to an ARN
+            kept for the life of the cipher: after re-pointing an alias,
+            restart (the old KMS key then belongs in ``decrypt_kms_keys``).
         client: a boto3 KMS client. ``None`` builds one from boto3's default
-            session (region and credentials from the environment) with
-            ``botocore_config`` over the defaults: standard retry mode,
-            3 attempts in all, 2 s connect and 5 s read timeouts. Configure
-            retries on your own client when you pass one.
-        encryption_context: your entries for the KMS encryption context, for
-            example ``{"tenant": "acme"}``. The entry
-            ``"purpose": "secure_serde/langgraph-checkpoint"`` is always
-            added (and may not be overridden), so an IAM condition can limit
-            the key to this use. The context is also bound into every value's
-            associated data; reading needs the same context.
-        decrypt_kms_keys: further KMS keys that may unwrap stored data keys
-            but never wrap new ones, during a change of KMS key. Blobs under
-            any KMS key neither here nor ``kms_key`` are refused before KMS is
-            called.
-        max_age: seconds a data key encrypts before a new one is fetched
-            (default 300). It bounds how long a revoked grant or disabled
-            key goes unnoticed by writes, and also how long writes survive a
-            KMS outage.
+            session with ``botocore_config`` over the defaults (standard
+            retries, 3 attempts, 2 s connect and 5 s read timeouts).
+        encryption_context: your entries for the KMS encryption context, such
+            as ``{"tenant": "acme"}``. ``"purpose": "secure_serde/langgraph-checkpoint"``
+            is always added, so an IAM condition can limit the key to this
+            use. It is also bound into every value's associated data.
+        decrypt_kms_keys: further KMS keys that only unwrap, during a change
+            of KMS key. Blobs under any other KMS key are refused before KMS
+            is called.
+        max_age: seconds a data key encrypts (default 300): how long a
+            revoked grant goes unnoticed by writes, and writes survive an outage.
         max_messages: values one data key encrypts (default 2^20; at most
             2^32, the NIST SP 800-38D bound for random 96-bit nonces).
         max_bytes: plaintext bytes one data key encrypts (default 2^30). A
             value larger than this gets a data key of its own.
         decrypt_ttl: seconds an unwrapped data key stays cached for reads
-            (default 600; at least ``max_age``, so that values written with
-            the current key read back without a KMS call).
-        decrypt_cache_size: data keys cached for reads, least recently used
-            evicted first (default 1000; each is a few hundred bytes).
+            (default 600; at least ``max_age``).
+        decrypt_cache_size: data keys cached for reads, in LRU order (default 1000).
         clock: monotonic seconds; injectable so tests can age keys.
 
     On the event loop a KMS call would block every task: ``awarm`` at
     start-up and periodically (``refresh_before=``) keeps writes off the
-    network; reading under a data key not cached yet still costs one
-    ``Decrypt`` on the calling thread. Failures are as docs/kms.md lists
-    them; refusals are not cached, so each read of such a row asks KMS again.
-    The cipher refuses to be pickled, and no key material appears in its
-    ``repr`` or in any error.
+    network. Refusals are not cached, so each read of such a row asks KMS again.
     """
 
     __slots__ = (
@@ -223,8 +196,6 @@ class KmsEnvelopeCipher(SecretHolder):
         self._unwrap_lock = threading.Lock()
         self._resolve_lock = threading.Lock()
 
-    # -- langgraph CipherProtocol and TagAuthenticatingCipher --------------------------------------
-
     @property
     def cipher_names(self) -> frozenset[str]:
         return frozenset({_NAME})
@@ -268,17 +239,13 @@ class KmsEnvelopeCipher(SecretHolder):
             raise UnknownCipherError(
                 f"KmsEnvelopeCipher cannot decrypt cipher {ciphername!r}", cipher_name=ciphername
             )
-        if len(ciphertext) > 0 and ciphertext[0] == _kms_format.VERSION_V2:
-            return self._open_v2(ciphertext, context, location)
-        if require_binding:
+        v2 = len(ciphertext) > 0 and ciphertext[0] == _kms_format.VERSION_V2
+        if require_binding and not v2:
             raise UnboundValueError("a KMS envelope v1 value is not sealed for its location")
-        header, nonce, sealed = _kms_format.split(ciphertext)
-        key = self._dec.get(header) or self._unwrap(header)
-        return key.aead.open(nonce, sealed, self._v1_aad(key, context))
-
-    def _open_v2(self, ciphertext: Buffer, context: str, location: bytes) -> bytes:
         header, nonce, commitment, sealed = _kms_format.split_any(ciphertext)
         key = self._dec.get(header) or self._unwrap(header)
+        if not v2:
+            return key.aead.open(nonce, sealed, self._v1_aad(key, context))
         # Before any decryption, in constant time (see _format_v2).
         if not hmac.compare_digest(key.commitment.tag(header + nonce), commitment):
             raise DecryptionError("key commitment does not match the data key")
@@ -295,29 +262,18 @@ class KmsEnvelopeCipher(SecretHolder):
         return ciphername == _NAME
 
     def is_current(self, ciphername: str, ciphertext: Buffer) -> bool:
-        """True when a stored value is already wrapped under the primary KMS key.
-
-        `secure_serde.rewrap` skips such values: which data key a value uses
-        does not matter, only which KMS key can unwrap it.
-        """
+        """True for a v2 value under the primary KMS key (whichever data key): rewrap skips it."""
         end = _kms_format.CMK_ID_AT + _kms_format.CMK_ID_SIZE
-        if ciphername != _NAME or len(ciphertext) < end:
-            return False
-        if ciphertext[0] != _kms_format.VERSION_V2:
-            # v1 values carry no key commitment and no binding: rewrap them.
+        # v1 values carry no key commitment and no binding: rewrap them.
+        if ciphername != _NAME or len(ciphertext) < end or ciphertext[0] != _kms_format.VERSION_V2:
             return False
         cmk = bytes(ciphertext[_kms_format.CMK_ID_AT : end])
         return cmk == self._resolve(KmsEncryptionError).primary_cmk
 
-    # -- cache management ---------------------------------------------------------------------
-
     def warm(self, *, refresh_before: float = 0.0) -> None:
-        """Resolve aliases and make sure a data key is cached for writes.
+        """Fetch a data key for writes unless one is cached for over ``refresh_before`` seconds.
 
-        Fetches a new data key when none is cached, or when the cached one
-        expires within ``refresh_before`` seconds (pass, say, half of
-        ``max_age`` from a periodic task to keep KMS off the write path).
-        Raises `KmsEncryptionError` when KMS cannot be reached.
+        A periodic task passing, say, half of ``max_age`` keeps KMS off the write path.
         """
         with self._refill_lock:
             if self._enc.remaining() > refresh_before:
@@ -338,8 +294,6 @@ class KmsEnvelopeCipher(SecretHolder):
         self._enc.sweep()
         self._dec.sweep()
         return KmsCacheInfo(encryption_keys=len(self._enc), decryption_keys=len(self._dec))
-
-    # -- introspection ------------------------------------------------------------------------
 
     @property
     def kms_key(self) -> str:
@@ -371,12 +325,9 @@ class KmsEnvelopeCipher(SecretHolder):
         return self._botocore_config is not _CALLERS_CLIENT
 
     def renew_client(self) -> None:
-        """Replace the client with a new one built the same way, in a forked process.
+        """Build a new client the same way, in a forked process (pooled connections are not shared).
 
-        A boto3 client's pooled connections must not be shared between
-        processes; forked rewrap workers call this first. Raises
-        `ConfigurationError` when the client was the caller's: only the
-        caller knows how to build another.
+        Raises `ConfigurationError` when the client was the caller's: only the caller can build one.
         """
         if not self.owns_client:
             raise ConfigurationError(
@@ -393,19 +344,16 @@ class KmsEnvelopeCipher(SecretHolder):
             f" decrypt_only={len(self._decrypt_kms_keys)} context_keys={names}>"
         )
 
-    # -- test seams ---------------------------------------------------------------------------
+    # The seams below take a caller-chosen nonce, for the frozen test vectors only: reusing a
+    # nonce under one data key breaks GCM's confidentiality and authenticity.
 
     def _seal_with_nonce(
         self, plaintext: Buffer, context: str, *, data_key: bytes, wrapped_key: bytes, nonce: bytes
     ) -> bytes:
-        """`encrypt_with_tag` (format v1) under a given data key and nonce: for test vectors only.
-
-        Reusing a nonce under one data key breaks GCM's confidentiality and
-        authenticity, so nothing outside the tests may call this (nor the v2 seam below).
-        """
-        key = self._vector_key(data_key, wrapped_key, nonce=nonce)
+        """`encrypt_with_tag` in format v1."""
+        key = self._vector_key(data_key, wrapped_key, _kms_format.VERSION)
         aad = self._v1_aad(key, context)
-        return key.header + nonce + key.aead.seal(nonce, plaintext, aad)
+        return key.header + fixed_nonce(nonce) + key.aead.seal(nonce, plaintext, aad)
 
     def _seal_at_with_nonce(  # noqa: PLR0913 - mirrors the cipher seal signature plus a fixed nonce
         self,
@@ -417,32 +365,21 @@ class KmsEnvelopeCipher(SecretHolder):
         wrapped_key: bytes,
         nonce: bytes,
     ) -> bytes:
-        """`encrypt_at` (format v2) under a given data key and nonce: for test vectors only."""
-        key = self._vector_key(data_key, wrapped_key, _kms_format.VERSION_V2, nonce=nonce)
-        committed = key.header + nonce
+        """`encrypt_at` in format v2."""
+        key = self._vector_key(data_key, wrapped_key, _kms_format.VERSION_V2)
+        committed = key.header + fixed_nonce(nonce)
         commitment = key.commitment.tag(committed)
         aad = _V2_BYTE + key.cmk_id + commitment + self._suffix(context) + location
         return committed + commitment + key.aead.seal(nonce, plaintext, aad)
 
     def _remember(self, data_key: bytes, wrapped_key: bytes) -> None:
-        """Cache a data key for reads as if KMS had unwrapped it: for test vectors only."""
+        """Cache a data key for reads as if KMS had unwrapped it."""
         for version in (_kms_format.VERSION, _kms_format.VERSION_V2):
             self._dec.put(self._vector_key(data_key, wrapped_key, version))
 
-    def _vector_key(
-        self,
-        data_key: bytes,
-        wrapped_key: bytes,
-        version: int = _kms_format.VERSION,
-        *,
-        nonce: bytes = bytes(GCM_NONCE_SIZE),
-    ) -> DataKey:
-        if len(nonce) != GCM_NONCE_SIZE:
-            raise ValueError("GCM nonces are 12 bytes")
+    def _vector_key(self, data_key: bytes, wrapped_key: bytes, version: int) -> DataKey:
         cmk = self._resolve(KmsEncryptionError).primary_cmk
         return self._new_key(_kms_format.encode_header(cmk, wrapped_key, version), cmk, data_key)
-
-    # -- the slow paths -----------------------------------------------------------------------
 
     def _suffix(self, context: str) -> bytes:
         suffix = _kms_format.aad_suffix_v2(self._context_bytes, context.encode("utf-8"))

@@ -80,7 +80,6 @@ def is_sealing(cipher: object) -> bool:
 
 # -- 0.3's method names, until 0.5 ------------------------------------------------------------
 
-
 _OLD_NAMES = {
     "encrypt_with_tag": "encrypt_bound",
     "decrypt_with_tag": "decrypt_bound",
@@ -91,10 +90,10 @@ _OLD_NAMES = {
 class _TagCipherOf03:
     """A `TagAuthenticatingCipher` over a cipher with 0.3's method names.
 
-    Each of the three methods calls the 0.3 name when the cipher has it (a
-    subclass of a secure_serde cipher may override only one), else the new
-    one. Other attributes (``is_current``, ``primary_key_id``, ...) are the
-    wrapped cipher's, so the passes see what they would have seen.
+    Each method calls the 0.3 name when the cipher has it (a subclass of a
+    secure_serde cipher may override only one), else the new one. Other
+    attributes (``is_current``, ``primary_key_id``, ...) are the wrapped
+    cipher's, so the passes see what they would have seen.
     """
 
     __slots__ = ("_authenticates", "_decrypt", "_encrypt", "wrapped")
@@ -158,26 +157,19 @@ def _method(cipher: object, new: str) -> Any:
     return old if callable(old) else getattr(cipher, new, None)
 
 
-def _has_old_names(cipher: object) -> bool:
-    return not isinstance(cipher, _TagCipherOf03) and any(
-        callable(getattr(cipher, old, None)) for old in _OLD_NAMES.values()
-    )
-
-
 def tag_ciphers(ciphers: Iterable[object]) -> tuple[TagAuthenticatingCipher, ...]:
     """``ciphers``, each a `TagAuthenticatingCipher`, in order.
 
-    A cipher with 0.3's method names (``encrypt_bound``, ``decrypt_bound``,
-    ``binds_context``) is wrapped, with one `DeprecationWarning` for the call;
-    anything else raises `ConfigurationError`.
+    A cipher with 0.3's method names is wrapped, with one `DeprecationWarning`
+    for the call; anything else raises `ConfigurationError`.
     """
     out: list[TagAuthenticatingCipher] = []
     old: dict[str, None] = {}
     for cipher in ciphers:
-        if _has_old_names(cipher):
-            sealing = callable(getattr(cipher, "encrypt_at", None)) and callable(
-                getattr(cipher, "decrypt_at", None)
-            )
+        if not isinstance(cipher, _TagCipherOf03) and any(
+            callable(getattr(cipher, name, None)) for name in _OLD_NAMES.values()
+        ):
+            sealing = all(callable(getattr(cipher, m, None)) for m in ("encrypt_at", "decrypt_at"))
             adapted = (_SealingCipherOf03 if sealing else _TagCipherOf03)(cipher)
             if adapted.complete:
                 out.append(adapted)
