@@ -46,8 +46,6 @@ from secure_serde.pickling._verdicts import ScanVerdicts
 from secure_serde.serde import CONSTRUCTORS
 from secure_serde.serde import langgraph_internals as lg
 
-__all__ = ["EXT_NESTED", "EXT_PICKLE", "TAG", "Policy", "decode", "encode"]
-
 EXT_PICKLE: Final = 80
 EXT_NESTED: Final = 81
 TAG: Final = "msgpack+pickle"

@@ -19,8 +19,6 @@ from typing import Any, Final
 from secure_serde._errors import ConfigurationError
 from secure_serde.pickling._refuse import refuse_dangerous
 
-__all__ = ["FRAME_GLOBALS", "NUMPY", "PANDAS", "PANDAS_GLOBALS", "Preset", "Rule", "rules_for"]
-
 _NP_CORE: Final = "numpy._core.multiarray"
 NUMPY_SCALAR_GLOBALS: Final = frozenset({("numpy", "dtype"), (_NP_CORE, "scalar")})
 NUMPY_ARRAY_GLOBALS: Final = NUMPY_SCALAR_GLOBALS | {

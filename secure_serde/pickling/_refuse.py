@@ -16,8 +16,6 @@ from typing import Final
 
 from secure_serde._errors import ConfigurationError
 
-__all__ = ["refuse_dangerous"]
-
 # Of builtins, only plain data types may be named; every function and every
 # other class there (type, open, eval, getattr, __import__, ...) is refused.
 _SAFE_BUILTINS: Final = frozenset({

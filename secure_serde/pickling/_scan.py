@@ -16,8 +16,6 @@ from typing import Any, Final
 
 from secure_serde._errors import ForbiddenGlobalError, UnsafePickleError
 
-__all__ = ["GETATTR", "Admission", "Layout", "is_dunder", "locate", "scan"]
-
 GETATTR: Final = ("builtins", "getattr")
 
 _STRINGS: Final = frozenset({"SHORT_BINUNICODE", "BINUNICODE", "BINUNICODE8"})

@@ -18,8 +18,6 @@ from secure_serde.pickling._scan import Admission
 from secure_serde.serde import is_authenticated, unvouched
 from secure_serde.serde import langgraph_internals as lg
 
-__all__ = ["PickleFallbackSerializer"]
-
 logger = logging.getLogger("secure_serde")
 
 

@@ -26,8 +26,6 @@ from secure_serde.pickling import _scan
 from secure_serde.pickling._scan import Admission, Layout
 from secure_serde.pickling._verdicts import ScanVerdicts
 
-__all__ = ["PICKLE_PROTOCOL", "dump", "load"]
-
 # Protocol 5 keeps array buffers in band as bytearrays, so arrays come back writable.
 PICKLE_PROTOCOL: Final = 5
 # numpy pickles an array as _reconstruct(cls, (0,), b"b") followed by its state; any

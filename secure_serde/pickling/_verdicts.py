@@ -15,8 +15,6 @@ from cryptography.hazmat.primitives import hashes
 
 from secure_serde.pickling._scan import Admission, Layout, scan
 
-__all__ = ["MAX_ENTRIES", "ScanVerdicts"]
-
 # Digests are 32 bytes: 1,024 entries per serializer policy stay under 200 KB.
 MAX_ENTRIES: Final = 1024
 
