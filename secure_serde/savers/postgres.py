@@ -26,7 +26,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager, contextmanager, nullcontext
 from typing import Any, Final
 
 from secure_serde.sealing import PruningSealedSaver
@@ -102,12 +102,8 @@ class PostgresSaver(PruningSealedSaver):
         dsn = Dsn(conn_string)  # no frame below holds the password as text
         del conn_string
         options = checked_options(serde, indexed_metadata, plaintext_metadata)
-        with connect(dsn) as conn:
-            if pipeline:
-                with conn.pipeline() as pipe:
-                    yield cls(conn, pipe, **options)
-            else:
-                yield cls(conn, None, **options)
+        with connect(dsn) as conn, conn.pipeline() if pipeline else nullcontext() as pipe:
+            yield cls(conn, pipe, **options)
 
 
 class AsyncPostgresSaver(PruningSealedSaver):
@@ -154,9 +150,8 @@ class AsyncPostgresSaver(PruningSealedSaver):
         dsn = Dsn(conn_string)
         del conn_string
         options = checked_options(serde, indexed_metadata, plaintext_metadata)
-        async with await aconnect(dsn) as conn:
-            if pipeline:
-                async with conn.pipeline() as pipe:
-                    yield cls(conn, pipe, **options)
-            else:
-                yield cls(conn, None, **options)
+        async with (
+            await aconnect(dsn) as conn,
+            conn.pipeline() if pipeline else nullcontext() as pipe,
+        ):
+            yield cls(conn, pipe, **options)

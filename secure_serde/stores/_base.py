@@ -18,7 +18,6 @@ import abc
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from types import TracebackType
 from typing import Any, ClassVar, Final
 
 from secure_serde._errors import SecureSerdeError
@@ -228,12 +227,7 @@ class Store(abc.ABC):
     def __enter__(self) -> Store:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def __repr__(self) -> str:

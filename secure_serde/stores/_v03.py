@@ -30,9 +30,6 @@ from typing import Any, Final
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
     BaseCheckpointSaver,
-    ChannelVersions,
-    Checkpoint,
-    CheckpointMetadata,
     CheckpointTuple,
 )
 from langgraph.checkpoint.serde.types import TASKS
@@ -192,25 +189,13 @@ class V03Reader(BaseCheckpointSaver[str]):
                 versions = value["checkpoint"]["channel_versions"]
                 versions[TASKS] = max(versions.values()) if versions else _first_version()
 
-    def put(
-        self,
-        config: RunnableConfig,
-        checkpoint: Checkpoint,
-        metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
-    ) -> RunnableConfig:
+    def put(self, *args: Any, **kwargs: Any) -> RunnableConfig:
         raise _read_only()
 
-    def put_writes(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str = "",
-    ) -> None:
+    def put_writes(self, *args: Any, **kwargs: Any) -> None:
         raise _read_only()
 
-    def get_next_version(self, current: str | None, channel: None) -> str:
+    def get_next_version(self, *args: Any, **kwargs: Any) -> str:
         # Asked only on the way to a put: refuse there, with the same message.
         raise _read_only()
 
