@@ -58,7 +58,10 @@ def tenant_store_id(store_id: bytes, tenant: str) -> bytes:
 
 
 def tenant_prefix(index: BlindIndex, tenant: str) -> str:
-    token = index.token(TENANT_TAG, tenant)
+    return _prefix(index.token(TENANT_TAG, tenant))
+
+
+def _prefix(token: str) -> str:
     return f"{_THREAD_PREFIX}{token[len(TOKEN_PREFIX) :]}:"
 
 
@@ -152,18 +155,20 @@ class TenantInner(BaseCheckpointSaver[Any]):
     def config_specs(self) -> list[Any]:
         return list(self.inner.config_specs)
 
-    def _known(self, identity: StoreIdentity) -> str:
+    def get_next_version(self, current: Any, channel: None) -> Any:
+        return self.inner.get_next_version(current, channel)
+
+    def _tag(self, identity: StoreIdentity | None = None) -> str:
+        """The tenant's token under the store identity's index key (computed once)."""
         if self._token is None:
+            identity = identity or self._root._ready().identity
             self._token = identity.index.token(TENANT_TAG, self._tenant)
         return self._token
 
-    def _tag(self) -> str:
-        return self._token if self._token is not None else self._known(self._root._ready().identity)
-
     async def _atag(self) -> str:
-        if self._token is not None:
-            return self._token
-        return self._known((await self._root._aready()).identity)
+        if self._token is None:
+            return self._tag((await self._root._aready()).identity)
+        return self._token
 
     def own(self, found: CheckpointTuple) -> CheckpointTuple:
         """A row read from the inner saver directly, as this tenant sees it (audit).
@@ -171,108 +176,90 @@ class TenantInner(BaseCheckpointSaver[Any]):
         Raises:
             BindingError: the row is outside this tenant's threads.
         """
-        return cast(CheckpointTuple, self._out(found, self._tag()))
-
-    @staticmethod
-    def _prefix(token: str) -> str:
-        return f"{_THREAD_PREFIX}{token[len(TOKEN_PREFIX) :]}:"
-
-    def _in(self, config: RunnableConfig | None, token: str) -> RunnableConfig | None:
-        if config is None:
-            return None
-        configurable = dict(config.get("configurable") or {})
-        if "thread_id" not in configurable:
-            return None if not configurable else {**config, "configurable": configurable}
-        configurable["thread_id"] = self._prefix(token) + str(configurable["thread_id"])
-        return {**config, "configurable": configurable}
-
-    def _out_config(self, config: RunnableConfig, token: str) -> RunnableConfig:
-        configurable = dict(config.get("configurable") or {})
-        thread = str(configurable.get("thread_id", ""))
-        prefix = self._prefix(token)
-        if not thread.startswith(prefix):
-            raise BindingError(
-                "the inner saver returned a row outside this tenant's threads: it was planted,"
-                " or moved from another tenant"
-            )
-        configurable["thread_id"] = thread[len(prefix) :]
-        return {**config, "configurable": configurable}
-
-    def _out(self, found: CheckpointTuple | None, token: str) -> CheckpointTuple | None:
-        if found is None:
-            return None
-        return found._replace(
-            config=self._out_config(found.config, token),
-            parent_config=None
-            if found.parent_config is None
-            else self._out_config(found.parent_config, token),
-        )
-
-    def _filter(
-        self, config: RunnableConfig | None, filter: dict[str, Any] | None, token: str
-    ) -> dict[str, Any] | None:
-        if config is not None:
-            return filter
-        return {**(filter or {}), TENANT_TAG: token}
-
-    def _inward(self, name: str, token: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
-        first, *rest = args
-        if name == "put":
-            rest[1] = {**rest[1], TENANT_TAG: token}
-        if name == "delete_thread":
-            first = self._prefix(token) + str(first)
-        elif name == "prune":
-            first = [self._prefix(token) + str(t) for t in first]
-        elif name != "delete_for_runs":
-            # Run-id tokens are the tenant's own (its blind-index key): no other tenant's match.
-            first = self._in(first, token)
-        return (first, *rest)
-
-    def _outward(self, name: str, token: str, result: Any) -> Any:
-        if name == "get_tuple":
-            return self._out(result, token)
-        return self._out_config(result, token) if name == "put" else result
-
-    def _listed(
-        self, config: RunnableConfig | None, token: str, kwargs: dict[str, Any]
-    ) -> tuple[RunnableConfig | None, dict[str, Any]]:
-        inner_config = self._in(config, token)
-        filter = self._filter(inner_config, kwargs.get("filter"), token)
-        return inner_config, {
-            **kwargs,
-            "filter": filter,
-            "before": self._in(kwargs.get("before"), token),
-        }
+        return cast(CheckpointTuple, _outward("get_tuple", found, self._tag()))
 
     def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
         token = self._tag()
-        inner_config, asked = self._listed(config, token, kwargs)
-        for found in self.inner.list(inner_config, **asked):
-            yield cast(CheckpointTuple, self._out(found, token))
+        args, asked = _inward("list", token, (config,), kwargs)
+        for found in self.inner.list(*args, **asked):
+            yield _outward("get_tuple", found, token)
 
     async def alist(
         self, config: RunnableConfig | None, **kwargs: Any
     ) -> AsyncIterator[CheckpointTuple]:
         token = await self._atag()
-        inner_config, asked = self._listed(config, token, kwargs)
-        async for found in self.inner.alist(inner_config, **asked):
-            yield cast(CheckpointTuple, self._out(found, token))
+        args, asked = _inward("list", token, (config,), kwargs)
+        async for found in self.inner.alist(*args, **asked):
+            yield _outward("get_tuple", found, token)
 
-    def get_next_version(self, current: Any, channel: None) -> Any:
-        return self.inner.get_next_version(current, channel)
+
+def _in(config: RunnableConfig | None, prefix: str) -> RunnableConfig | None:
+    """``config`` with its thread id prefixed; None for one that names nothing."""
+    configurable = dict((config or {}).get("configurable") or {})
+    if not configurable:
+        return None
+    if "thread_id" in configurable:
+        configurable["thread_id"] = prefix + str(configurable["thread_id"])
+    return {**(config or {}), "configurable": configurable}
+
+
+def _out(config: RunnableConfig, prefix: str) -> RunnableConfig:
+    configurable = dict(config.get("configurable") or {})
+    thread = str(configurable.get("thread_id", ""))
+    if not thread.startswith(prefix):
+        raise BindingError(
+            "the inner saver returned a row outside this tenant's threads: it was planted,"
+            " or moved from another tenant"
+        )
+    configurable["thread_id"] = thread[len(prefix) :]
+    return {**config, "configurable": configurable}
+
+
+def _inward(
+    name: str, token: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The inner saver's arguments for ``name``: this tenant's threads, tagged."""
+    prefix = _prefix(token)
+    first, *rest = args
+    if name == "put":
+        rest[1] = {**rest[1], TENANT_TAG: token}
+    if name == "delete_thread":
+        first = prefix + str(first)
+    elif name == "prune":
+        first = [prefix + str(t) for t in first]
+    elif name != "delete_for_runs":
+        # Run-id tokens are the tenant's own (its blind-index key): no other tenant's match.
+        first = _in(first, prefix)
+    if name == "list":
+        kwargs = {**kwargs, "before": _in(kwargs.get("before"), prefix)}
+        if first is None:  # every thread: the tenant's own, by its tag
+            kwargs["filter"] = {**(kwargs.get("filter") or {}), TENANT_TAG: token}
+    return (first, *rest), kwargs
+
+
+def _outward(name: str, result: Any, token: str) -> Any:
+    """What the inner saver returned, as this tenant sees it; a row of another is refused."""
+    if result is None or name not in ("get_tuple", "put"):
+        return result
+    if name == "put":
+        return _out(result, _prefix(token))
+    parent = result.parent_config
+    return result._replace(
+        config=_out(result.config, _prefix(token)),
+        parent_config=None if parent is None else _out(parent, _prefix(token)),
+    )
 
 
 def _forwarded(name: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
-
     def call(self: TenantInner, *args: Any, **kwargs: Any) -> Any:
         token = self._tag()
-        result = getattr(self.inner, name)(*self._inward(name, token, args), **kwargs)
-        return self._outward(name, token, result)
+        args, kwargs = _inward(name, token, args, kwargs)
+        return _outward(name, getattr(self.inner, name)(*args, **kwargs), token)
 
     async def acall(self: TenantInner, *args: Any, **kwargs: Any) -> Any:
         token = await self._atag()
-        result = await getattr(self.inner, "a" + name)(*self._inward(name, token, args), **kwargs)
-        return self._outward(name, token, result)
+        args, kwargs = _inward(name, token, args, kwargs)
+        return _outward(name, await getattr(self.inner, "a" + name)(*args, **kwargs), token)
 
     return call, acall
 
