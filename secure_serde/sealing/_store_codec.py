@@ -33,13 +33,14 @@ from secure_serde._errors import BindingError, BlindIndexError, ConfigurationErr
 from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import StoreIdentity
-from secure_serde.sealing._index import FilterPlan, canonical
+from secure_serde.sealing._index import FilterPlan, canonical, plan_filter
 from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["SEALED_FIELD", "ItemCodec", "check_fields"]
 
 SEALED_FIELD: Final = "__secure_serde__"
 _EQ: Final = "$eq"
+_NOT_JSON: Final = "the indexed or searchable field {!r} holds a value that is not JSON"
 
 
 def check_fields(indexed: Collection[str], searchable: Collection[str]) -> None:
@@ -91,11 +92,11 @@ class ItemCodec:
         index = self._identity.index
         for name in self._indexed:
             if name in value:
-                _json_field(name, value[name])
+                _json(value[name], _NOT_JSON.format(name))
                 visible[name] = index.token(name, value[name])
         for name in self._searchable:
             if name in value:
-                _json_field(name, value[name])
+                _json(value[name], _NOT_JSON.format(name))
                 visible[name] = value[name]
         location = self._location(op.namespace, op.key)
         type_tag, ciphertext = self._serde.dumps_typed_at(value, location)
@@ -118,22 +119,12 @@ class ItemCodec:
         return list(index)
 
     def plan_filter(self, wanted: Mapping[str, Any] | None) -> FilterPlan:
-        if not wanted:
-            return FilterPlan(None, {}, {})
-        inner: dict[str, Any] = {}
-        checked: dict[str, Any] = {}
-        residual: dict[str, Any] = {}
-        for name, given in wanted.items():
-            if name in self._searchable:
-                inner[name] = given
-                continue
-            value = self._equality(name, given)
-            if name in self._indexed:
-                inner[name] = self._identity.index.token(name, value)
-                checked[name] = value
-            else:
-                residual[name] = value
-        return FilterPlan(inner or None, checked, residual)
+        # Searchable fields go to the inner store as given (operators too), and only there.
+        given = dict(wanted or {})
+        searchable = {name: given.pop(name) for name in self._searchable if name in given}
+        sealed = {name: self._equality(name, value) for name, value in given.items()}
+        plan = plan_filter(sealed, self._identity.index, self._indexed, ())
+        return FilterPlan({**(plan.inner or {}), **searchable} or None, plan.checked, plan.residual)
 
     def _equality(self, name: str, given: Any) -> Any:
         if isinstance(given, Mapping):
@@ -146,10 +137,7 @@ class ItemCodec:
                 f" {list(self._searchable)!r}; equality filters on indexed_fields"
                 f" {list(self._indexed)!r} run in the inner store"
             )
-        try:
-            canonical(given)
-        except (TypeError, ValueError):
-            raise ConfigurationError(f"the filter on {name!r} is not a JSON value") from None
+        _json(given, f"the filter on {name!r} is not a JSON value")
         return given
 
     def open(self, found: Item) -> Item:
@@ -205,13 +193,11 @@ def _equal(stored: Any, wanted: Any) -> bool:
         return False
 
 
-def _json_field(name: str, value: Any) -> None:
+def _json(value: Any, refusal: str) -> None:
     try:
         canonical(value)
     except (TypeError, ValueError):
-        raise ConfigurationError(
-            f"the indexed or searchable field {name!r} holds a value that is not JSON"
-        ) from None
+        raise ConfigurationError(refusal) from None
 
 
 def _root(path: str) -> str:
