@@ -16,6 +16,7 @@ from contextlib import ExitStack
 from typing import Final
 
 from secure_serde import ConfigurationError, Migration
+from secure_serde.cli._args import JSON, define
 from secure_serde.cli._fixes import adopt_fixes
 from secure_serde.cli._inspect_read import open_sealed
 from secure_serde.cli._pretty import print_document, report_lines
@@ -35,26 +36,26 @@ _LENIENT: Final = Migration(
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
+    define(
+        parser,
+        run,
         "Copy every thread of SOURCE (written by secure_serde 0.3's sealed savers, or by a"
         " stock saver with secure_serde's serializer) into TARGET, a new store that"
         " secure_serde.SealedSaver seals. Rows the tool cannot vouch for (plaintext, legacy"
         " +aes rows whose type tag could have been relabelled, values that do not"
         " authenticate at their location) are listed and refused unless --accept-unvouched."
         " Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
-        " SECURE_SERDE_KMS_KEY."
+        " SECURE_SERDE_KMS_KEY.",
+        {
+            "source": "the older store: a SQLite file or a postgresql:// URL",
+            "target": "the new store: a SQLite file or a postgresql:// URL",
+            "--dry-run": "list what would happen only",
+            "--accept-unvouched": "also copy plaintext, legacy and unauthenticated rows (each is"
+            " listed and logged)",
+            "--json": JSON,
+        },
+        "exit status: 0 everything copied; 1 rows refused (listed); 2 error.",
     )
-    parser.epilog = "exit status: 0 everything copied; 1 rows refused (listed); 2 error."
-    parser.add_argument("source", help="the older store: a SQLite file or a postgresql:// URL")
-    parser.add_argument("target", help="the new store: a SQLite file or a postgresql:// URL")
-    parser.add_argument("--dry-run", action="store_true", help="list what would happen only")
-    parser.add_argument(
-        "--accept-unvouched",
-        action="store_true",
-        help="also copy plaintext, legacy and unauthenticated rows (each is listed and logged)",
-    )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

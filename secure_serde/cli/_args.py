@@ -1,19 +1,40 @@
-"""Argument types shared by the subcommands, and the rule that no key-shaped argument is echoed.
+"""What the subcommands' parsers share: option tables, argument types, and key-shaped labels.
 
-The rule (docs/cli.md, "Arguments shaped like a key are never printed") is
-applied once, in `secure_serde.cli.main`, which holds it so that ``--help``
-loads no subcommand module: `hidden_arguments` picks the key-shaped
-arguments out of the command line before it is parsed, and `RedactingStream`
-stands in for stdout and stderr while the command runs.
+No key-shaped argument is echoed: `secure_serde.cli` applies that rule to every argument.
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from secure_serde.cli import NOT_SHOWN, is_key_shaped
 
-__all__ = ["check_label", "positive_int"]
+__all__ = ["JSON", "STORE", "TENANT_KEYS", "check_label", "define", "positive_int"]
+
+STORE: Final = "a SQLite file path or a postgresql:// URL"
+JSON: Final = "print one JSON object"
+TENANT_KEYS: Final = (
+    "the tenant key store (a SQLite path or a postgresql:// URL) of a store written by"
+    " SealedSaver(..., tenant_keys=...): "
+)
+
+
+def define(
+    parser: argparse.ArgumentParser,
+    run: Callable[[argparse.Namespace], int],
+    description: str,
+    options: Mapping[str, str | Mapping[str, Any]],
+    epilog: str | None = None,
+) -> None:
+    """A subcommand's parser; an option given by its help alone is a flag (or a positional)."""
+    parser.description, parser.epilog = description, epilog
+    for name, spec in options.items():
+        if isinstance(spec, str):
+            spec = {"help": spec, **({"action": "store_true"} if name[0] == "-" else {})}
+        parser.add_argument(name, **spec)
+    parser.set_defaults(func=run)
 
 
 def check_label(label: str) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping
 from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError
-from secure_serde.cli._args import positive_int
+from secure_serde.cli._args import JSON, STORE, TENANT_KEYS, define, positive_int
 from secure_serde.cli._audit_scan import (
     LANGGRAPH_METADATA_KEYS,
     STATE_METADATA_KEYS,
@@ -43,58 +43,48 @@ EXIT_FINDINGS: Final = 1
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
+    define(
+        parser,
+        run,
         "Scan a LangGraph checkpoint store (a SQLite file or a postgresql:// URL) and report"
         " its serialized values by cipher, key id and format version; unencrypted values;"
         " values the configured keys cannot decrypt (each is authenticated, never"
         " deserialized); channel values inline in PostgreSQL's checkpoint JSON; and the"
         " metadata key names stored in plaintext. Prints names, ids and counts only, never"
         " a value or a key. Keys come from LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
-        " SECURE_SERDE_KMS_KEY."
-    )
-    parser.epilog = (
+        " SECURE_SERDE_KMS_KEY.",
+        {
+            "store": STORE,
+            "--json": JSON,
+            "--no-decrypt": "only read type tags and headers: needs no keys, finds no tampering",
+            "--allow-metadata-key": {
+                "action": "append",
+                "default": [],
+                "metavar": "KEY",
+                "help": "a metadata key known to be harmless in plaintext (repeatable)",
+            },
+            "--batch-size": {
+                "type": positive_int,
+                "default": DEFAULT_BATCH_SIZE,
+                "help": f"rows read per query (default {DEFAULT_BATCH_SIZE})",
+            },
+            "--max-listed": {
+                "type": positive_int,
+                "default": MAX_LISTED,
+                "help": "rows listed by id per kind of problem, text output"
+                f" (default {MAX_LISTED})",
+            },
+            "--tenant-keys": {
+                "metavar": "LOCATION",
+                "help": f"{TENANT_KEYS}each tenant's rows are opened with its keys, and the rows"
+                " of shredded tenants and threads are reported as shredded, not as findings",
+            },
+        },
         "exit status: 0 nothing found; 1 findings (unencrypted or undecryptable values,"
         " values the strict decoder refuses, legacy-format values, inline channel values,"
-        " metadata keys not written by LangGraph); 2 usage, configuration or store error."
-    )
-    parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument(
-        "--no-decrypt",
-        action="store_true",
-        help="only read type tags and headers: needs no keys, finds no tampering",
-    )
-    parser.add_argument(
-        "--allow-metadata-key",
-        action="append",
-        default=[],
-        metavar="KEY",
-        help="a metadata key known to be harmless in plaintext (repeatable)",
-    )
-    parser.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=DEFAULT_BATCH_SIZE,
-        help=f"rows read per query (default {DEFAULT_BATCH_SIZE})",
-    )
-    parser.add_argument(
-        "--max-listed",
-        type=positive_int,
-        default=MAX_LISTED,
-        help=f"rows listed by id per kind of problem, text output (default {MAX_LISTED})",
-    )
-    parser.add_argument(
-        "--tenant-keys",
-        metavar="LOCATION",
-        help=(
-            "the tenant key store (a SQLite path or a postgresql:// URL) of a store written by"
-            " SealedSaver(..., tenant_keys=...): each tenant's rows are opened with its keys,"
-            " and the rows of shredded tenants and threads are reported as shredded, not as"
-            " findings"
-        ),
+        " metadata keys not written by LangGraph); 2 usage, configuration or store error.",
     )
     add_progress_options(parser)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from secure_serde import Migration
-from secure_serde.cli._args import positive_int
+from secure_serde.cli._args import JSON, STORE, define, positive_int
 from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader, SealedReader
 from secure_serde.cli._next import is_internal_channel
 from secure_serde.cli._pretty import compact, print_document, to_jsonable
@@ -34,61 +34,50 @@ UNBOUND_WARNING: Final = (
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
+    define(
+        parser,
+        run,
         "Decrypt and print one checkpoint of a thread, or its history newest first: channel"
         " values, next tasks, metadata and pending writes. Reads through LangGraph's savers,"
         " read only, with the keys of LANGGRAPH_AES_KEY, SECURE_SERDE_KEYRING_FILE and"
         " SECURE_SERDE_KMS_KEY. 'next' is derived from the checkpoint's trigger channels"
         " without the graph (exact for StateGraph graphs; siblings sorted by name). Prints"
-        " state values: it is a debugging tool."
-    )
-    parser.epilog = (
+        " state values: it is a debugging tool.",
+        {
+            "store": STORE,
+            "--thread": {"required": True, "help": "the thread id"},
+            "--checkpoint": {"help": "one checkpoint id (default: the whole history)"},
+            "--ns": {
+                "default": "",
+                "help": "checkpoint namespace, for a subgraph (default: the root graph)",
+            },
+            "--limit": {"type": positive_int, "help": "show at most this many checkpoints"},
+            "--json": JSON,
+            "--all-channels": "also show LangGraph's internal channels (branch:to:*, __start__,"
+            " ...)",
+            "--max-chars": {
+                "type": int,
+                "default": _DEFAULT_MAX_CHARS,
+                "help": "shorten each printed value to this many characters, 0 for no limit"
+                f" (default {_DEFAULT_MAX_CHARS}; text output only)",
+            },
+            "--pickle": {
+                "action": "append",
+                "default": [],
+                "choices": PICKLE_PRESETS,
+                "help": "read values written with PickleFallbackSerializer and this preset"
+                " (repeatable)",
+            },
+            "--allow-plaintext": "also read unencrypted values (decoded strictly: data types"
+            " only, no imports)",
+            "--allow-legacy-pickle": "also unpickle pickle rows of langgraph's built-in format"
+            " (tag not authenticated)",
+            "--allow-inline-values": "PostgreSQL: also read values a stock saver left inline in"
+            " the checkpoint JSON",
+        },
         "exit status: 0 shown; 1 no such thread, namespace or checkpoint, or a checkpoint"
-        " could not be read (shown in its place); 2 usage, configuration or store error."
+        " could not be read (shown in its place); 2 usage, configuration or store error.",
     )
-    parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
-    parser.add_argument("--thread", required=True, help="the thread id")
-    parser.add_argument("--checkpoint", help="one checkpoint id (default: the whole history)")
-    parser.add_argument(
-        "--ns", default="", help="checkpoint namespace, for a subgraph (default: the root graph)"
-    )
-    parser.add_argument("--limit", type=positive_int, help="show at most this many checkpoints")
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
-    parser.add_argument(
-        "--all-channels",
-        action="store_true",
-        help="also show LangGraph's internal channels (branch:to:*, __start__, ...)",
-    )
-    parser.add_argument(
-        "--max-chars",
-        type=int,
-        default=_DEFAULT_MAX_CHARS,
-        help=f"shorten each printed value to this many characters, 0 for no limit"
-        f" (default {_DEFAULT_MAX_CHARS}; text output only)",
-    )
-    parser.add_argument(
-        "--pickle",
-        action="append",
-        default=[],
-        choices=PICKLE_PRESETS,
-        help="read values written with PickleFallbackSerializer and this preset (repeatable)",
-    )
-    parser.add_argument(
-        "--allow-plaintext",
-        action="store_true",
-        help="also read unencrypted values (decoded strictly: data types only, no imports)",
-    )
-    parser.add_argument(
-        "--allow-legacy-pickle",
-        action="store_true",
-        help="also unpickle pickle rows of langgraph's built-in format (tag not authenticated)",
-    )
-    parser.add_argument(
-        "--allow-inline-values",
-        action="store_true",
-        help="PostgreSQL: also read values a stock saver left inline in the checkpoint JSON",
-    )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from secure_serde import ConfigurationError, Migration, TenantKeys
-from secure_serde.cli._args import positive_int
+from secure_serde.cli._args import STORE, TENANT_KEYS, define, positive_int
 from secure_serde.cli._fixes import row_error_fixes
 from secure_serde.cli._pretty import command, for_terminal, print_document, report_lines
 from secure_serde.config import ConfiguredCiphers, require_ciphers
@@ -39,7 +39,9 @@ _REMOVED: Final = {
 
 
 def register(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
+    define(
+        parser,
+        run,
         "Re-encrypt every serialized value of a LangGraph checkpoint store (checkpoints,"
         " writes, blobs) under the current primary key, in batches of one transaction"
         " each. Values are decrypted and sealed again without being deserialized. Rows"
@@ -49,75 +51,48 @@ def register(parser: argparse.ArgumentParser) -> None:
         " SECURE_SERDE_KEYRING_FILE; a KMS key named by SECURE_SERDE_KMS_KEY"
         " (older ones in SECURE_SERDE_KMS_DECRYPT_KEYS, the encryption context in"
         " SECURE_SERDE_KMS_ENCRYPTION_CONTEXT) becomes the primary, and the AES keys"
-        " then only read."
-    )
-    parser.epilog = (
+        " then only read.",
+        {
+            "store": STORE,
+            "--dry-run": "decrypt and count, write nothing",
+            "--batch-size": {
+                "type": positive_int,
+                "default": DEFAULT_BATCH_SIZE,
+                "help": f"rows per page and per transaction (default {DEFAULT_BATCH_SIZE})",
+            },
+            "--workers": {
+                "type": positive_int,
+                "default": 1,
+                "help": "PostgreSQL only: worker processes, each on one range of thread ids",
+            },
+            "--allow-plaintext": "also encrypt unencrypted rows, once the strict decoder accepts"
+            " them (unencrypted pickle rows, and rows naming types outside the allowlist, are"
+            " refused even so)",
+            "--allow-legacy-pickle": "also rewrap pickle rows of langgraph's built-in format,"
+            " whose type tag is not authenticated: only for a store nobody untrusted could"
+            " write to",
+            "--verify": "also decrypt rows already under the primary, to check every row"
+            " authenticates",
+            "--compress": "also compress every value as CompressedSerializer writes it (zstd,"
+            " or zlib without it); read SECURITY.md on compression and length leaks first",
+            "--json": "print the report as JSON, failing rows listed by table and key only (up"
+            " to 1,000)",
+            "--tenant-keys": {
+                "metavar": "LOCATION",
+                "help": f"{TENANT_KEYS}tenant rows are skipped (their keys rotate with"
+                " TenantKeys.rewrap) and counted as tenant-keyed or shredded",
+            },
+            # Hidden; refused in run.
+            **{
+                flag: {"action": action, "help": argparse.SUPPRESS}
+                for flag, action in _REMOVED.items()
+            },
+        },
         "exit status: 0 all rows under the primary; 1 some rows could not be rewrapped"
         " (the first 20 listed by table and key, never by content; --json lists up to"
-        " 1,000); 2 usage, configuration or store"
-        " error; 130 interrupted (rerun to finish)."
+        " 1,000); 2 usage, configuration or store error; 130 interrupted (rerun to finish).",
     )
-    parser.add_argument("store", help="a SQLite file path or a postgresql:// URL")
-    parser.add_argument("--dry-run", action="store_true", help="decrypt and count, write nothing")
-    parser.add_argument(
-        "--batch-size",
-        type=positive_int,
-        default=DEFAULT_BATCH_SIZE,
-        help=f"rows per page and per transaction (default {DEFAULT_BATCH_SIZE})",
-    )
-    parser.add_argument(
-        "--workers",
-        type=positive_int,
-        default=1,
-        help="PostgreSQL only: worker processes, each on one range of thread ids",
-    )
-    parser.add_argument(
-        "--allow-plaintext",
-        action="store_true",
-        help=(
-            "also encrypt unencrypted rows, once the strict decoder accepts them (unencrypted"
-            " pickle rows, and rows naming types outside the allowlist, are refused even so)"
-        ),
-    )
-    parser.add_argument(
-        "--allow-legacy-pickle",
-        action="store_true",
-        help=(
-            "also rewrap pickle rows of langgraph's built-in format, whose type tag is not"
-            " authenticated: only for a store nobody untrusted could write to"
-        ),
-    )
-    parser.add_argument(
-        "--verify",
-        action="store_true",
-        help="also decrypt rows already under the primary, to check every row authenticates",
-    )
-    parser.add_argument(
-        "--compress",
-        action="store_true",
-        help=(
-            "also compress every value as CompressedSerializer writes it (zstd, or zlib"
-            " without it); read SECURITY.md on compression and length leaks first"
-        ),
-    )
-    parser.add_argument(
-        "--json",
-        action="store_true",
-        help="print the report as JSON, failing rows listed by table and key only (up to 1,000)",
-    )
-    parser.add_argument(
-        "--tenant-keys",
-        metavar="LOCATION",
-        help=(
-            "the tenant key store (a SQLite path or a postgresql:// URL) of a store written by"
-            " SealedSaver(..., tenant_keys=...): tenant rows are skipped (their keys rotate with"
-            " TenantKeys.rewrap) and counted as tenant-keyed or shredded"
-        ),
-    )
-    for flag, action in _REMOVED.items():  # hidden; refused in run
-        parser.add_argument(flag, action=action, help=argparse.SUPPRESS)
     add_progress_options(parser)
-    parser.set_defaults(func=run)
 
 
 def add_progress_options(parser: argparse.ArgumentParser) -> None:
