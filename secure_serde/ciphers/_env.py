@@ -14,16 +14,11 @@ __all__ = ["EnvKeyCipher"]
 class EnvKeyCipher(AesGcmCipher):
     """AES-256-GCM under a single key, in ciphertext format v3.
 
-    The key comes from ``key=`` (bytes, or text in a form `parse_key`
-    accepts) or else from the ``LANGGRAPH_AES_KEY`` environment variable,
-    read once, here, so that a missing or malformed key fails at start-up.
-
-    With ``legacy_mode`` set (EAX by default, as in langgraph), rows that
-    langgraph's built-in cipher wrote under the same key, cipher name
-    ``aes``, are also decrypted. Pass ``legacy_mode=None`` once a store has
-    been rewrapped, so that those unauthenticated-tag rows are refused.
-
-    It satisfies langgraph's ``CipherProtocol`` and works on its own.
+    The key comes from ``key=`` (any form `parse_key` accepts) or else from
+    ``LANGGRAPH_AES_KEY``, read once, here, so that a missing or malformed
+    key fails at start-up. With ``legacy_mode`` set (EAX by default, as in
+    langgraph), langgraph's built-in ``aes`` rows under the same key are also
+    read: pass ``None`` once a store is rewrapped, so they are refused.
     """
 
     __slots__ = ()
@@ -45,7 +40,7 @@ class EnvKeyCipher(AesGcmCipher):
 
     @property
     def key_id(self) -> str:
-        """The key id (hex) of the key, as written in every header."""
+        """The key's key id, in hex."""
         return self._keyring.primary.key_id_hex
 
     def __repr__(self) -> str:

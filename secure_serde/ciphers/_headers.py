@@ -51,11 +51,10 @@ def current_test(
     """Whether a stored value is under ``cipher``'s primary key, told from its header.
 
     Returns the test ``(cipher name, ciphertext) -> bool``, the cipher name
-    the primary writes, and, when the test compares format-v1/v2 headers,
-    the probe ciphertext it learnt the primary's header from (else ``None``).
-    A cipher's own ``is_current(cipher_name, ciphertext)`` is used when it has
-    one; a cipher of another format without it has every value reported not
-    current, which is safe but not idempotent.
+    the primary writes, and the probe ciphertext the test learnt the
+    primary's header from (``None`` when it uses the cipher's own
+    ``is_current``). A cipher of another format without ``is_current`` has
+    every value reported not current, which is safe but not idempotent.
     """
     hook = getattr(cipher, "is_current", None)
     if callable(hook) and len(cipher.cipher_names) == 1:

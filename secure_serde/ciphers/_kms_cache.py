@@ -118,8 +118,7 @@ class EncryptionKeyCache(SecretHolder):
     def install(self, key: DataKey, max_age: float, size: int | None) -> None:
         """Make ``key`` current; ``size`` counts a first use (None: warm-up, no use yet).
 
-        A value larger than max_bytes still gets a data key of its own, which
-        is then not kept for the next value.
+        A value larger than max_bytes gets a data key of its own, not kept for the next.
         """
         with self._lock:
             if size is not None and size > self._max_bytes:
@@ -131,7 +130,7 @@ class EncryptionKeyCache(SecretHolder):
             self._bytes = 0 if size is None else size
 
     def remaining(self) -> float:
-        """Seconds until the current key expires; 0 when there is none."""
+        """Seconds until the current key expires; 0 when there is none (or it is used up)."""
         with self._lock:
             if self._key is None:
                 return 0.0
@@ -142,7 +141,6 @@ class EncryptionKeyCache(SecretHolder):
             return left
 
     def sweep(self) -> None:
-        """Forget the current key if it has expired."""
         with self._lock:
             if self._key is not None and self._clock() >= self._expires:
                 self._key = None
@@ -188,10 +186,9 @@ class DecryptionKeyCache(SecretHolder):
             self._last = found[1]
             return found[1]
 
-    def put(self, key: DataKey, expires: float | None = None) -> None:
-        """Remember ``key``; it expires ``decrypt_ttl`` from now unless ``expires`` says when."""
+    def put(self, key: DataKey) -> None:
         with self._lock:
-            when = self._clock() + self._ttl if expires is None else expires
+            when = self._clock() + self._ttl
             self._entries[key.header] = (when, key)
             self._entries.move_to_end(key.header)
             self._last = key

@@ -2,9 +2,7 @@
 
 The stages and the keyring file's fields are in docs/rotation.md. A retired
 key still resolves by key id but refuses to decrypt, so a missed row is
-named instead of silently read. A key's *label* (``"2025-06"``) is for
-people and never reaches the store; its *key id*, derived from the key, is
-what every header carries (docs/keys.md, "Glossary").
+named instead of silently read.
 """
 
 from __future__ import annotations
@@ -143,42 +141,37 @@ class KeyRotationCipher(AesGcmCipher):
         ``LANGGRAPH_AES_KEY``, when set, is the key labelled ``env``: the
         primary unless the keyring file (``SECURE_SERDE_KEYRING_FILE``) names
         another, and the key legacy ``+aes`` rows are read with unless the
-        file says otherwise (as the drop-in does). A file that group or
-        others may read or write is refused, as ssh refuses such a private
-        key, unless ``SECURE_SERDE_KEYRING_STRICT_MODES=no``.
+        file says otherwise (as the drop-in does).
         """
         keys: dict[str, str | bytes] = {}
         env_value = os.environ.get(ENV_VAR)
         if env_value is not None:
             keys[ENV_LABEL] = parse_key(env_value, source=ENV_VAR)
-        config: dict[str, Any] = {}
         path = os.environ.get(KEYRING_FILE_VAR)
-        if path:
-            config = read_keyring_file(Path(path))[0]
-            for label, value in config.get("keys", {}).items():
-                if label in keys:
-                    raise ConfigurationError(
-                        f"label {label!r} is reserved for {ENV_VAR}; rename it in the file"
-                    )
-                keys[label] = value
-        primary = config.get("primary", ENV_LABEL if env_value is not None else None)
+        config = read_keyring_file(Path(path))[0] if path else {}
+        for label, value in config.get("keys", {}).items():
+            if label in keys:
+                raise ConfigurationError(
+                    f"label {label!r} is reserved for {ENV_VAR}; rename it in the file"
+                )
+            keys[label] = value
+        env = ENV_LABEL if env_value is not None else None
+        primary = config.get("primary", env)
         if primary is None:
             raise ConfigurationError(
                 f"no primary key: set {ENV_VAR} or name a primary in {KEYRING_FILE_VAR}"
             )
-        retired = tuple(config.get("retired", ()))
-        default_legacy = ENV_LABEL if env_value is not None else None
         return cls(
             keys,
             primary,
-            retired=retired,
-            legacy_key=config.get("legacy_key", default_legacy),
+            retired=tuple(config.get("retired", ())),
+            legacy_key=config.get("legacy_key", env),
             legacy_mode=_LEGACY_MODES[config.get("legacy_mode", "eax")],
         )
 
     @property
     def primary_key_id(self) -> str:
-        """The primary key's key id, in hex: what every header it writes carries."""
+        """The primary key's key id, in hex."""
         return self._keyring.primary.key_id_hex
 
     @property
