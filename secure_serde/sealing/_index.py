@@ -27,7 +27,7 @@ import json
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.hmac import HMAC
@@ -150,26 +150,20 @@ class IndexGeneration:
         )
 
     def token(self, key: str, value: Any) -> str:
-        kind = type(value)
-        cacheable = (
-            self._tokens is not None
-            and kind in _CACHED_TYPES
-            and (kind is not str or len(value) <= _CACHED_LEN)
-        )
-        cache = self._tokens if cacheable else None
-        if cache is not None:
-            hit = cache.get((key, kind, value))
-            if hit is not None:
-                return hit
-        if self.legacy:
-            token = self.index.token(key, value)
-        else:
-            token = f"{TOKEN_PREFIX_V2}{self.key_id}:{self.index.digest(key, value)}"
-        if cache is not None:
+        kind, cache = type(value), self._tokens
+        if cache is None or kind not in _CACHED_TYPES or (kind is str and len(value) > _CACHED_LEN):
+            return self._token(key, value)
+        token = cache.get((key, kind, value))
+        if token is None:
             if len(cache) >= _CACHED_TOKENS:
                 cache.clear()  # no eviction order to keep across threads
-            cache[(key, kind, value)] = token
+            token = cache[(key, kind, value)] = self._token(key, value)
         return token
+
+    def _token(self, key: str, value: Any) -> str:
+        if self.legacy:
+            return self.index.token(key, value)
+        return f"{TOKEN_PREFIX_V2}{self.key_id}:{self.index.digest(key, value)}"
 
     def __repr__(self) -> str:
         return f"<IndexGeneration {self.key_id}{' (ssix1)' if self.legacy else ''}>"
@@ -246,13 +240,9 @@ class FilterPlan:
     residual: dict[str, Any]
 
 
-class _Tokens(Protocol):
-    def token(self, key: str, value: Any) -> str: ...
-
-
 def plan_filter(
     filter: Mapping[str, Any] | None,
-    index: _Tokens,
+    index: BlindIndex | IndexGeneration,
     indexed: Iterable[str],
     plaintext: Iterable[str],
 ) -> FilterPlan:

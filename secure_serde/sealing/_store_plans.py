@@ -34,12 +34,11 @@ from langgraph.store.base import (
 from secure_serde._errors import BindingError, ConfigurationError
 from secure_serde.sealing._index import FilterPlan
 from secure_serde.sealing._store_codec import ItemCodec
-from secure_serde.sealing._store_identity import RESERVED_LABEL, Plan
+from secure_serde.sealing._store_identity import RESERVED_LABEL, RESERVED_NAMESPACE, Plan
 
 __all__ = ["gather", "plan_for"]
 
 _PAGE: Final = 100
-RESERVED_PREFIX: Final = (RESERVED_LABEL,)
 
 
 def gather(plans: Sequence[Plan]) -> Generator[list[Op], list[Result], list[Any]]:
@@ -81,7 +80,7 @@ def plan_for(codec: ItemCodec, op: Op) -> Plan:
 
 
 def _refuse_reserved(namespace: Sequence[str]) -> None:
-    if tuple(namespace[:1]) == (RESERVED_LABEL,):
+    if tuple(namespace[:1]) == RESERVED_NAMESPACE:
         raise ConfigurationError(
             f"the namespace label {RESERVED_LABEL!r} is reserved by secure_serde (the store"
             " identity lives there)"
@@ -103,7 +102,7 @@ def _put(codec: ItemCodec, op: PutOp) -> Plan:
 
 def _search(codec: ItemCodec, op: SearchOp) -> Plan:
     prefix = tuple(op.namespace_prefix)
-    if prefix[:1] == (RESERVED_LABEL,):
+    if prefix[:1] == RESERVED_NAMESPACE:
         return []
     if op.limit < 0 or op.offset < 0:
         raise ConfigurationError("search limit and offset are at least 0")
@@ -137,7 +136,7 @@ def _scan(
         items = _items(found)
         for item in items:
             place = (tuple(item.namespace), item.key)
-            if place[0][:1] == (RESERVED_LABEL,) or place in seen:
+            if place[0][:1] == RESERVED_NAMESPACE or place in seen:
                 continue
             seen.add(place)
             opened = codec.open(item)
@@ -165,7 +164,7 @@ def _list_namespaces(op: ListNamespacesOp) -> Plan:
     if not isinstance(found, list):
         raise BindingError("the inner store returned something other than a list of namespaces")
     kept = [
-        ns for ns in found if not (isinstance(ns, Sequence) and tuple(ns[:1]) == RESERVED_PREFIX)
+        ns for ns in found if not (isinstance(ns, Sequence) and tuple(ns[:1]) == RESERVED_NAMESPACE)
     ]
     return kept[op.offset : op.offset + op.limit]
 
