@@ -179,14 +179,7 @@ def _view(entry: CheckpointEntry, all_channels: bool, binding: bool) -> dict[str
             for channel, value in stored.items()
             if all_channels or not is_internal_channel(channel)
         },
-        delta_channels={
-            channel: {
-                "seed": delta.seed if delta.has_seed else None,
-                "has_seed": delta.has_seed,
-                "writes": list(delta.writes),
-            }
-            for channel, delta in entry.deltas.items()
-        },
+        delta_channels=entry.deltas,
         pending_writes=[
             {"task_id": task_id, "channel": channel, "value": value}
             for task_id, channel, value in saved.pending_writes or ()

@@ -33,12 +33,11 @@ from secure_serde import (
 from secure_serde.cli._next import derive_next
 from secure_serde.sealing import SealedSaver
 from secure_serde.serde import langgraph_internals as lg
-from secure_serde.stores import HistoryView, Store, StoreError, V03Reader
+from secure_serde.stores import HistoryView, Store, StoreError, V03Reader, written_by_v03
 
 __all__ = [
     "CheckpointEntry",
     "CheckpointReader",
-    "DeltaValue",
     "SealedReader",
     "config_for",
     "open_sealed",
@@ -64,15 +63,6 @@ _UNBOUND_ERRORS: Final = (UnboundValueError, MetadataMovedError)
 
 
 @dataclass(frozen=True)
-class DeltaValue:
-    """A ``DeltaChannel`` value as stored: the nearest snapshot (if any) and the writes since."""
-
-    has_seed: bool
-    seed: Any
-    writes: tuple[Any, ...]
-
-
-@dataclass(frozen=True)
 class CheckpointEntry:
     """One checkpoint as read, or the error that kept it from being read."""
 
@@ -80,7 +70,7 @@ class CheckpointEntry:
     saved: CheckpointTuple | None = None
     error: str | None = None
     next: tuple[str, ...] = ()
-    deltas: dict[str, DeltaValue] = field(default_factory=dict)
+    deltas: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Read only under Migration(unbound=True): some value or the record
     # itself carries no binding to its row.
     unbound: bool = False
@@ -119,6 +109,7 @@ class CheckpointReader:
             self._view.close()
             raise
         self._binding_store: bool | None = None
+        self._serde = serde
 
     def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
         """As `HistoryView.namespaces`."""
@@ -129,26 +120,10 @@ class CheckpointReader:
         return self._view.checkpoint_ids(thread_id, checkpoint_ns, limit)
 
     def binding_store(self) -> bool:
-        """Whether 0.3's savers wrote this store, as `secure_serde.stores.written_by_v03` tells."""
+        """Whether 0.3's savers wrote this store (`secure_serde.stores.written_by_v03`)."""
         if self._binding_store is None:
-            self._binding_store = self._any_bound()
+            self._binding_store = written_by_v03(self._view, self._serde)
         return self._binding_store
-
-    def _any_bound(self) -> bool:
-        marked = self._view.v03_marks()
-        if marked or self._view.kind == "postgres":
-            return marked
-        newest = self._view.newest_checkpoint()
-        if newest is None:
-            return False
-        try:
-            return self._bound.get_tuple(config_for(*newest)) is not None
-        except StoreError:
-            raise
-        except _READ_ERRORS:
-            return False
-        except self._view.driver_error as exc:
-            raise StoreError(f"reading the store failed: {type(exc).__name__}") from None
 
     def read(
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
@@ -195,8 +170,11 @@ def config_for(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Any:
     }
 
 
-def read_deltas(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> dict[str, DeltaValue]:
-    """The ``DeltaChannel`` values missing from ``channel_values``, as stored."""
+def read_deltas(
+    saver: BaseCheckpointSaver[Any], saved: CheckpointTuple
+) -> dict[str, dict[str, Any]]:
+    """The ``DeltaChannel`` values missing from ``channel_values``, as stored: the nearest
+    snapshot (``seed``, if any: ``has_seed``) and the ``writes`` since."""
     values = saved.checkpoint.get("channel_values") or {}
     counters = (saved.metadata or {}).get(_DELTA_COUNTERS) or {}
     missing = sorted(ch for ch in counters if ch not in values)
@@ -209,11 +187,11 @@ def read_deltas(saver: BaseCheckpointSaver[Any], saved: CheckpointTuple) -> dict
         if entry is None:
             continue
         seed = entry.get("seed")
-        found[channel] = DeltaValue(
-            has_seed="seed" in entry,
-            seed=seed.value if isinstance(seed, lg.DeltaSnapshot) else seed,
-            writes=tuple(write[2] for write in entry["writes"]),
-        )
+        found[channel] = {
+            "seed": seed.value if isinstance(seed, lg.DeltaSnapshot) else seed,
+            "has_seed": "seed" in entry,
+            "writes": [write[2] for write in entry["writes"]],
+        }
     return found
 
 
