@@ -18,13 +18,11 @@ reads any frame. Its decompressor is single-use, though, and building one
 cost 9-12 µs, 40-60% of a bounded 12 KB decompress. So when
 python-zstandard (``zstandard``) is importable, frames that declare their
 size (every frame this module writes) are read with one reusable
-decompression context per thread and per window bound, under the same
-bounds: the declared size is checked against ``max_size`` from the header,
-the window against the cap, and trailing bytes, truncation and dictionaries
-are refused. ``zstandard`` is an accelerator, never needed for correctness:
-it is already installed wherever langgraph is (langsmith depends on it), is
-listed in the ``zstd`` extra, and is used only when the standard API is
-there too, so both paths read the same rows.
+decompression context per thread and per window bound, with the same
+refusals (`_unzstd_reused`). ``zstandard`` is an accelerator, never needed
+for correctness: it is already installed wherever langgraph is (langsmith
+depends on it), is listed in the ``zstd`` extra, and is used only when the
+standard API is there too, so both paths read the same rows.
 """
 
 from __future__ import annotations
@@ -36,7 +34,7 @@ import sys
 import threading
 import zlib
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -107,11 +105,7 @@ def compression_of(type_tag: str) -> str | None:
     uncompressed values. Used by audit to count compressed values without
     decrypting them.
     """
-    parts = type_tag.split("+")
-    for part in reversed(parts[1:]):
-        if part in ALGORITHMS:
-            return part
-    return None
+    return next((part for part in reversed(type_tag.split("+")[1:]) if part in ALGORITHMS), None)
 
 
 def compression_line(counts: Mapping[str, int]) -> str:
@@ -255,10 +249,7 @@ def _drain(algorithm: str, decompressor: Any, error: Any, data: bytes, max_size:
     return output
 
 
-_DECOMPRESSORS: Final[dict[str, Callable[[bytes, int], bytes]]] = {
-    ZSTD: _unzstd,
-    ZLIB: _unzlib,
-}
+_DECOMPRESSORS: Final[dict[str, Callable[[bytes, int], bytes]]] = {ZSTD: _unzstd, ZLIB: _unzlib}
 
 
 def decompress(algorithm: str, data: bytes, max_size: int = DEFAULT_MAX_SIZE) -> bytes:
@@ -281,8 +272,7 @@ def inner_with_allowlist(
             type(serde).__name__,
         )
         return serde
-    inner: SerializerProtocol = hook(extra_allowlist)
-    return inner
+    return cast(SerializerProtocol, hook(extra_allowlist))
 
 
 class _ZstdWriter:

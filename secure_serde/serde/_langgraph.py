@@ -111,12 +111,10 @@ def msgpack_type_allowed(allowlist: Allowlist, module: str, name: str) -> bool:
     JsonPlus's own check is ``_check_allowed``, a closure inside the private
     ``_create_msgpack_ext_hook`` that nothing outside can call, so this is
     its copy, kept to the decision alone. What it reports is langgraph's,
-    not a copy: the serde events go through the public ``emit_serde_event``
-    (``msgpack_unregistered_allowed`` when everything is allowed,
-    ``msgpack_blocked`` when the type is not listed), and the warnings
-    through JsonPlus's own ``_warn_once``, its once-per-type sets and its
-    logger, so a type JsonPlus already warned about is not warned about
-    again. tests/serde/test_langgraph_private_pickle.py decodes the same values
+    not a copy: the serde events go through the public ``emit_serde_event``,
+    the warnings through JsonPlus's own ``_warn_once``, its once-per-type sets
+    and its logger, so a type JsonPlus already warned about is not warned
+    about again. tests/serde/test_langgraph_private_pickle.py decodes the same values
     through both and compares events, warnings and results.
     """
     key = (module, name)

@@ -253,11 +253,7 @@ class EncryptedSerializer:
         return f"{type_tag}+{cipher_name}", ciphertext
 
     def loads_typed_at(
-        self,
-        data: tuple[str, bytes],
-        location: Location,
-        *,
-        migration: Migration = Migration.NONE,
+        self, data: tuple[str, bytes], location: Location, *, migration: Migration = Migration.NONE
     ) -> Any:
         """`loads_typed` for a value that must have been written at ``location``.
 
@@ -278,14 +274,7 @@ class EncryptedSerializer:
             route = self._route(type_tag)  # the read rule's typed refusals
         cipher = route.cipher
         if cipher is not None and is_sealing(cipher):
-            plaintext = self._decrypt_at(
-                cast(SealingCipher, cipher),
-                route.cipher_name,
-                payload,
-                route.inner,
-                location,
-                migration,
-            )
+            plaintext = self._decrypt_at(route, payload, location, migration)
             if plaintext is not None:
                 return self._decode(route, plaintext)
         _read_unbound(type_tag, location, migration)
@@ -304,15 +293,12 @@ class EncryptedSerializer:
         return self._load_unbound(route, plaintext)
 
     @staticmethod
-    def _decrypt_at(  # noqa: PLR0913 - the cipher, its name, the payload and where it is bound
-        cipher: SealingCipher,
-        cipher_name: str,
-        payload: bytes,
-        inner: str,
-        location: Location,
-        migration: Migration,
+    def _decrypt_at(
+        route: Route, payload: bytes, location: Location, migration: Migration
     ) -> bytes | None:
-        """The plaintext, or ``None`` for a value whose format carries no binding."""
+        """The plaintext (``route.cipher`` seals), or ``None`` for a format with no binding."""
+        cipher = cast(SealingCipher, route.cipher)
+        cipher_name, inner = route.cipher_name, route.inner
         try:
             return cipher.decrypt_at(cipher_name, payload, inner, location.encode())
         except UnboundValueError:
