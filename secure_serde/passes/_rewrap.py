@@ -245,8 +245,6 @@ def _with_items(items: ItemsLayout, store: Store | str | os.PathLike[str], run: 
 
 
 def _rewrap_tables(store: Store | str | os.PathLike[str], run: _Run) -> _Done:
-    ciphers = dict.fromkeys((run.cipher, *run.decrypt_only))
-    kms = tuple(c for c in ciphers if isinstance(c, KmsEnvelopeCipher))
     chosen: CellPlanner = Planner(
         run.cipher,
         run.decrypt_only,
@@ -256,9 +254,8 @@ def _rewrap_tables(store: Store | str | os.PathLike[str], run: _Run) -> _Done:
         verify=run.verify,
         compress=run.compress,
     )
-    owned = not isinstance(store, Store)
     opened = open_layout(store)
-    owned = owned or opened is not store
+    owned = opened is not store  # a Store passed in stays open
     sealed = is_sealed_layout(opened)
     try:
         if sealed:
@@ -274,20 +271,22 @@ def _rewrap_tables(store: Store | str | os.PathLike[str], run: _Run) -> _Done:
         total = opened.count_all() if run.progress is not None else 0
         on_batch = reporter(run.progress, total, run.started)
         ranges = opened.thread_ranges(run.workers) if run.workers > 1 else [ALL_THREADS]
-        location, display = opened.location, opened.display
-        size, dry_run = run.batch_size, run.dry_run
-        if len(ranges) > 1:
+        display, size, dry_run = opened.display, run.batch_size, run.dry_run
+        if len(ranges) == 1:
+            tally = rewrap_range(
+                opened, chosen, ALL_THREADS, batch_size=size, dry_run=dry_run, on_batch=on_batch
+            )
+        else:
+            ciphers = dict.fromkeys((run.cipher, *run.decrypt_only))
+            kms = tuple(c for c in ciphers if isinstance(c, KmsEnvelopeCipher))
             _check_forkable(kms)
+            location = opened.location
             if owned:
                 # A forked child must not inherit a live connection's socket.
                 opened.close()
                 owned = False
             tally = rewrap_in_workers(
                 location, chosen, ranges, size, dry_run, on_batch, kms=kms, sealed=sealed
-            )
-        else:
-            tally = rewrap_range(
-                opened, chosen, ALL_THREADS, batch_size=size, dry_run=dry_run, on_batch=on_batch
             )
     finally:
         if owned:
