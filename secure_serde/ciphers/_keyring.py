@@ -58,10 +58,9 @@ def fixed_nonce(nonce: bytes) -> bytes:
 class _V3Key(SecretHolder):
     """One readable key's format v3 state, computed once: the hot path's only lookups.
 
-    ``keyed`` is version, key id and the per-key commitment (`_format_v3`),
-    the first 21 bytes of every value under the key; ``aads`` maps an inner
-    type tag to the associated data before the location, which for v3
-    depends only on the key and the tag.
+    ``keyed`` (version, key id, commitment) starts every value under the key;
+    for v3 the associated data before the location depends only on the key
+    and the tag, so ``aads`` caches it per tag.
     """
 
     __slots__ = ("aads", "header", "keyed", "name", "open_raw", "seal")
@@ -75,7 +74,6 @@ class _V3Key(SecretHolder):
         self.aads: dict[str, bytes] = {}
 
     def aad(self, context: str) -> bytes:
-        """The associated data before the location, cached for a bounded number of tags."""
         aad = self.aads.get(context)
         if aad is None:
             aad = self.keyed + format_v3.aad_suffix(self.name, context.encode("utf-8"))
@@ -145,7 +143,6 @@ class Keyring(SecretHolder):
         return (self._primary, *(k for k in rest if k is not self._primary))
 
     def seal(self, plaintext: Buffer, context: str, location: bytes = b"") -> bytes:
-        """A v3 ciphertext under the primary key, bound to ``context`` and ``location``."""
         # The hot path of every checkpoint write: kept flat on purpose.
         state = self._v3_primary
         nonce = os.urandom(GCM_NONCE_SIZE)
@@ -194,12 +191,9 @@ class Keyring(SecretHolder):
     ) -> bytes:
         """Authenticate and decrypt a v1, v2 or v3 ciphertext.
 
-        Raises:
-            UnboundValueError: ``require_binding`` is set and the blob is v1,
-                which cannot carry a location.
-            BindingError: a v2 blob read at a non-empty ``location`` did not
-                authenticate there (moved, copied or tampered).
-            DecryptionError: anything else that fails (see `_format`).
+        Raises `UnboundValueError` for v1 under ``require_binding`` (v1 cannot
+        carry a location), `BindingError` for a v2/v3 blob that does not
+        authenticate at a non-empty ``location``, else `DecryptionError`.
         """
         size = len(blob)
         if size >= _V3_OVERHEAD and blob[0] == _V3:

@@ -221,35 +221,27 @@ class KmsEnvelopeCipher(SecretHolder):
         return _NAME, committed + commitment + key.aead.seal(nonce, plaintext, aad)
 
     def decrypt_with_tag(self, ciphername: str, ciphertext: Buffer, tag: str) -> bytes:
-        return self._open(ciphername, ciphertext, tag, b"", require_binding=False)
+        return self._open(ciphername, ciphertext, tag, b"", bound=False)
 
     def decrypt_at(self, ciphername: str, ciphertext: Buffer, tag: str, location: bytes) -> bytes:
-        return self._open(ciphername, ciphertext, tag, location, require_binding=True)
+        return self._open(ciphername, ciphertext, tag, location, bound=True)
 
-    def _open(
-        self,
-        ciphername: str,
-        ciphertext: Buffer,
-        context: str,
-        location: bytes,
-        *,
-        require_binding: bool,
-    ) -> bytes:
-        if ciphername != _NAME:
+    def _open(self, name: str, data: Buffer, tag: str, location: bytes, *, bound: bool) -> bytes:
+        if name != _NAME:
             raise UnknownCipherError(
-                f"KmsEnvelopeCipher cannot decrypt cipher {ciphername!r}", cipher_name=ciphername
+                f"KmsEnvelopeCipher cannot decrypt cipher {name!r}", cipher_name=name
             )
-        v2 = len(ciphertext) > 0 and ciphertext[0] == _kms_format.VERSION_V2
-        if require_binding and not v2:
+        v2 = len(data) > 0 and data[0] == _kms_format.VERSION_V2
+        if bound and not v2:
             raise UnboundValueError("a KMS envelope v1 value is not sealed for its location")
-        header, nonce, commitment, sealed = _kms_format.split_any(ciphertext)
+        header, nonce, commitment, sealed = _kms_format.split_any(data)
         key = self._dec.get(header) or self._unwrap(header)
         if not v2:
-            return key.aead.open(nonce, sealed, self._v1_aad(key, context))
+            return key.aead.open(nonce, sealed, self._v1_aad(key, tag))
         # Before any decryption, in constant time (see _format_v2).
         if not hmac.compare_digest(key.commitment.tag(header + nonce), commitment):
             raise DecryptionError("key commitment does not match the data key")
-        suffix = self._suffixes.get(context) or self._suffix(context)
+        suffix = self._suffixes.get(tag) or self._suffix(tag)
         aad = _V2_BYTE + key.cmk_id + commitment + suffix + location
         try:
             return key.aead.open(nonce, sealed, aad)

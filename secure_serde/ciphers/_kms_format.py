@@ -150,11 +150,7 @@ def build_aad(cmk: bytes, encryption_context: bytes, context: bytes) -> bytes:
 
 
 def split(blob: Buffer) -> tuple[bytes, bytes, Buffer]:
-    """Split a v1 blob into (header, nonce, ciphertext-and-tag), checking every length first.
-
-    The header is the bytes `encode_header` produced; ``header[1:5]`` is
-    the CMK id and ``header[WRAPPED_AT:]`` the wrapped data key.
-    """
+    """Split a v1 blob into (header as `encode_header` makes it, nonce, ciphertext-and-tag)."""
     header, nonce, commitment, sealed = split_any(blob)
     if commitment:
         raise DecryptionError(f"unsupported KMS envelope format version {blob[0]}")
@@ -162,10 +158,7 @@ def split(blob: Buffer) -> tuple[bytes, bytes, Buffer]:
 
 
 def split_any(blob: Buffer) -> tuple[bytes, bytes, bytes, Buffer]:
-    """Split a v1 or v2 blob into (header, nonce, commitment, ciphertext-and-tag).
-
-    The commitment is ``b""`` for v1. Every length is checked before slicing.
-    """
+    """Split a v1 or v2 blob into (header, nonce, commitment (``b""`` for v1), the rest)."""
     size = len(blob)
     if size < FIXED_OVERHEAD + 1:
         raise DecryptionError("ciphertext is truncated")

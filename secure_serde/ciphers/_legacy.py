@@ -83,7 +83,7 @@ class LegacyAesReader(SecretHolder):
 
     @property
     def mode_name(self) -> str:
-        """``"EAX"`` or ``"GCM"``: the mode as pycryptodome names it."""
+        """``"EAX"`` or ``"GCM"``, as pycryptodome names it."""
         return LEGACY_MODE_NAMES[self._mode]
 
     def open(self, blob: Buffer) -> bytes:
