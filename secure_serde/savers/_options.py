@@ -8,13 +8,22 @@ unreachable, and not after SQLite has created an empty file at the path.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from langgraph.checkpoint.memory import InMemorySaver
 
 from secure_serde.sealing import SealedSaver
+from secure_serde.serde import EncryptedSerializer
 
-__all__ = ["checked_options"]
+__all__ = ["SaverOptions", "checked_options"]
+
+
+class SaverOptions(TypedDict):
+    """The keyword options every thin constructor takes, as for `SealedSaver`."""
+
+    serde: EncryptedSerializer
+    indexed_metadata: NotRequired[Iterable[str]]
+    plaintext_metadata: NotRequired[Iterable[str]]
 
 
 def _listed(keys: Iterable[str]) -> Iterable[str]:
@@ -24,7 +33,7 @@ def _listed(keys: Iterable[str]) -> Iterable[str]:
 
 
 def checked_options(
-    serde: Any, indexed_metadata: Iterable[str], plaintext_metadata: Iterable[str]
+    serde: Any, indexed_metadata: Iterable[str] = (), plaintext_metadata: Iterable[str] = ()
 ) -> dict[str, Any]:
     """``serde``, ``indexed_metadata`` and ``plaintext_metadata`` for the constructor, checked.
 

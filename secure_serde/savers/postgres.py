@@ -25,12 +25,11 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager, nullcontext
-from typing import Any, Final
+from typing import Any, Final, Unpack
 
 from secure_serde.sealing import PruningSealedSaver
-from secure_serde.serde import EncryptedSerializer
 
 _MISSING: Final = (
     "secure_serde.savers.postgres needs the postgres extra ({module} is not installed):"
@@ -45,7 +44,7 @@ try:
     from psycopg import AsyncPipeline, Pipeline
 
     from secure_serde.savers._connect import Dsn, aconnect, connect
-    from secure_serde.savers._options import checked_options
+    from secure_serde.savers._options import SaverOptions, checked_options
 except ImportError as exc:
     raise ModuleNotFoundError(_MISSING.format(module=exc.name), name=exc.name) from None
 
@@ -68,20 +67,9 @@ class PostgresSaver(PruningSealedSaver):
         return object.__new__(cls)
 
     def __init__(
-        self,
-        conn: Conn,
-        pipe: Pipeline | None = None,
-        *,
-        serde: EncryptedSerializer,
-        indexed_metadata: Iterable[str] = (),
-        plaintext_metadata: Iterable[str] = (),
+        self, conn: Conn, pipe: Pipeline | None = None, **options: Unpack[SaverOptions]
     ) -> None:
-        super().__init__(
-            _StockPostgresSaver(conn, pipe),
-            serde=serde,
-            indexed_metadata=indexed_metadata,
-            plaintext_metadata=plaintext_metadata,
-        )
+        super().__init__(_StockPostgresSaver(conn, pipe), **options)
 
     @classmethod
     @contextmanager
@@ -89,10 +77,8 @@ class PostgresSaver(PruningSealedSaver):
         cls,
         conn_string: str,
         *,
-        serde: EncryptedSerializer,
-        indexed_metadata: Iterable[str] = (),
-        plaintext_metadata: Iterable[str] = (),
         pipeline: bool = False,
+        **options: Unpack[SaverOptions],
     ) -> Iterator[PostgresSaver]:
         """A saver on a new connection, closed on exit, opened as the stock one opens it.
 
@@ -101,9 +87,9 @@ class PostgresSaver(PruningSealedSaver):
         """
         dsn = Dsn(conn_string)  # no frame below holds the password as text
         del conn_string
-        options = checked_options(serde, indexed_metadata, plaintext_metadata)
+        checked = checked_options(**options)
         with connect(dsn) as conn, conn.pipeline() if pipeline else nullcontext() as pipe:
-            yield cls(conn, pipe, **options)
+            yield cls(conn, pipe, **checked)
 
 
 class AsyncPostgresSaver(PruningSealedSaver):
@@ -120,20 +106,9 @@ class AsyncPostgresSaver(PruningSealedSaver):
         return object.__new__(cls)
 
     def __init__(
-        self,
-        conn: AsyncConn,
-        pipe: AsyncPipeline | None = None,
-        *,
-        serde: EncryptedSerializer,
-        indexed_metadata: Iterable[str] = (),
-        plaintext_metadata: Iterable[str] = (),
+        self, conn: AsyncConn, pipe: AsyncPipeline | None = None, **options: Unpack[SaverOptions]
     ) -> None:
-        super().__init__(
-            _StockAsyncPostgresSaver(conn, pipe),
-            serde=serde,
-            indexed_metadata=indexed_metadata,
-            plaintext_metadata=plaintext_metadata,
-        )
+        super().__init__(_StockAsyncPostgresSaver(conn, pipe), **options)
 
     @classmethod
     @asynccontextmanager
@@ -141,17 +116,15 @@ class AsyncPostgresSaver(PruningSealedSaver):
         cls,
         conn_string: str,
         *,
-        serde: EncryptedSerializer,
-        indexed_metadata: Iterable[str] = (),
-        plaintext_metadata: Iterable[str] = (),
         pipeline: bool = False,
+        **options: Unpack[SaverOptions],
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """As `PostgresSaver.from_conn_string`."""
         dsn = Dsn(conn_string)
         del conn_string
-        options = checked_options(serde, indexed_metadata, plaintext_metadata)
+        checked = checked_options(**options)
         async with (
             await aconnect(dsn) as conn,
             conn.pipeline() if pipeline else nullcontext() as pipe,
         ):
-            yield cls(conn, pipe, **options)
+            yield cls(conn, pipe, **checked)

@@ -25,13 +25,12 @@ Example::
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, closing, contextmanager
-from typing import Final
+from typing import Final, Unpack
 
-from secure_serde.savers._options import checked_options
+from secure_serde.savers._options import SaverOptions, checked_options
 from secure_serde.sealing import SealedSaver
-from secure_serde.serde import EncryptedSerializer
 
 _MISSING: Final = (
     "secure_serde.savers.sqlite needs the sqlite extra ({module} is not installed):"
@@ -55,39 +54,22 @@ class SqliteSaver(SealedSaver):
     ``serde``, ``indexed_metadata`` and ``plaintext_metadata`` are as for `SealedSaver`.
     """
 
-    def __init__(
-        self,
-        conn: sqlite3.Connection,
-        *,
-        serde: EncryptedSerializer,
-        indexed_metadata: Iterable[str] = (),
-        plaintext_metadata: Iterable[str] = (),
-    ) -> None:
-        super().__init__(
-            _StockSqliteSaver(conn),
-            serde=serde,
-            indexed_metadata=indexed_metadata,
-            plaintext_metadata=plaintext_metadata,
-        )
+    def __init__(self, conn: sqlite3.Connection, **options: Unpack[SaverOptions]) -> None:
+        super().__init__(_StockSqliteSaver(conn), **options)
 
     @classmethod
     @contextmanager
     def from_conn_string(
-        cls,
-        conn_string: str,
-        *,
-        serde: EncryptedSerializer,
-        indexed_metadata: Iterable[str] = (),
-        plaintext_metadata: Iterable[str] = (),
+        cls, conn_string: str, **options: Unpack[SaverOptions]
     ) -> Iterator[SqliteSaver]:
         """A saver on a new connection (opened as the stock one opens it), closed on exit.
 
         The options are checked before connecting, so a bad one leaves no new
         file behind.
         """
-        options = checked_options(serde, indexed_metadata, plaintext_metadata)
+        checked = checked_options(**options)
         with closing(sqlite3.connect(conn_string, check_same_thread=False)) as conn:
-            yield cls(conn, **options)
+            yield cls(conn, **checked)
 
 
 class AsyncSqliteSaver(SealedSaver):
@@ -96,32 +78,17 @@ class AsyncSqliteSaver(SealedSaver):
     ``serde``, ``indexed_metadata`` and ``plaintext_metadata`` are as for `SealedSaver`.
     """
 
-    def __init__(
-        self,
-        conn: aiosqlite.Connection,
-        *,
-        serde: EncryptedSerializer,
-        indexed_metadata: Iterable[str] = (),
-        plaintext_metadata: Iterable[str] = (),
-    ) -> None:
-        super().__init__(
-            _StockAsyncSqliteSaver(conn),
-            serde=serde,
-            indexed_metadata=indexed_metadata,
-            plaintext_metadata=plaintext_metadata,
-        )
+    def __init__(self, conn: aiosqlite.Connection, **options: Unpack[SaverOptions]) -> None:
+        super().__init__(_StockAsyncSqliteSaver(conn), **options)
 
     @classmethod
     @asynccontextmanager
     async def from_conn_string(
         cls,
         conn_string: str,
-        *,
-        serde: EncryptedSerializer,
-        indexed_metadata: Iterable[str] = (),
-        plaintext_metadata: Iterable[str] = (),
+        **options: Unpack[SaverOptions],
     ) -> AsyncIterator[AsyncSqliteSaver]:
         """As `SqliteSaver.from_conn_string`."""
-        options = checked_options(serde, indexed_metadata, plaintext_metadata)
+        checked = checked_options(**options)
         async with aiosqlite.connect(conn_string) as conn:
-            yield cls(conn, **options)
+            yield cls(conn, **checked)
