@@ -1,14 +1,9 @@
-"""`SealedSaver(inner, serde=..., tenant_keys=...)`: each call routed to its tenant's scope.
+"""`SealedSaver(inner, serde=..., tenant_keys=...)`: each call run by its tenant's saver.
 
-With ``tenant_keys``, `SealedSaver` builds the routing saver defined here.
-Each call resolves its tenant from the config (``configurable.tenant_id``,
-or the ``tenant=`` callable) and runs on ``saver.for_tenant(tenant)``, a
-`SealedSaver` bound to that tenant: its own rows (`TenantInner`), its own
-binding and its own keys (`TenantSealer`), as docs/tenants.md ("What each
-tenant gets") describes. Calls that carry no config (``delete_thread``,
-``copy_thread``, ``prune``, ``delete_for_runs``, ``list(None)``) are refused
-with `TenantRequiredError` on the routing saver: make them on
-``for_tenant(tenant_id)``.
+A call's tenant comes from its config (``configurable.tenant_id``, or the
+``tenant=`` callable); ``saver.for_tenant(tenant)`` runs it, a `SealedSaver`
+over that tenant's rows (`TenantInner`), binding and keys (`TenantSealer`).
+Calls that carry no config are refused on the routing saver (docs/tenants.md).
 """
 
 from __future__ import annotations
@@ -75,34 +70,24 @@ class _Scoped(SealedSaver):
         return getattr(SealedSaver, name).__get__(self)
 
     def _ready(self) -> Sealer:
-        sealer = self._sealer
-        if sealer is None:
-            sealer = self._sealer = self._sealer_for(self._root._ready().identity)
-        return sealer
+        if self._sealer is None:
+            self._sealer = self._sealer_for(self._root._ready().identity)
+        return self._sealer
 
     async def _aready(self) -> Sealer:
-        sealer = self._sealer
-        if sealer is None:
-            sealer = self._sealer = self._sealer_for((await self._root._aready()).identity)
-        return sealer
+        if self._sealer is None:
+            self._sealer = self._sealer_for((await self._root._aready()).identity)
+        return self._sealer
 
     def _sealer_for(self, identity: StoreIdentity) -> Sealer:
-        return TenantSealer(
-            self._encrypting,
-            identity,
-            self._indexed,
-            self._plaintext,
-            self._root._keys,
-            self._tenant,
-        )
+        sealing = (self._encrypting, identity, self._indexed, self._plaintext)
+        return TenantSealer(*sealing, self._root._keys, self._tenant)
 
     def setup(self) -> None:
         self._root.setup()
 
     async def asetup(self) -> None:
         await self._root.asetup()
-
-    # Every call that carries a config checks it first: see _CONFIG_CALLS below.
 
 
 _NO_CONFIG: Final = (
@@ -153,7 +138,7 @@ class _Routing(SealedSaver):
         return _resolved(value, "the config")
 
     def _target(self, config: RunnableConfig | None, name: str) -> Any:
-        method = f"{name}(None)" if name.endswith("list") else name  # a list with no config
+        method = name.lstrip("_") + ("(None)" if name.endswith("list") else "")
         if config is None:
             raise TenantRequiredError(_NO_CONFIG.format(method=method))
         named = self._tenant_named(config)
@@ -165,22 +150,17 @@ class _Routing(SealedSaver):
         """This saver, bound to one tenant: every method, including those without a config."""
         tenant = _resolved(tenant_id, "for_tenant's argument")
         with self._scopes_lock:
-            scoped = self._scopes.get(tenant)
-            if scoped is not None:
-                self._scopes.move_to_end(tenant)
-                return scoped
-        key = (overrides(self.inner, "prune"), overrides(self.inner, "delete_for_runs"))
-        adapter = TenantInner(self, tenant)
-        made = _SCOPED_VARIANTS[key](
-            adapter,
-            serde=self._encrypting,
-            indexed_metadata=self._indexed,
-            plaintext_metadata=self._plaintext,
-        )
-        made._root = self
-        made._tenant = tenant
-        with self._scopes_lock:
-            scoped = self._scopes.setdefault(tenant, made)
+            scoped = self._scopes.pop(tenant, None)
+            if scoped is None:
+                key = (overrides(self.inner, "prune"), overrides(self.inner, "delete_for_runs"))
+                scoped = _SCOPED_VARIANTS[key](
+                    TenantInner(self, tenant),
+                    serde=self._encrypting,
+                    indexed_metadata=self._indexed,
+                    plaintext_metadata=self._plaintext,
+                )
+                scoped._root, scoped._tenant = self, tenant
+            self._scopes[tenant] = scoped  # now the most recently used
             while len(self._scopes) > _MAX_SCOPES:
                 self._scopes.popitem(last=False)
         return scoped
@@ -192,75 +172,52 @@ class _Routing(SealedSaver):
             clone._scopes_lock = threading.Lock()
         return clone
 
-    # Calls with a config run on their tenant's saver (_CONFIG_CALLS below); the others
-    # are refused (_refused below).
 
-
-# SealedSaver's calls that carry a config, wrapped below for both savers of this module.
+# SealedSaver's calls that carry a config run on the saver ``_target`` picks for it; on the
+# routing saver, those that carry none are refused (``_target`` given no config).
 _CONFIG_CALLS: Final = (
     "get_tuple", "list", "put", "put_writes", "get_delta_channel_history",
     "aget_tuple", "alist", "aput", "aput_writes", "aget_delta_channel_history",
 )  # fmt: skip
-
-
-def _config_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return kwargs["config"] if "config" in kwargs else args[0]
+_NO_CONFIG_CALLS: Final = (
+    "delete_thread", "adelete_thread", "copy_thread", "acopy_thread",
+    "_prune", "_aprune", "_delete_for_runs", "_adelete_for_runs",
+)  # fmt: skip
 
 
 def _per_tenant(name: str) -> Any:
-    """SealedSaver's ``name``, run by the saver ``self._target`` picks for the call's config."""
     method = getattr(SealedSaver, name)
+    with_config = name in _CONFIG_CALLS
+
+    def config_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not with_config:
+            return None
+        return kwargs["config"] if "config" in kwargs else args[0]
+
     if inspect.iscoroutinefunction(method):
 
         async def run_async(self: _Scoped | _Routing, *args: Any, **kwargs: Any) -> Any:
-            return await self._target(_config_of(args, kwargs), name)(*args, **kwargs)
+            return await self._target(config_of(args, kwargs), name)(*args, **kwargs)
 
         return functools.wraps(method)(run_async)
 
     def run(self: _Scoped | _Routing, *args: Any, **kwargs: Any) -> Any:
-        return self._target(_config_of(args, kwargs), name)(*args, **kwargs)
+        return self._target(config_of(args, kwargs), name)(*args, **kwargs)
 
     return functools.wraps(method)(run)
 
 
-for _call in _CONFIG_CALLS:
-    setattr(_Scoped, _call, _per_tenant(_call))
+for _call in (*_CONFIG_CALLS, *_NO_CONFIG_CALLS):
     setattr(_Routing, _call, _per_tenant(_call))
+    if _call in _CONFIG_CALLS:
+        setattr(_Scoped, _call, _per_tenant(_call))
 
-
-def _refused(method: str) -> Any:
-    """SealedSaver's ``method`` for the routing saver: no config names a tenant, so refused."""
-    message = _NO_CONFIG.format(method=method.lstrip("_"))
-    if method.lstrip("_").startswith("a"):
-
-        async def refused_async(self: _Routing, *args: Any, **kwargs: Any) -> None:
-            raise TenantRequiredError(message)
-
-        return refused_async
-
-    def refused(self: _Routing, *args: Any, **kwargs: Any) -> None:
-        raise TenantRequiredError(message)
-
-    return refused
-
-
-for _call in (
-    "delete_thread", "adelete_thread", "copy_thread", "acopy_thread",
-    "_prune", "_aprune", "_delete_for_runs", "_adelete_for_runs",
-):  # fmt: skip
-    setattr(_Routing, _call, _refused(_call))
-
-
-def _named(cls: type[SealedSaver]) -> type[SealedSaver]:
-    cls.__name__ = cls.__qualname__ = "SealedSaver"
-    return cls
-
-
-_ROUTING_VARIANTS: Final[dict[tuple[bool, bool], type[SealedSaver]]] = {
-    key: _named(type("SealedSaver", (_Routing, base), {})) for key, base in _VARIANTS.items()
+_ROUTING_VARIANTS: Final = {
+    key: cast(type[SealedSaver], type("SealedSaver", (_Routing, base), {}))
+    for key, base in _VARIANTS.items()
 }
-_SCOPED_VARIANTS: Final[dict[tuple[bool, bool], type[_Scoped]]] = {
-    key: cast(type[_Scoped], _named(type("SealedSaver", (_Scoped, base), {})))
+_SCOPED_VARIANTS: Final = {
+    key: cast(type[_Scoped], type("SealedSaver", (_Scoped, base), {}))
     for key, base in _VARIANTS.items()
 }
 
