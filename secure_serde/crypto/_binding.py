@@ -1,9 +1,9 @@
 """`Location`: where a stored value lives, as sealed into its associated data.
 
 The sealed savers seal every value for its location, and open it only at
-the location they are reading. A value moved, copied or swapped
-into another row, whatever the coordinate that differs, fails to
-authenticate (`BindingError`) before a byte of it is deserialized.
+the location they are reading. A value moved, copied or swapped into
+another row, whatever the coordinate that differs, fails to authenticate
+(`BindingError`) before a byte of it is deserialized.
 
 The canonical encoding (the ``location`` field of format v2's associated
 data, see ``_format_v2``) is::
@@ -16,23 +16,22 @@ identity, 6 long-term memory store item; the fields are ``thread_id``,
 ``checkpoint_ns`` and then the kind's own coordinates, in the order of the
 constructors below. A store item (`secure_serde.SealedStore`) has no thread:
 its ``thread_id`` and ``checkpoint_ns`` are empty, and its coordinates are
-its namespace, as one bytes field::
+its namespace, as one bytes field, then its key::
 
     count(4, big-endian) | for each label: len(4, big-endian) | UTF-8
 
-then its key. A location in a
-store that has an identity (everything `secure_serde.SealedSaver` writes)
-starts with version 0x02 instead, and its first field is the store id::
+A location in a store that has an identity (everything
+`secure_serde.SealedSaver` writes) starts with version 0x02 instead, and its
+first field is the store id, so a value copied to another store, even one
+under the same key, does not authenticate there::
 
     "SSLOC" | version 0x02 | kind(1) | count(1) | store id field | fields as above
 
-so a value copied to another store, even one under the same key, does not
-authenticate there. Marker 0 is ``None``
-(no length follows), 1 a UTF-8 string, 2 raw bytes. Every field is
-length-prefixed and the kind fixes their count and meaning, so the encoding
-is injective: two different locations never share bytes. An unbound value
-(written through ``serde=`` on a saver that does not bind) has the empty
-location, ``b""``, which no `Location` encodes to.
+Marker 0 is ``None`` (no length follows), 1 a UTF-8 string, 2 raw bytes.
+Every field is length-prefixed and the kind fixes their count and meaning,
+so the encoding is injective: two different locations never share bytes.
+An unbound value (written through ``serde=`` on a saver that does not
+bind) has the empty location, ``b""``, which no `Location` encodes to.
 """
 
 from __future__ import annotations

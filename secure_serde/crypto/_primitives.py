@@ -4,9 +4,7 @@ Nothing here is a home-made primitive. AES-GCM and HKDF come from
 ``cryptography`` (OpenSSL), a hard dependency. pycryptodome is used for one
 thing only: reading the EAX (or GCM) rows langgraph's built-in cipher
 wrote, which `legacy_open` does with pycryptodome's own AES, as langgraph
-did. An earlier pycryptodome AES-GCM backend was removed: it was never
-needed where ``cryptography`` installs, and keeping two backends
-wire-identical was a permanent cost.
+did. There is no second AES-GCM backend to keep wire-identical.
 """
 
 from __future__ import annotations

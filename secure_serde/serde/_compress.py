@@ -397,11 +397,9 @@ class CompressedSerializer:
     def compress_encoded(self, type_tag: str, data: bytes) -> tuple[str, bytes]:
         """What `dumps_typed` stores for a value the inner serializer encoded as ``type_tag, data``.
 
-        The pair comes back unchanged when it is below ``min_size``, above
-        ``max_size``, already compressed, or would shrink by less than an
-        eighth or less than 64 bytes (`MIN_SAVED_FRACTION`,
-        `MIN_SAVED_BYTES`). ``secure-serde
-        rewrap --compress`` calls this on decrypted bytes, never deserializing them.
+        Unchanged when already compressed or when the class's thresholds say
+        so. ``secure-serde rewrap --compress`` calls this on decrypted bytes,
+        never deserializing them.
         """
         size = len(data)
         if size < self._min_size or size > self._max_size or compression_of(type_tag):
