@@ -1,25 +1,20 @@
-"""One tenant's scope inside a sealed store: its rows, its binding and its keys.
+"""One tenant's scope inside a sealed store: its rows (`TenantInner`), its binding and keys.
 
-`TenantInner` is the inner saver as one tenant sees it: thread ``t`` is
-stored as ``"sst1:" + token + ":" + t`` (the token a keyed hash of the
-tenant id), and a row that comes back without the tenant's prefix is
-refused. `TenantSealer` seals under the tenant's keys and binds every value
-to `tenant_store_id`. The routing saver that picks a tenant per call is in
-``_tenant_saver``.
+The inner saver stores the tenant's thread ``t`` as ``"sst1:" + token + ":" + t``,
+the token a keyed hash of the tenant id. `TenantSealer` seals under the tenant's keys
+and binds every value to `tenant_store_id`.
 """
 
 from __future__ import annotations
 
+import string
 import struct
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    BaseCheckpointSaver,
-    CheckpointTuple,
-)
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
 
 from secure_serde._errors import BindingError
 from secure_serde.ciphers import SealingCipher
@@ -30,7 +25,6 @@ from secure_serde.sealing._tenants import TenantKeys
 from secure_serde.serde import EncryptedSerializer
 
 __all__ = [
-    "TENANT_TAG",
     "TenantInner",
     "TenantSealer",
     "tenant_prefix",
@@ -46,9 +40,7 @@ TENANT_TAG: Final = "__secure_serde_tenant__"
 _THREAD_PREFIX: Final = "sst1:"
 _MAX_SERDES: Final = 1024
 _TOKEN_CHARS: Final = 22  # 16 bytes of blind-index token, unpadded base64url
-_TOKEN_ALPHABET: Final = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
-)
+_TOKEN_ALPHABET: Final = frozenset(string.ascii_letters + string.digits + "-_")  # base64url
 
 
 def tenant_store_id(store_id: bytes, tenant: str) -> bytes:

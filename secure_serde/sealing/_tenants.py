@@ -31,13 +31,7 @@ from secure_serde._scrub import scrubbed
 from secure_serde.ciphers import EnvKeyCipher, SealingCipher, current_test, is_sealing
 from secure_serde.crypto import SecretHolder, hkdf_sha256
 from secure_serde.sealing._index import INDEX_KEY_SIZE, BlindIndex
-from secure_serde.sealing._tenant_store import (
-    TENANT_SCOPE,
-    THREAD_PREFIX,
-    KeyRow,
-    KeyTable,
-    open_table,
-)
+from secure_serde.sealing._tenant_store import TENANT_SCOPE, THREAD_PREFIX, KeyRow, open_table
 from secure_serde.serde import EncryptedSerializer
 
 __all__ = ["ShredResult", "ShreddedScopes", "TenantKeys", "TenantRewrapReport", "check_tenant_id"]
@@ -131,7 +125,7 @@ class TenantKeys:
     ``SealedSaver(inner, serde=..., tenant_keys=keys)``. Shred with
     `shred` or `shred_thread` (or ``secure-serde tenants shred``).
 
-    Args of `open`:
+    Args (of `open` too):
         location: a SQLite file path, or a ``postgresql://`` URL. Never the
             checkpoint store: its backups must not hold the keys.
         max_cached: unwrapped keys kept in memory (tenants and threads alike).
@@ -141,7 +135,7 @@ class TenantKeys:
 
     def __init__(
         self,
-        table: KeyTable,
+        location: str | os.PathLike[str],
         *,
         max_cached: int = 4096,
         max_age: float = 300.0,
@@ -151,7 +145,7 @@ class TenantKeys:
             raise ConfigurationError("max_cached is a positive int")
         if not isinstance(max_age, (int, float)) or max_age <= 0:
             raise ConfigurationError("max_age is a positive number of seconds")
-        self._table = table
+        self._table = open_table(location)
         self._max_cached = max_cached
         self._max_age = float(max_age)
         self._clock = clock
@@ -159,16 +153,9 @@ class TenantKeys:
         self._cache: OrderedDict[tuple[str, str], _Unwrapped] = OrderedDict()
 
     @classmethod
-    def open(
-        cls,
-        location: str | os.PathLike[str],
-        *,
-        max_cached: int = 4096,
-        max_age: float = 300.0,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> TenantKeys:
-        """The key store at ``location`` (a SQLite path or a ``postgresql://`` URL)."""
-        return cls(open_table(location), max_cached=max_cached, max_age=max_age, clock=clock)
+    def open(cls, location: str | os.PathLike[str], **options: Any) -> TenantKeys:
+        """The key store at ``location``; ``options`` as `TenantKeys` takes them."""
+        return cls(location, **options)
 
     def close(self) -> None:
         with self._lock:
