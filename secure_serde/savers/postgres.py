@@ -1,15 +1,8 @@
-"""The sealed PostgreSQL savers: `SealedSaver` around langgraph's stock ones.
+"""The sealed PostgreSQL savers: `SealedSaver` around langgraph's stock ones (the thin
+constructors of secure_serde/savers/__init__.py).
 
-`PostgresSaver` and `AsyncPostgresSaver` are thin constructors: each builds
-the stock saver (its schema, SQL and rows) on the connection given, and
-wraps it in `secure_serde.SealedSaver`, so every value, pending write and
-metadata key reaches PostgreSQL sealed for its location, and the
-config reaches it reduced to the ids. Both keep the stock ``prune``. Unlike
-the stock sync saver, ``from_conn_string`` takes ``serde`` (langgraph#8116).
-
-Needs only the ``postgres`` extra. Stores secure_serde 0.3 wrote are read by
-``secure_serde.savers.V03Reader`` and copied into one of these by
-``secure_serde.savers.adopt`` (docs/upgrading.md).
+Both keep the stock ``prune``. Unlike the stock sync saver, ``from_conn_string``
+takes ``serde`` (langgraph#8116). Needs only the ``postgres`` extra.
 
 Example::
 

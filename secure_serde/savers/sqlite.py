@@ -1,14 +1,5 @@
-"""The sealed SQLite savers: `SealedSaver` around langgraph's stock ones.
-
-`SqliteSaver` and `AsyncSqliteSaver` are thin constructors: each builds the
-stock saver (its schema, SQL and rows) on the connection given, and wraps it
-in `secure_serde.SealedSaver`, so every value, pending write and metadata
-key reaches SQLite sealed for its location, and the config reaches it
-reduced to the ids.
-
-Needs only the ``sqlite`` extra. Stores secure_serde 0.3 wrote are read by
-``secure_serde.savers.V03Reader`` and copied into one of these by
-``secure_serde.savers.adopt`` (docs/upgrading.md).
+"""The sealed SQLite savers: `SealedSaver` around langgraph's stock ones (the thin
+constructors of secure_serde/savers/__init__.py). Needs only the ``sqlite`` extra.
 
 Example::
 

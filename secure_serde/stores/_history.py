@@ -80,6 +80,8 @@ class HistoryView:
         self.display: Final = store.display
         self.tables: Final = store.tables
         self.connection: Any
+        # The driver's base exception class (what a saver on `connection` raises).
+        self.driver_error: type[Exception]
         if store.kind == "postgres":
             self._open_postgres(store.location)
         else:
@@ -92,7 +94,7 @@ class HistoryView:
         from secure_serde.stores._postgres import connect
 
         self.connection = connect(location, self.display, read_only=True, prepare_threshold=0)
-        self._error: type[Exception] = psycopg.Error
+        self.driver_error = psycopg.Error
 
     def _open_sqlite(self, location: str) -> None:
         uri = f"{Path(location).resolve().as_uri()}?mode=ro"
@@ -102,7 +104,7 @@ class HistoryView:
             self.connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open {self.display}: {exc}") from None
-        self._error = sqlite3.Error
+        self.driver_error = sqlite3.Error
 
     def query(self, sqlite_sql: str, postgres_sql: str, params: tuple[Any, ...]) -> list[Any]:
         """Rows (as tuples) of the statement for this database, ``params`` bound."""
@@ -110,13 +112,8 @@ class HistoryView:
         try:
             cursor = self.connection.execute(sql, params)
             return [tuple(row) for row in cursor]
-        except self._error as exc:
+        except self.driver_error as exc:
             raise StoreError(f"reading {self.display} failed: {_first_line(exc)}") from None
-
-    @property
-    def driver_error(self) -> type[Exception]:
-        """The driver's base exception class (what a saver on `connection` raises)."""
-        return self._error
 
     def _has_checkpoints(self) -> bool:
         if self.kind == "postgres":

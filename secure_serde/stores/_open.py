@@ -47,7 +47,11 @@ def open_store(location: str | os.PathLike[str] | Store) -> Store:
     """
     if isinstance(location, Store):
         return location
-    return _refuse_sealed(_raw_store(location))
+    store = _raw_store(location)
+    if _asked(store, store.sealed_by_saver):
+        store.close()
+        raise StoreError(f"{store.display} {SEALED_STORE_REFUSAL}")
+    return store
 
 
 @scrubbed
@@ -114,13 +118,6 @@ def _asked(store: Store, question: Callable[[], _T]) -> _T:
     except BaseException:
         store.close()
         raise
-
-
-def _refuse_sealed(store: Store) -> Store:
-    if _asked(store, store.sealed_by_saver):
-        store.close()
-        raise StoreError(f"{store.display} {SEALED_STORE_REFUSAL}")
-    return store
 
 
 def _refuse_other_forms(location: str) -> None:
