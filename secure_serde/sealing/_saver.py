@@ -2,15 +2,16 @@
 
 Only langgraph's public ``BaseCheckpointSaver`` API of the inner saver is
 used. What the inner saver stores is laid out in secure_serde/sealing/_codec.py
-and _cell.py; the async twins of every method are in _async.py, and the steps
-both run (what to read, check and put) are the plans of _saver_plans.py.
+and _cell.py. Each method and its async twin run the same plan (_saver_plans.py:
+what to read, check and put); only the driver, ``_run`` or ``_arun``, differs.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -26,7 +27,6 @@ from langgraph.checkpoint.base import (
 from secure_serde._errors import ConfigurationError
 from secure_serde._report import PassProgress
 from secure_serde.sealing import _saver_plans as plans
-from secure_serde.sealing._async import AsyncMethods
 from secure_serde.sealing._codec import RECORD_KEY, Sealer, ids
 from secure_serde.sealing._identity import IDENTITY_KEY, StoreIdentity, identity_plan
 from secure_serde.sealing._inner import read_errors, unreadable
@@ -51,7 +51,7 @@ T = TypeVar("T")
 _RESERVED_KEYS: Final = frozenset({RECORD_KEY, IDENTITY_KEY, "parents"})
 
 
-class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
+class SealedSaver(BaseCheckpointSaver[Any]):
     """Wraps any checkpoint saver so that it stores only sealed values, bound to their place.
 
     Args:
@@ -162,6 +162,14 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             inner_setup()
         self._ready()
 
+    async def asetup(self) -> None:
+        inner_setup = getattr(self.inner, "setup", None)
+        if callable(inner_setup):
+            result = inner_setup()
+            if inspect.isawaitable(result):
+                await result
+        await self._aready()
+
     def _ready(self) -> Sealer:
         sealer = self._sealer
         if sealer is None:
@@ -172,6 +180,13 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
                 sealer = self._sealer
         return sealer
 
+    async def _aready(self) -> Sealer:
+        sealer = self._sealer
+        if sealer is None:
+            identity = await self._arun(identity_plan(self.inner, self._encrypting))
+            sealer = self._sealer = self._sealer or self._sealer_for(identity)
+        return sealer
+
     def _rows(self, config: RunnableConfig | None, **kwargs: Any) -> list[CheckpointTuple]:
         return cast("list[CheckpointTuple]", self._answer(("rows", config, kwargs)))
 
@@ -180,6 +195,9 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         return self._run(plans.get_plan(self, config))
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return await self._arun(plans.get_plan(self, config))
 
     def list(
         self,
@@ -194,10 +212,28 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             yield self._run(plans.with_sends(self, opened))
         self._run(plans.parents_plan(walk))
 
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        walk, listed = await self._arun(plans.list_plan(self, config, filter, before, limit))
+        for opened in walk.opened(listed):
+            yield await self._arun(plans.with_sends(self, opened))
+        await self._arun(plans.parents_plan(walk))
+
     def get_delta_channel_history(
         self, *, config: RunnableConfig, channels: Sequence[str]
     ) -> Mapping[str, DeltaChannelHistory]:
         return self._run(plans.history_plan(config, channels))
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> Mapping[str, DeltaChannelHistory]:
+        return await self._arun(plans.history_plan(config, channels))
 
     def put(
         self,
@@ -207,6 +243,16 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         return self.inner.put(*self._ready().put_args(config, checkpoint, metadata, new_versions))
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        sealer = await self._aready()
+        return await self.inner.aput(*sealer.put_args(config, checkpoint, metadata, new_versions))
 
     def put_writes(
         self,
@@ -218,9 +264,24 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         inner_config, sealed = self._ready().seal_writes(config, writes, task_id, task_path)
         self.inner.put_writes(inner_config, sealed, task_id, task_path)
 
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        sealer = await self._aready()
+        inner_config, sealed = sealer.seal_writes(config, writes, task_id, task_path)
+        await self.inner.aput_writes(inner_config, sealed, task_id, task_path)
+
     def delete_thread(self, thread_id: str) -> None:
         ids({"configurable": {"thread_id": thread_id}})
         self.inner.delete_thread(thread_id)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        ids({"configurable": {"thread_id": thread_id}})
+        await self.inner.adelete_thread(thread_id)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread through the inner saver's ``put``/``put_writes``, re-sealed for the target.
@@ -230,11 +291,20 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         """
         self._run(plans.copy_plan(source_thread_id, target_thread_id))
 
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._arun(plans.copy_plan(source_thread_id, target_thread_id))
+
     def _prune(self, thread_ids: Sequence[str], strategy: str) -> None:
         self._run(plans.prune_plan(thread_ids, strategy))
 
+    async def _aprune(self, thread_ids: Sequence[str], strategy: str) -> None:
+        await self._arun(plans.prune_plan(thread_ids, strategy))
+
     def _delete_for_runs(self, run_ids: Sequence[str]) -> None:
         self._run(plans.delete_for_runs_plan(run_ids))
+
+    async def _adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await self._arun(plans.delete_for_runs_plan(run_ids))
 
     def get_next_version(self, current: Any, channel: None) -> Any:
         return self.inner.get_next_version(current, channel)
@@ -268,6 +338,23 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         finally:
             release_reindex(self.inner)
 
+    async def areindex(
+        self,
+        *,
+        dry_run: bool = False,
+        rotate: bool = True,
+        max_rows: int | None = None,
+        batch_size: int = BATCH,
+        progress: Callable[[PassProgress], None] | None = None,
+    ) -> ReindexReport:
+        """The async twin of `SealedSaver.reindex`."""
+        begin_reindex(self, max_rows, batch_size)
+        try:
+            plan = reindex_plan(self, dry_run, rotate, max_rows, batch_size, progress)
+            return await self._arun(plan)
+        finally:
+            release_reindex(self.inner)
+
     def _run(self, plan: plans.Plan[T]) -> T:
         answer: Any = None
         error: Exception | None = None
@@ -282,6 +369,20 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
             except Exception as exc:  # noqa: BLE001 - the plan decides; re-raised unless caught
                 error = exc
 
+    async def _arun(self, plan: plans.Plan[T]) -> T:
+        answer: Any = None
+        error: Exception | None = None
+        while True:
+            try:
+                ask = plan.send(answer) if error is None else plan.throw(error)
+            except StopIteration as done:
+                return cast("T", done.value)
+            answer, error = None, None
+            try:
+                answer = await self._aanswer(ask)
+            except Exception as exc:  # noqa: BLE001 - the plan decides; re-raised unless caught
+                error = exc
+
     def _answer(self, ask: tuple[Any, ...]) -> Any:
         if ask == plans.READY:
             return self._ready()
@@ -289,6 +390,20 @@ class SealedSaver(AsyncMethods, BaseCheckpointSaver[Any]):
         try:
             answer = getattr(self.inner, name)(*args, **kwargs)
             return plans.answered(ask, list(answer) if name == "list" else answer)
+        except read_errors() as exc:
+            if not typed:
+                raise
+            error = exc
+        raise unreadable(self.inner, error) from None
+
+    async def _aanswer(self, ask: tuple[Any, ...]) -> Any:
+        if ask == plans.READY:
+            return await self._aready()
+        typed, name, args, kwargs = plans.inner_call(ask)
+        try:
+            called = getattr(self.inner, "a" + name)(*args, **kwargs)
+            answer = [row async for row in called] if name == "list" else await called
+            return plans.answered(ask, answer)
         except read_errors() as exc:
             if not typed:
                 raise

@@ -2,8 +2,8 @@
 
 A plan is a generator that yields what it asks of the inner saver and
 receives the answer (or, thrown in at the ``yield``, the error the call
-raised). _saver.py runs a plan by calling the inner saver and _async.py by
-awaiting it, so only the I/O differs. An ask is one of:
+raised). `SealedSaver._run` answers by calling the inner saver and ``_arun``
+by awaiting it, so only the I/O differs. An ask is one of:
 
 - ``READY``: the sealer (``_ready``, creating the store identity if needed);
 - ``IDENTITY``: the store identity row, which must exist;
@@ -82,8 +82,8 @@ class Host(Protocol):
     def get_next_version(self, current: Any, channel: None) -> Any: ...
 
 
-def _put(put_args: tuple[Any, ...], new_versions: Any) -> Ask:
-    return ("call", "put", (*put_args, new_versions), {})
+def _put(put_args: tuple[Any, ...]) -> Ask:
+    return ("call", "put", (*put_args, new_versions_of(put_args[1])), {})
 
 
 def _opened_rows(sealer: Sealer, config: RunnableConfig | None) -> Plan[Any]:
@@ -198,7 +198,7 @@ def copy_plan(source_thread_id: str, target_thread_id: str) -> Plan[None]:
     check_complete(rows)
     for found, opened in sorted(rows, key=oldest_first):
         put_args, writes = copy_of(sealer, found, opened, str(target_thread_id))
-        written = yield _put(put_args, new_versions_of(put_args[1]))
+        written = yield _put(put_args)
         for task_id, task_path, batch in writes:
             yield ("call", "put_writes", (written, batch, task_id, task_path), {})
 
@@ -207,8 +207,7 @@ def _detach(sealer: Sealer, rows: list[tuple[CheckpointTuple, Opened]]) -> Plan[
     """Re-seal each row as one whose parent may be deleted, before it is."""
     for found, opened in rows:
         if not opened.detached:
-            put_args = resealed(sealer, found, opened, detached=True)
-            yield _put(put_args, new_versions_of(put_args[1]))
+            yield _put(resealed(sealer, found, opened, detached=True))
 
 
 def prune_plan(thread_ids: Sequence[str], strategy: str) -> Plan[None]:

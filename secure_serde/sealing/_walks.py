@@ -139,7 +139,7 @@ class ListWalk:
     def opened(self, listed: Iterable[CheckpointTuple]) -> Iterator[Opened]:
         for found in listed:
             if self.full:
-                self.peek(found)
+                self.seen.add(key_of(found))
                 continue
             opened = self.take(found)
             if opened is not None:
@@ -159,9 +159,6 @@ class ListWalk:
             self.parents[(thread, ns, opened.parent_id)] = None
         self.count += 1
         return opened
-
-    def peek(self, found: CheckpointTuple) -> None:
-        self.seen.add(key_of(found))
 
     def unseen_parents(self, *, complete: bool) -> Iterator[RunnableConfig]:
         """Each must exist; a filtered list checks none."""
