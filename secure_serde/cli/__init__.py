@@ -1,16 +1,10 @@
 """The ``secure-serde`` console script: one module per subcommand.
 
-No argument shaped like a key is printed back, by any command, in any
-output or error: `main` applies that one rule to every argument (see
-`secure_serde.cli._args`).
-
-Each subcommand module exposes ``register(parser)``, which fills in the
-parser `build_parser` made for it under its `_SUBCOMMANDS` help, and sets
-``func`` to a callable taking the parsed arguments and returning the exit code.
-
-A subcommand's module, and what it imports (the rewrap engine, the stores, a
-database driver, KMS), is loaded only when that subcommand runs: the others
-appear in ``--help`` by name and summary alone, from `_SUBCOMMANDS`.
+No argument shaped like a key is printed back, by any command, in any output or error: `main`
+applies that one rule to every argument. A subcommand's module (its ``register(parser)`` sets
+``func``, which returns the exit code), and what it imports (the pass engine, a database
+driver, KMS), is loaded only when that subcommand runs: ``--help`` lists the others by name
+and summary alone, from `_SUBCOMMANDS`.
 """
 
 from __future__ import annotations
@@ -157,11 +151,8 @@ class RedactingStream:
 
 
 class _VersionAction(argparse.Action):
-    """``--version``: the installed version, from the package metadata as ``__version__`` is.
-
-    Read only when asked: `importlib.metadata` is slow to import, and every
-    other command starts without it.
-    """
+    """The installed version, from the package metadata, read only when asked: importing
+    `importlib.metadata` is slow, and every other command starts without it."""
 
     def __call__(
         self,
@@ -182,13 +173,8 @@ class _VersionAction(argparse.Action):
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The command's parser.
-
-    With ``only`` a string, only the subcommand of that name (none, for any
-    other string) has its module imported and its full parser; the others
-    are listed by name and help, which is all ``--help`` and a usage error
-    print. With ``None``, every subcommand is registered in full.
-    """
+    """The command's parser, with every subcommand in full (``only=None``) or only the one
+    named ``only`` (none, for another string): ``--help`` and usage errors need no more."""
     parser = argparse.ArgumentParser(
         prog="secure-serde",
         description="Keys and stores for secure_serde-encrypted LangGraph checkpoints.",

@@ -9,6 +9,7 @@ the epilog.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
@@ -178,13 +179,7 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             else {
                 "count": report.inline_count,
                 "channels": [
-                    {
-                        "channel": c.channel,
-                        "checkpoints": c.checkpoints,
-                        "threads": c.threads,
-                        "json_types": list(c.json_types),
-                        "internal": is_internal_channel(c.channel),
-                    }
+                    {**dataclasses.asdict(c), "internal": is_internal_channel(c.channel)}
                     for c in inline
                 ],
             }

@@ -1,13 +1,10 @@
 """``secure-serde audit`` on a store `SealedSaver` sealed: every row opened, as the app reads it.
 
-The store is opened with the same thin constructor the application uses (`open_sealed`), under
-the keys from the environment; a SealedStore's ``store`` table (issue 26) through `SealedStore`,
-in its own database or beside the checkpoints (then ``--json`` nests it under ``items``). Prints
-counts, ids and error class names only, from one document per report: ``--json`` prints it,
-`_print` reads it. Exit codes as for the 0.3 layout: 0 clean, 1 findings (a row that does not
-open, a cut history, a cell not under the primary key), 2 usage, configuration or store error.
-``--tenant-keys``: docs/tenants.md (shredded rows are erased on purpose, so they alone never make
-the exit code 1).
+Through the application's own saver (`open_sealed`) and keys; a SealedStore's ``store`` table
+through `SealedStore`, in its own database or beside the checkpoints (then ``--json`` nests it
+under ``items``). Counts, ids and error class names only. Exit code 1 for a row that does not
+open, a cut history or a cell not under the primary key; shredded rows (docs/tenants.md) are
+erased on purpose, so they alone never make it 1.
 """
 
 from __future__ import annotations

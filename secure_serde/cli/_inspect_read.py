@@ -1,15 +1,11 @@
-"""Reading checkpoints for ``secure-serde inspect`` through LangGraph's own savers, read only.
+"""Reading checkpoints for ``secure-serde inspect`` through LangGraph's saver API, read only.
 
-The connection is a read-only `secure_serde.stores.HistoryView`, which also answers the id and
-namespace queries. Both databases are read by `secure_serde.stores.V03Reader` on it (the
-configured ciphers all seal values for their location). Each checkpoint is read bound first,
-then unbound (marked, with a warning when the store binds), as docs/cli.md (``secure-serde
-inspect``) says; a sealed value is authenticated either way. Each is loaded on its own with
-``get_tuple``, so one that cannot be decrypted is reported and the rest of the history is shown.
-
-On a store SealedSaver sealed, `SealedReader` reads through the application's own saver
-(`open_sealed`), every check of its reads included; namespaces and ids come from the inner
-saver's raw rows, nothing decrypted.
+`CheckpointReader` reads with `secure_serde.stores.V03Reader` on a read-only `HistoryView`:
+each checkpoint bound first, then unbound (marked, with a warning when the store binds;
+docs/cli.md); a sealed value is authenticated either way. Each is loaded on its own, so one
+that cannot be decrypted is reported and the rest of the history is shown. `SealedReader`
+reads a store SealedSaver sealed through the application's own saver, every check included;
+its namespaces and ids come from the inner saver's raw rows, nothing decrypted.
 """
 
 from __future__ import annotations
@@ -45,6 +41,7 @@ __all__ = [
 ]
 
 _DELTA_COUNTERS: Final = "counters_since_delta_snapshot"
+_WHERE: Final = ("thread_id", "checkpoint_ns", "checkpoint_id")
 # Errors a stored value can raise while being decrypted or decoded; each is
 # shown in place of that checkpoint. JsonPlus raises NotImplementedError for
 # an inner type tag it does not know; the stock saver's json.loads of the
@@ -112,11 +109,9 @@ class CheckpointReader:
         self._serde = serde
 
     def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
-        """As `HistoryView.namespaces`."""
         return self._view.namespaces(thread_id)
 
     def checkpoint_ids(self, thread_id: str, checkpoint_ns: str, limit: int | None) -> list[str]:
-        """As `HistoryView.checkpoint_ids`."""
         return self._view.checkpoint_ids(thread_id, checkpoint_ns, limit)
 
     def binding_store(self) -> bool:
@@ -160,14 +155,9 @@ class CheckpointReader:
         self._view.close()
 
 
-def config_for(thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> Any:
-    return {
-        "configurable": {
-            "thread_id": thread_id,
-            "checkpoint_ns": checkpoint_ns,
-            "checkpoint_id": checkpoint_id,
-        }
-    }
+def config_for(*where: str) -> Any:
+    """The config of a checkpoint, by thread id, namespace and checkpoint id."""
+    return {"configurable": dict(zip(_WHERE, where, strict=True))}
 
 
 def read_deltas(

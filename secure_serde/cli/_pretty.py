@@ -45,19 +45,11 @@ MAX_LISTED: Final = 20
 
 
 def for_terminal(text: object) -> str:
-    """``text`` with every character a terminal could act on written as an escape.
+    """``text`` with each character ``str.isprintable`` refuses written as its Python escape.
 
-    Store-derived strings (type tags, cipher names, metadata keys, channel
-    names, thread ids, table names) pass through here at every text-output
-    sink of audit, inspect and rewrap: a newline or carriage return could
-    forge or overwrite a report line, ``ESC[8m`` hide the rest of one,
-    U+202E reverse it. Each character ``str.isprintable`` refuses (C0 and
-    C1 controls, DEL, format characters such as bidi overrides and
-    zero-width spaces, line and paragraph separators, unassigned code
-    points) becomes its Python escape (``\\n``, ``\\x1b``, ``\\u202e``);
-    printable text, accented letters and emoji included, is kept as it is.
-    JSON output needs none of this: ``json`` escapes control characters and,
-    with its default ``ensure_ascii``, everything outside ASCII.
+    Store-derived strings (type tags, metadata keys, thread ids) pass through here at every
+    text sink: a newline could forge a report line, ``ESC[8m`` hide one, U+202E reverse one.
+    Printable text, emoji included, is kept. JSON needs none of this: ``json`` escapes them.
     """
     value = text if isinstance(text, str) else str(text)
     if value.isprintable():
@@ -74,15 +66,10 @@ def capped(
     limit: int = MAX_LISTED,
     indent: str = "  ",
 ) -> list[str]:
-    """A list of rows as text lines: the first ``limit``, then one line counting the rest.
+    """The first ``limit`` rows (`for_terminal`), then one line counting the rest.
 
-    Every command that lists rows by id (rewrap's failures, audit's rows,
-    adopt's unvouched rows) prints them through here, so that a store of a
-    million bad rows prints a page, and the full list is in ``--json``.
-    ``rows`` are the rows the report kept, each printed as `for_terminal`
-    of its ``str``; ``total`` is how many there were, when a report keeps
-    fewer than it counts (rewrap keeps the first 1,000). The closing line
-    says how many ``--json`` lists.
+    A store of a million bad rows prints a page, and ``--json`` the list the report kept;
+    ``total`` is how many there were, when it keeps fewer than it counts (rewrap keeps 1,000).
     """
     count = len(rows) if total is None else max(total, len(rows))
     lines = [f"{indent}{for_terminal(row)}" for row in rows[: max(limit, 0)]]
@@ -109,13 +96,8 @@ def report_lines(
     named: Callable[[str], str] = str,
     fixes: Sequence[str] = (),
 ) -> list[str]:
-    """A pass's report as text, the one printer of rewrap and adopt.
-
-    The counts (`PassReport.summary`; its verbs say "would ..." in a dry
-    run), then the rows listed as accepted and the failures, each list
-    `capped`, then ``fixes``: the command that fixes each kind of failure.
-    Every line passes through `for_terminal`.
-    """
+    """A pass's report as text (rewrap, adopt): its summary, the accepted rows and failures,
+    each list `capped`, then ``fixes``, the command that fixes each kind of failure."""
     lines = [for_terminal(line) for line in report.summary(named)]
     if report.accepted:
         lines.append(for_terminal(report.accepted_heading))
