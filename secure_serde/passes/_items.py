@@ -28,7 +28,7 @@ import os
 from typing import Final
 
 from secure_serde._engine import Planned, Skip, Unreadable
-from secure_serde._errors import BindingError, StoreIdentityError
+from secure_serde._errors import BindingError
 from secure_serde.crypto import Location
 from secure_serde.passes._sealed import SealedPlanner
 from secure_serde.sealing import IDENTITY_ITEM_KEY, RESERVED_NAMESPACE
@@ -57,20 +57,14 @@ class ItemsPlanner(SealedPlanner):
     shared); `identify` must run first.
     """
 
-    def identify(self, identity: Cell | None) -> None:
-        """Open the store identity item: the store id every item cell names.
-
-        Raises:
-            StoreIdentityError: no identity item, or one that does not open under these keys.
-        """
-        if identity is None or identity.data is None:
-            raise StoreIdentityError(
-                "this store table has no readable store identity item: it cannot be rewrapped"
-                f" (restore the item {IDENTITY_ITEM_KEY!r} of the namespace"
-                f" {RESERVED_NAMESPACE!r} from a backup)"
-            )
-        what = "this store's identity item"
-        self._store = self._open_identity(identity.data, _IDENTITY_AT, what).store_id
+    _identity_at = _IDENTITY_AT
+    _identity_tag = None
+    _identity_name = "this store's identity item"
+    _no_identity = (
+        "this store table has no readable store identity item: it cannot be rewrapped"
+        f" (restore the item {IDENTITY_ITEM_KEY!r} of the namespace"
+        f" {RESERVED_NAMESPACE!r} from a backup)"
+    )
 
     def _plan(self, cell: Cell) -> Skip | Unreadable | Planned:
         # Run by SealedPlanner.plan: an item has no thread id, so no tenant's prefix either.

@@ -65,7 +65,6 @@ from secure_serde.sealing import (
     IDENTITY_THREAD,
     BlindIndex,
     ShreddedScopes,
-    StoreIdentity,
     TenantKeys,
     parse_record,
     tenant_prefix,
@@ -106,6 +105,15 @@ class SealedPlanner:
     the workers and the report are shared); `identify` must run first.
     """
 
+    # The store identity: where it is sealed, its row's type tag (None: any), what it is called.
+    _identity_at: Location = _IDENTITY_AT
+    _identity_tag: str | None = IDENTITY_KEY
+    _identity_name = "this store identity"
+    _no_identity = (
+        "this store has no readable store identity: it cannot be rewrapped"
+        f" (restore the thread {IDENTITY_THREAD!r} from a backup)"
+    )
+
     def __init__(
         self,
         cipher: TagAuthenticatingCipher,
@@ -139,29 +147,24 @@ class SealedPlanner:
         Raises:
             StoreIdentityError: no identity, or one that does not open under these keys.
         """
-        if identity is None or identity.data is None or identity.type_tag != IDENTITY_KEY:
-            raise StoreIdentityError(
-                "this store has no readable store identity: it cannot be rewrapped"
-                f" (restore the thread {IDENTITY_THREAD!r} from a backup)"
-            )
-        parsed = self._open_identity(identity.data, _IDENTITY_AT, "this store identity")
-        self._store = parsed.store_id
-        self._index = parsed.index
-
-    def _open_identity(self, data: bytes, at: Location, what: str) -> StoreIdentity:
+        tag = self._identity_tag
+        if identity is None or identity.data is None or tag not in (None, identity.type_tag):
+            raise StoreIdentityError(self._no_identity)
         failed = False
         try:
-            cell = _cell.from_text(data.decode("utf-8"), _cell.IDENTITY)
+            cell = _cell.from_text(identity.data.decode("utf-8"), _cell.IDENTITY)
+            at = self._identity_at
             record = self._serde.loads_typed_at((cell.type_tag, cell.ciphertext), at)
         except (SecureSerdeError, UnicodeDecodeError):
             failed = True
         if failed:
             # Raised outside the handler: nothing of the record rides along as context.
             raise StoreIdentityError(
-                f"{what} does not open under the given keys: it was"
+                f"{self._identity_name} does not open under the given keys: it was"
                 " forged, or the store is sealed under other keys"
             )
-        return parse_record(record)
+        parsed = parse_record(record)
+        self._store, self._index = parsed.store_id, parsed.index
 
     def use_tenant_keys(self, tenant_keys: TenantKeys) -> None:
         """Map each tenant of the key store to its rows' thread-id prefix; read its tombstones.
@@ -227,8 +230,6 @@ class SealedPlanner:
             new, source = self._rekey_write(cell)
         else:
             raise _refuse(BindingError, f"a sealed store has no table {table!r}")
-        if source is None:
-            return CURRENT
         return self._planned(cell, _BYTES, new, source)
 
     def _plan_record(self, cell: Cell) -> Skip | Unreadable | Planned:
@@ -261,8 +262,6 @@ class SealedPlanner:
         except BindingError as exc:
             raise _refuse(type(exc), str(exc)) from None
         new, source = self._rekey(_cell.pack(kind, raw.type_tag, raw.ciphertext), kind, at)
-        if source is None:
-            return CURRENT
         stored = None if new is None else _cell.to_text(new).encode("ascii")
         return self._planned(cell, stored_as, stored, source)
 
@@ -393,7 +392,11 @@ class SealedPlanner:
             " with, or moved, copied or swapped from another row or store; left as it is",
         )
 
-    def _planned(self, cell: Cell, new_type: str | None, new: bytes | None, source: str) -> Planned:
+    def _planned(
+        self, cell: Cell, new_type: str | None, new: bytes | None, source: str | None
+    ) -> Skip | Planned:
+        if source is None:
+            return CURRENT
         if not self._seal or new is None or new_type is None:
             return Planned(None, source)
         return Planned(Swap(cell, new_type, new), source)
