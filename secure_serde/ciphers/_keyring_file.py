@@ -6,9 +6,7 @@ old key (its rows are named, not read), then ``drop`` it. Every edit is
 validated by building the `KeyRotationCipher` the file describes, and
 written atomically at mode 0600 under an exclusive lock, so a crash or a
 concurrent edit never leaves a half-written keyring. An edit follows
-symbolic links to the regular file and replaces that file beside itself;
-what cannot be edited that way is refused with `KeyringFileError` before
-anything changes (docs/cli.md, "secure-serde keyring", runs these edits).
+symbolic links to the regular file and replaces that file beside itself.
 """
 
 from __future__ import annotations

@@ -268,10 +268,8 @@ class KmsEnvelopeCipher(SecretHolder):
         A periodic task passing, say, half of ``max_age`` keeps KMS off the write path.
         """
         with self._refill_lock:
-            if self._enc.remaining() > refresh_before:
-                return
-            key = self._generate()
-            self._enc.install(key, self._limits.max_age, None)
+            if self._enc.remaining() <= refresh_before:
+                self._generate(None)
 
     async def awarm(self, *, refresh_before: float = 0.0) -> None:
         """`warm` in a worker thread, so the event loop is never blocked on KMS."""
@@ -390,14 +388,11 @@ class KmsEnvelopeCipher(SecretHolder):
     def _next_data_key(self, size: int) -> DataKey:
         with self._refill_lock:
             # Another thread may have fetched one while this one waited.
-            key = self._enc.take(size)
-            if key is None:
-                key = self._generate()
-                self._enc.install(key, self._limits.max_age, size)
-            return key
+            return self._enc.take(size) or self._generate(size)
 
     @scrubbed  # holds the plaintext data key when the wrapped one is refused
-    def _generate(self) -> DataKey:
+    def _generate(self, size: int | None) -> DataKey:
+        """A new data key, made current for writes (``size``: see `EncryptionKeyCache.install`)."""
         resolved = self._resolve(KmsEncryptionError)
         plaintext, wrapped = self._calls.generate_data_key(
             resolved.primary_arn, self._context, KmsEncryptionError
@@ -410,6 +405,7 @@ class KmsEnvelopeCipher(SecretHolder):
         key = self._new_key(header, resolved.primary_cmk, plaintext)
         self._dec.sweep()
         self._dec.put(key)
+        self._enc.install(key, self._limits.max_age, size)
         return key
 
     def _unwrap(self, header: bytes) -> DataKey:

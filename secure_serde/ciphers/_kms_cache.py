@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 
 from secure_serde._errors import ConfigurationError
@@ -58,8 +58,8 @@ class DataKey(SecretHolder):
 
     header: bytes
     cmk_id: bytes
-    aead: AesGcm = field(compare=False)
-    commitment: KeyCommitment = field(compare=False)
+    aead: AesGcm
+    commitment: KeyCommitment
 
     def __repr__(self) -> str:
         return f"<DataKey cmk_id={self.cmk_id.hex()}>"
