@@ -1,12 +1,8 @@
 """The crypto layer: primitives from libraries, the ciphertext formats, locations, keys.
 
-Bottom to top: ``_primitives`` (AES-GCM, HKDF, the legacy AES reader, all from
-libraries), the wire formats ``_format`` (v1 and the version dispatch), ``_format_v2``
-and ``_format_v3``, each the only place that lays out and parses its bytes,
-``_binding`` (`Location`, what a value is bound to) and ``_keys`` (how keys are written
-down and derived). The ciphers (``secure_serde.ciphers``) build on this package only
-through the names below; the format modules are exported whole, as ``format_v1``,
-``format_v2`` and ``format_v3``, because a cipher speaks a format as a namespace.
+Each format module (``_format`` for v1 and the version dispatch, ``_format_v2``,
+``_format_v3``) is the only place that lays out and parses its bytes, and is
+exported whole, as ``format_v1`` to ``format_v3``: a cipher speaks a format as a namespace.
 """
 
 from __future__ import annotations

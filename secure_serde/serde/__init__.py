@@ -1,10 +1,7 @@
 """The serializer layer: `EncryptedSerializer` and what it reads and writes with.
 
-``_serializer`` (the `SerializerProtocol` wrapper), ``_readrule`` (the one read rule,
-per type tag), ``_strict`` (JsonPlus read as data), ``_compress``, ``_trust`` (whether
-the bytes being read were authenticated), ``_migration`` (the one setting that widens
-what is read) and ``_langgraph``: every private langgraph name the package uses, in one
-module, pinned by tests/serde/test_langgraph_private*.py. It is exported whole as
+``_langgraph``, every private langgraph name the package uses (pinned by
+tests/serde/test_langgraph_private*.py), is exported whole as
 ``langgraph_internals`` so that its users say so where they import it.
 """
 

@@ -3,11 +3,7 @@
 Type tags keep langgraph's ``"{inner}+{cipher}"`` shape. The cipher name is
 split off the right-hand end, so inner serializers whose own tags contain
 ``+`` (``msgpack+zlib``) compose. How each tag is read is decided by the one
-read rule (secure_serde/serde/_readrule.py): a value reaches the inner serializer
-only after its cipher has authenticated it together with the inner tag;
-anything whose tag nothing authenticates (plaintext rows under
-``Migration.plaintext``, rows of langgraph's built-in ``+aes`` format) is
-read by the strict decoder, which builds data types only.
+read rule (secure_serde/serde/_readrule.py, which lays it out).
 """
 
 from __future__ import annotations
