@@ -316,19 +316,9 @@ class TenantKeys:
             examined += 1
             if row.wrapped is None:
                 shredded += 1
-                continue
-            if is_current(row.cipher_name, row.wrapped):
+            elif is_current(row.cipher_name, row.wrapped):
                 current += 1
-                continue
-            try:
-                moved = self._rewrapped(row, serde, primary)
-            except DecryptionError:
-                failed.append(row.tenant)
-                continue
-            if dry_run:
-                rewrapped += 1
-                continue
-            if self._table.swap(row.tenant, row.scope, row.wrapped, moved[1], moved[0]):
+            elif self._moved(row, serde, primary, dry_run):
                 rewrapped += 1
             else:
                 failed.append(row.tenant)
@@ -339,14 +329,18 @@ class TenantKeys:
         return report
 
     @scrubbed
-    def _rewrapped(
-        self, row: KeyRow, serde: EncryptedSerializer, primary: SealingCipher
-    ) -> tuple[str, bytes]:
-        refusal = DecryptionError(f"no cipher reads tenant keys under {row.cipher_name!r}")
-        key = _tenant_key(row, serde, refusal)
-        moved = primary.encrypt_at(key, *_wrap_at(row.tenant, row.scope, row.key_id))
+    def _moved(
+        self, row: KeyRow, serde: EncryptedSerializer, primary: SealingCipher, dry_run: bool
+    ) -> bool:
+        """Whether a live tenant key was (or, with ``dry_run``, would be) moved to ``primary``."""
+        try:
+            refusal = DecryptionError(f"no cipher reads tenant keys under {row.cipher_name!r}")
+            key = _tenant_key(row, serde, refusal)
+        except DecryptionError:
+            return False
+        name, wrapped = primary.encrypt_at(key, *_wrap_at(row.tenant, row.scope, row.key_id))
         del key
-        return moved
+        return dry_run or self._table.swap(row.tenant, row.scope, _live(row), wrapped, name)
 
 
 @scrubbed
