@@ -157,10 +157,8 @@ class V03Reader(BaseCheckpointSaver[str]):
                 dict(zip(PG_NAMES, r, strict=True))
                 for r in view.query("", PG_COLUMNS + where[1], params)
             ]
-            if found:
-                self._old_checkpoint_sends(found)
-            for value in found:
-                yield self._rows.postgres(value)
+            self._old_checkpoint_sends(found)
+            yield from map(self._rows.postgres, found)
             return
         for row in view.query(SQLITE_COLUMNS + where[0], "", params):
             writes = view.query(self._writes_sql, "", (row[0], row[1], row[2]))

@@ -103,8 +103,14 @@ class V03Rows:
         return pending
 
     def _tuple(
-        self, row: tuple[str, str, str], parent_id: str | None, checkpoint: Any, metadata: Any
+        self,
+        row: tuple[str, str, str],
+        parent_id: str | None,
+        checkpoint: Any,
+        metadata: Any,
+        writes: Iterable[Sequence[Any]],
     ) -> CheckpointTuple:
+        pending = self._writes(row, writes)
         opened = self._metadata.open(
             partial(self.load, location=Location.metadata(*row)), metadata, row
         )
@@ -114,7 +120,7 @@ class V03Rows:
             cast(Checkpoint, checkpoint),
             opened,
             {"configurable": {**ids, "checkpoint_id": parent_id}} if parent_id else None,
-            [],
+            pending,
         )
 
     def sqlite(self, row: Sequence[Any], writes: Iterable[Sequence[Any]]) -> CheckpointTuple:
@@ -128,8 +134,7 @@ class V03Rows:
         if not isinstance(checkpoint, dict):
             raise BindingError("checkpoint blob does not hold a checkpoint")
         ids = (thread_id, checkpoint_ns, checkpoint_id)
-        pending = self._writes(ids, writes)
-        return self._tuple(ids, parent_id, checkpoint, metadata)._replace(pending_writes=pending)
+        return self._tuple(ids, parent_id, checkpoint, metadata, writes)
 
     def postgres(self, value: Mapping[str, Any]) -> CheckpointTuple:
         """A tuple from a row of the stock ``SELECT_SQL`` (as a mapping of its columns)."""
@@ -154,11 +159,11 @@ class V03Rows:
                 raise BindingError(f"blob of channel {channel!r} has no version in its record")
             location = Location.blob(thread_id, checkpoint_ns, channel, versions[channel])
             channel_values[channel] = self.load((type_tag, blob), location)
-        ids = (thread_id, checkpoint_ns, checkpoint_id)
-        pending = self._writes(ids, value["pending_writes"] or ())
         checkpoint = {**record, "channel_values": channel_values}
-        loaded = self._tuple(ids, parent_id, checkpoint, value["metadata"])
-        return loaded._replace(pending_writes=pending)
+        ids = (thread_id, checkpoint_ns, checkpoint_id)
+        return self._tuple(
+            ids, parent_id, checkpoint, value["metadata"], value["pending_writes"] or ()
+        )
 
     def _check_inline(self, inline: Mapping[str, Any] | None, loaded: set[str]) -> None:
         values = {ch: v for ch, v in (inline or {}).items() if ch not in loaded}
