@@ -43,10 +43,7 @@ class RowRef:
     key: tuple[tuple[str, KeyValue], ...]
 
     def get(self, column: str) -> KeyValue | None:
-        for name, value in self.key:
-            if name == column:
-                return value
-        return None
+        return dict(self.key).get(column)
 
     @property
     def thread_id(self) -> str:
