@@ -144,11 +144,9 @@ def _fast() -> Any:
     global _fast_zstd
     if _fast_zstd is _FAST_UNSET:
         try:
-            import zstandard
+            import zstandard as _fast_zstd
         except ImportError:
             _fast_zstd = None
-        else:
-            _fast_zstd = zstandard
     return _fast_zstd
 
 

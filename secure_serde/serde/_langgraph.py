@@ -129,10 +129,8 @@ def msgpack_type_allowed(allowlist: Allowlist, module: str, name: str) -> bool:
             "This will be blocked in a future version. "
             "Set LANGGRAPH_STRICT_MSGPACK=true to block now, or add "
             "to allowed_msgpack_modules to allow explicitly: [(%r, %r)]",
-            module,
-            name,
-            module,
-            name,
+            *key,
+            *key,
         )
         return True
     if allowlist is not None and key in allowlist:
@@ -143,9 +141,7 @@ def msgpack_type_allowed(allowlist: Allowlist, module: str, name: str) -> bool:
         key,
         "Blocked deserialization of %s.%s - not in allowed_msgpack_modules. "
         "Add to allowed_msgpack_modules to allow: [(%r, %r)]",
-        module,
-        name,
-        module,
-        name,
+        *key,
+        *key,
     )
     return False
