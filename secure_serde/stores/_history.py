@@ -48,6 +48,9 @@ _SQLITE_NEWEST: Final = (
 _SQLITE_HAS_CHECKPOINTS: Final = (
     "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?"
 )
+_SQLITE_HAS_TASK_PATH: Final = (
+    "SELECT count(*) FROM pragma_table_info('writes') WHERE name = 'task_path'"
+)
 _PG_HAS_CHECKPOINTS: Final = "SELECT to_regclass('checkpoints') IS NOT NULL"
 _PG_HAS_HISTORY: Final = """
 SELECT count(*) FROM pg_attribute
@@ -125,6 +128,11 @@ class HistoryView:
         if self.kind != "postgres":
             return True
         return bool(self.query("", _PG_HAS_HISTORY, ())[0][0])
+
+    def task_path_column(self) -> str:
+        """SQLite's ``writes.task_path``, or ``''`` in a table from before langgraph added it
+        (langgraph's own rule)."""
+        return "task_path" if self.query(_SQLITE_HAS_TASK_PATH, "", ())[0][0] else "''"
 
     def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
         """Every checkpoint namespace of a thread (``""`` is the root graph) and its size."""

@@ -28,28 +28,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import (
-    BaseCheckpointSaver,
-    CheckpointTuple,
-)
+from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple, get_checkpoint_id
 from langgraph.checkpoint.serde.types import TASKS
 
 from secure_serde._errors import BindingError, ConfigurationError, SecureSerdeError
 from secure_serde.serde import EncryptedSerializer, Migration
 from secure_serde.stores._base import Store, StoreError
-from secure_serde.stores._history import HistoryView
+from secure_serde.stores._history import HistoryView, _both
 from secure_serde.stores._v03_metadata import V03Metadata
 from secure_serde.stores._v03_rows import V03Rows
-from secure_serde.stores._v03_sql import (
-    PG_COLUMNS,
-    PG_NAMES,
-    PG_SENDS,
-    SQLITE_COLUMNS,
-    SQLITE_WRITES,
-    get_where,
-    list_where,
-    sqlite_writes,
-)
 
 __all__ = ["V03Reader", "refuse_v03", "written_by_v03"]
 
@@ -62,6 +49,81 @@ _PROBE_ERRORS: Final = (
     NotImplementedError,
     RecursionError,
 )
+
+
+# -- The SQL the reader runs: literal statements, values always bound. SQLite's are 0.3's own
+# (langgraph-checkpoint-sqlite's statements); PostgreSQL's are langgraph-checkpoint-postgres
+# 3.2's. A WHERE clause is assembled from the literal fragments below, each written once with
+# ``{0}`` for the placeholder, so the same text serves both databases (``?`` and ``%s``).
+# The same clause for SQLite and for PostgreSQL, and its parameters.
+_Where = tuple[tuple[str, str], tuple[Any, ...]]
+
+_SQLITE_COLUMNS: Final = (
+    "SELECT thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint,"
+    " metadata FROM checkpoints"
+)
+_SQLITE_WRITES: Final = (
+    "SELECT task_id, channel, type, value, {path}, idx FROM writes"
+    " WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+# langgraph-checkpoint-postgres 3.2's SELECT_SQL and SELECT_PENDING_SENDS_SQL, verbatim
+# (the channel is langgraph's TASKS).
+_PG_COLUMNS: Final = """
+select
+    thread_id,
+    checkpoint,
+    checkpoint_ns,
+    checkpoint_id,
+    parent_checkpoint_id,
+    metadata,
+    (
+        select array_agg(array[bl.channel::bytea, bl.type::bytea, bl.blob])
+        from jsonb_each_text(checkpoint -> 'channel_versions')
+        inner join checkpoint_blobs bl
+            on bl.thread_id = checkpoints.thread_id
+            and bl.checkpoint_ns = checkpoints.checkpoint_ns
+            and bl.channel = jsonb_each_text.key
+            and bl.version = jsonb_each_text.value
+    ) as channel_values,
+    (
+        select
+        array_agg(array[cw.task_id::text::bytea, cw.channel::bytea, cw.type::bytea, cw.blob, convert_to(cw.task_path, 'UTF8'), cw.idx::text::bytea])
+        from checkpoint_writes cw
+        where cw.thread_id = checkpoints.thread_id
+            and cw.checkpoint_ns = checkpoints.checkpoint_ns
+            and cw.checkpoint_id = checkpoints.checkpoint_id
+    ) as pending_writes
+from checkpoints """  # noqa: E501 - kept as langgraph writes it
+_PG_NAMES: Final = (
+    "thread_id",
+    "checkpoint",
+    "checkpoint_ns",
+    "checkpoint_id",
+    "parent_checkpoint_id",
+    "metadata",
+    "channel_values",
+    "pending_writes",
+)
+_PG_SENDS: Final = """
+select
+    checkpoint_id,
+    array_agg(array[type::bytea, blob] order by task_path, task_id, idx) as sends
+from checkpoint_writes
+where thread_id = %s
+    and checkpoint_id = any(%s)
+    and channel = '__pregel_tasks'
+group by checkpoint_id
+"""
+_BY_ID: Final = " WHERE thread_id = {0} AND checkpoint_ns = {0} AND checkpoint_id = {0}"
+_LATEST: Final = (
+    " WHERE thread_id = {0} AND checkpoint_ns = {0} ORDER BY checkpoint_id DESC LIMIT 1"
+)
+_THREAD: Final = "thread_id = {0}"
+_NS: Final = "checkpoint_ns = {0}"
+_ID: Final = "checkpoint_id = {0}"
+_BEFORE: Final = "checkpoint_id < {0}"
+_ORDER: Final = " ORDER BY checkpoint_id DESC"
+_LIMIT: Final = " LIMIT {0}"
 
 
 class V03Reader(BaseCheckpointSaver[str]):
@@ -120,7 +182,9 @@ class V03Reader(BaseCheckpointSaver[str]):
         self.view = store if isinstance(store, HistoryView) else _view(store)
         try:
             self._writes_sql = (
-                "" if self.view.kind == "postgres" else sqlite_writes(self.view, SQLITE_WRITES)
+                ""
+                if self.view.kind == "postgres"
+                else _SQLITE_WRITES.format(path=self.view.task_path_column())
             )
         except BaseException:
             self.close()
@@ -131,7 +195,7 @@ class V03Reader(BaseCheckpointSaver[str]):
         return self._rows.migration
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        return next(self._rows_of(*get_where(config)), None)
+        return next(self._rows_of(*_get_where(config)), None)
 
     def list(
         self,
@@ -146,7 +210,7 @@ class V03Reader(BaseCheckpointSaver[str]):
                 "the 0.3 reader lists without filters; adopt the store"
                 " (secure_serde.savers.adopt) and filter on the SealedSaver"
             )
-        yield from self._rows_of(*list_where(config, before, limit))
+        yield from self._rows_of(*_list_where(config, before, limit))
 
     def _rows_of(
         self, where: tuple[str, str], params: tuple[Any, ...]
@@ -154,13 +218,13 @@ class V03Reader(BaseCheckpointSaver[str]):
         view = self.view
         if view.kind == "postgres":
             found = [
-                dict(zip(PG_NAMES, r, strict=True))
-                for r in view.query("", PG_COLUMNS + where[1], params)
+                dict(zip(_PG_NAMES, r, strict=True))
+                for r in view.query("", _PG_COLUMNS + where[1], params)
             ]
             self._old_checkpoint_sends(found)
             yield from map(self._rows.postgres, found)
             return
-        for row in view.query(SQLITE_COLUMNS + where[0], "", params):
+        for row in view.query(_SQLITE_COLUMNS + where[0], "", params):
             writes = view.query(self._writes_sql, "", (row[0], row[1], row[2]))
             yield self._rows.sqlite(row, writes)
 
@@ -175,7 +239,7 @@ class V03Reader(BaseCheckpointSaver[str]):
         for value in to_migrate:
             by_parent[value["parent_checkpoint_id"]].append(value)
         params = (values[0]["thread_id"], list(by_parent))
-        for parent_id, sends in self.view.query("", PG_SENDS, params):
+        for parent_id, sends in self.view.query("", _PG_SENDS, params):
             for value in by_parent[parent_id]:
                 if value["channel_values"] is None:
                     value["channel_values"] = []
@@ -274,3 +338,39 @@ def _read_only() -> ConfigurationError:
         "the 0.3 reader only reads; copy the store into a SealedSaver with"
         " secure_serde.savers.adopt (secure-serde adopt OLD NEW)"
     )
+
+
+def _get_where(config: RunnableConfig) -> _Where:
+    """``get_tuple``'s clause: the checkpoint named, or the thread's newest."""
+    configurable = config["configurable"]
+    thread_id = configurable["thread_id"]
+    checkpoint_ns = configurable.get("checkpoint_ns", "")
+    if checkpoint_id := get_checkpoint_id(config):
+        return _both(_BY_ID), (thread_id, checkpoint_ns, checkpoint_id)
+    return _both(_LATEST), (thread_id, checkpoint_ns)
+
+
+def _list_where(
+    config: RunnableConfig | None, before: RunnableConfig | None, limit: int | None
+) -> _Where:
+    """``list``'s clause, as langgraph's savers build it (newest first)."""
+    terms: list[str] = []
+    params: list[Any] = []
+    if config is not None:
+        terms.append(_THREAD)
+        params.append(config["configurable"]["thread_id"])
+        checkpoint_ns = config["configurable"].get("checkpoint_ns")
+        if checkpoint_ns is not None:
+            terms.append(_NS)
+            params.append(checkpoint_ns)
+        if checkpoint_id := get_checkpoint_id(config):
+            terms.append(_ID)
+            params.append(checkpoint_id)
+    if before is not None:
+        terms.append(_BEFORE)
+        params.append(get_checkpoint_id(before))
+    template = (" WHERE " + " AND ".join(terms) if terms else "") + _ORDER
+    if limit is not None:
+        template += _LIMIT
+        params.append(int(limit))
+    return _both(template), tuple(params)

@@ -27,7 +27,6 @@ from typing import Any, Final
 from langgraph.checkpoint.base import writes_sort_key
 
 from secure_serde.stores._history import CheckpointId, HistoryView
-from secure_serde.stores._v03_sql import sqlite_writes
 
 __all__ = ["CheckpointTags", "checkpoint_tags"]
 
@@ -88,7 +87,7 @@ def checkpoint_tags(view: HistoryView) -> list[CheckpointTags]:
             _tags(row[:4], _postgres_values(row[4], row[5]), writes)
             for row in view.query("", _PG_CHECKPOINTS, ())
         ]
-    writes = _writes(view.query(sqlite_writes(view, _SQLITE_WRITES), "", ()))
+    writes = _writes(view.query(_SQLITE_WRITES.format(path=view.task_path_column()), "", ()))
     return [
         _tags(row[:4], (("checkpoint", row[4]),), writes)
         for row in view.query(_SQLITE_CHECKPOINTS, "", ())

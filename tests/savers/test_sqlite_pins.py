@@ -2,7 +2,7 @@
 
 `SealedSaver` wraps the stock SQLite saver through its public API only, but the stores layer
 (secure_serde/stores/_sqlite.py: the cells audit, rewrap and adopt read and rewrite) and
-`V03Reader` (stores/_v03_sql.py) read these tables and columns directly, which is why
+`V03Reader` (stores/_v03.py) read these tables and columns directly, which is why
 pyproject.toml caps the package. A release that changes them fails here.
 """
 
