@@ -126,12 +126,9 @@ class Keyring(SecretHolder):
         # Format v3 state per readable key, by its 21 keyed bytes (version, key
         # id, commitment). Retired keys are left out, so a hit is a key that may
         # open values and whose commitment the value carries.
-        self._v3_primary = _V3Key(primary, self._name)
-        self._v3_by_keyed: dict[bytes, _V3Key] = {self._v3_primary.keyed: self._v3_primary}
-        for key_id, key in by_id.items():
-            if key is not primary and key_id not in self._retired:
-                state = _V3Key(key, self._name)
-                self._v3_by_keyed[state.keyed] = state
+        states = [_V3Key(key, self._name) for key in self.readable()]
+        self._v3_primary = states[0]
+        self._v3_by_keyed = {state.keyed: state for state in states}
 
     @property
     def primary(self) -> Key:

@@ -41,9 +41,9 @@ MISSING_PYCRYPTODOME: Final = (
 
 
 # Said once per process, when the first legacy row is met: a store without
-# such rows, which most are, never logs it (issue 22).
-_MISSING_SAID: Final = threading.Event()
-_MISSING_LOCK: Final = threading.Lock()
+# such rows, which most are, never logs it (issue 22). Held from then on: the
+# first caller to take it, and only that one, logs.
+_MISSING_SAID: Final = threading.Lock()
 _MISSING_ROW: Final = (
     f"this row was written by langgraph's built-in encryption (cipher {LEGACY_CIPHER_NAME!r}),"
     " and reading it needs pycryptodome: pip install 'secure-serde[pycryptodome]'"
@@ -51,10 +51,7 @@ _MISSING_ROW: Final = (
 
 
 def _missing_pycryptodome() -> NoReturn:
-    with _MISSING_LOCK:
-        first = not _MISSING_SAID.is_set()
-        _MISSING_SAID.set()
-    if first:
+    if _MISSING_SAID.acquire(blocking=False):
         logger.warning(MISSING_PYCRYPTODOME)
     raise DecryptionError(_MISSING_ROW)
 

@@ -93,7 +93,6 @@ class KeyRotationCipher(AesGcmCipher):
                     f"labels must be non-empty strings, got {shown_label(label)}"
                 )
             if could_be_key(label):
-                # Labels are printed (reprs, audit, errors); a key pasted as one would be too.
                 raise ConfigurationError(
                     "a label has the shape of a key (16, 24 or 32 bytes, or 'base64:...'),"
                     " so it is not shown and not accepted: labels are printed in reprs and"
@@ -233,9 +232,7 @@ def read_keyring_file(path: Path, *, private: bool = True) -> tuple[dict[str, An
     refused, as ssh refuses such a private key, unless
     ``SECURE_SERDE_KEYRING_STRICT_MODES=no``.
     """
-    # Errors are raised after the ``except`` blocks, not inside them: even with
-    # ``from None`` the decoder's exception would stay reachable as
-    # ``__context__``, and its ``doc``/``object`` is the file's text, keys included.
+    # Raised after the ``except`` block, as in `keyring_json`.
     problem = None
     data, mode = b"", 0
     try:
@@ -268,12 +265,13 @@ def read_keyring_file(path: Path, *, private: bool = True) -> tuple[dict[str, An
 
 
 def keyring_json(data: bytes, path: Path) -> Any:
-    """The JSON value of a keyring file's bytes (`KeyringFile` reads with it too)."""
+    """The JSON value of a keyring file's bytes."""
     try:
         return json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError):  # RecursionError: nested past the interpreter's stack
         problem = f"keyring file {path} is not valid JSON (or not UTF-8, or nested too deeply)"
-    # Outside the handler: the decoder's error would keep the file's text, keys included.
+    # Outside the handler: even with ``from None`` the decoder's error would stay reachable
+    # as ``__context__``, and its ``doc``/``object`` is the file's text, keys included.
     raise ConfigurationError(problem)
 
 
