@@ -4,12 +4,10 @@ for SQLite and PostgreSQL.
 A store knows its tables from the catalog (`TableSpec` templates in ``_WANTED``)
 and builds its statements from them with its driver's placeholder and casts:
 keyset-paginated pages, a reload by key, a count, and a compare-and-swap
-``UPDATE``. A table is either two columns (type tag and bytes) or, with
-``envelope_key`` set, one key of a JSON column (SealedSaver's records,
-SealedStore's items): such a cell is the text under that key, and a swap
-replaces that key only, while it still holds the text read. Names in the
-statements are fixed constants or catalog column names, all quoted; every
-value is bound (hence S608).
+``UPDATE``. A table is either two columns (type tag and bytes) or one key of
+a JSON column (`TableSpec`), whose swap replaces that key only, while it still
+holds the text read. Names in the statements are fixed constants or catalog
+column names, all quoted; every value is bound (hence S608).
 """
 
 from __future__ import annotations

@@ -84,30 +84,25 @@ class HistoryView:
         self.tables: Final = store.tables
         self.connection: Any
         # The driver's base exception class (what a saver on `connection` raises).
-        self.driver_error: type[Exception]
+        self.driver_error: type[Exception] = sqlite3.Error
         if store.kind == "postgres":
-            self._open_postgres(store.location)
+            import psycopg
+
+            from secure_serde.stores._postgres import connect
+
+            self.connection = connect(
+                store.location, self.display, read_only=True, prepare_threshold=0
+            )
+            self.driver_error = psycopg.Error
         else:
-            self._open_sqlite(store.location)
+            uri = f"{Path(store.location).resolve().as_uri()}?mode=ro"
+            try:
+                # check_same_thread=False: LangGraph's SqliteSaver may be called
+                # from a worker thread (its async wrappers do).
+                self.connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
+            except sqlite3.Error as exc:
+                raise StoreError(f"cannot open {self.display}: {exc}") from None
         self.has_checkpoints: Final = self._has_checkpoints()
-
-    def _open_postgres(self, location: str) -> None:
-        import psycopg
-
-        from secure_serde.stores._postgres import connect
-
-        self.connection = connect(location, self.display, read_only=True, prepare_threshold=0)
-        self.driver_error = psycopg.Error
-
-    def _open_sqlite(self, location: str) -> None:
-        uri = f"{Path(location).resolve().as_uri()}?mode=ro"
-        try:
-            # check_same_thread=False: LangGraph's SqliteSaver may be called
-            # from a worker thread (its async wrappers do).
-            self.connection = sqlite3.connect(uri, uri=True, check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise StoreError(f"cannot open {self.display}: {exc}") from None
-        self.driver_error = sqlite3.Error
 
     def query(self, sqlite_sql: str, postgres_sql: str, params: tuple[Any, ...]) -> list[Any]:
         """Rows (as tuples) of the statement for this database, ``params`` bound."""
