@@ -1,12 +1,8 @@
 """``secure-serde adopt SOURCE TARGET``: copy an older store into a new SealedSaver store.
 
-SOURCE is a store secure_serde 0.3's sealed savers wrote, or a stock saver
-with secure_serde's serializer, read by `secure_serde.stores.V03Reader` (read
-only); TARGET is a new store (a SQLite path or a
-``postgresql://`` URL), opened with the 0.4 saver of its kind and set up.
-Keys come from the environment, as for every command. Every row the tool
-cannot vouch for is listed first (``--dry-run`` writes nothing) and refused
-unless ``--accept-unvouched``. Exit codes: the epilog.
+SOURCE is read by `secure_serde.stores.V03Reader` (read only); TARGET is opened with the 0.4
+saver of its kind and set up. What is refused unless ``--accept-unvouched``, and the exit
+codes: the description and epilog.
 """
 
 from __future__ import annotations

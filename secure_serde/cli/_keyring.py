@@ -1,11 +1,6 @@
-"""``secure-serde keyring``: the staged rotation runbook as commands on a keyring file.
-
-One command per stage of `secure_serde.ciphers.KeyringFile`, which validates
-each edit and writes it atomically at mode 0600 under a lock: ``add`` a key
-(it only decrypts), deploy the file everywhere, ``promote`` it (it
-encrypts), rewrap, ``retire`` the old key (its rows are named, not read),
-then ``drop`` it. Keys are never printed unless ``show --reveal`` asks
-(docs/cli.md, "secure-serde keyring").
+"""``secure-serde keyring``: the staged rotation runbook (its description) as commands on a
+keyring file, each stage a `secure_serde.ciphers.KeyringFile` edit, which validates it and
+writes it atomically at mode 0600 under a lock (docs/cli.md, "secure-serde keyring").
 """
 
 from __future__ import annotations

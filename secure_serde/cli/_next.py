@@ -10,15 +10,10 @@ channels after the nodes, so the checkpoint alone says which nodes run next:
   and B have all written it (deferred joins also once the step finished);
 * every ``Send`` in ``__pregel_tasks`` is a task of its node.
 
-A trigger fires when the channel holds a value (it appears in
-``channel_values``) and its version is newer than the one the node last
-saw (``versions_seen``), as in LangGraph's ``_triggers``. This is what
-``get_state_history`` reports as ``next`` (every task of the following
-step); tests compare the two on real graphs. It is not exact for graphs
-that are not ``StateGraph`` s (the functional API, hand-built ``Pregel``),
-for node names containing ``+`` in a join, or for checkpoints older than
-LangGraph's v4 checkpoint format; and sibling order is alphabetical, not the
-order the graph defines its nodes in.
+A trigger fires when the channel holds a value (it appears in ``channel_values``) and its
+version is newer than the one the node last saw (``versions_seen``), as in LangGraph's
+``_triggers``. Where this is not exact: docs/cli.md (``secure-serde inspect``); nor is it for
+checkpoints older than LangGraph's v4 checkpoint format.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """``secure-serde tenants``: crypto-shred a tenant's (or one thread's) key in a tenant key store.
 
-``shred`` destroys the wrapped key and leaves a tombstone (docs/tenants.md):
-every checkpoint of that tenant or thread, in the live store and in every
-copy of it, then raises `ShreddedError`. It needs only the key store, not
-the primary key. It asks for the tenant id to be typed back unless ``--yes``
-is given, and prints what it did as one line of JSON.
+``shred`` leaves a tombstone (docs/tenants.md): every checkpoint of that tenant or thread, in
+every copy of the store, then raises `ShreddedError`. It needs only the key store, asks for the
+tenant id to be typed back unless ``--yes``, and prints what it did as one line of JSON.
 """
 
 from __future__ import annotations
