@@ -24,6 +24,7 @@ field.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
@@ -202,9 +203,4 @@ def _json(value: Any, refusal: str) -> None:
 
 def _root(path: str) -> str:
     """The top-level field of a langgraph index path (``a.b``, ``a[0]``, ``a[*].b``)."""
-    end = len(path)
-    for mark in (".", "["):
-        found = path.find(mark)
-        if found != -1:
-            end = min(end, found)
-    return path[:end]
+    return re.split(r"[.\[]", path, maxsplit=1)[0]

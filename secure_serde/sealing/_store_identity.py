@@ -59,7 +59,9 @@ def identity_plan(serde: EncryptedSerializer) -> Generator[list[Op], list[Result
             raise StoreIdentityError(
                 _UNEMPTY.format(key=IDENTITY_ITEM_KEY, namespace=RESERVED_NAMESPACE)
             )
-        yield [_new_identity_put(serde)]
+        type_tag, ciphertext = serde.dumps_typed_at(new_record(), _LOCATION)
+        value = {SEALED_FIELD: _cell.to_text(_cell.pack(_cell.IDENTITY, type_tag, ciphertext))}
+        yield [PutOp(RESERVED_NAMESPACE, IDENTITY_ITEM_KEY, value, index=False, ttl=None)]
         # Read back: if two processes raced to create it, both use the one kept.
         (found,) = yield [read]
         if found is None:
@@ -67,14 +69,6 @@ def identity_plan(serde: EncryptedSerializer) -> Generator[list[Op], list[Result
     if not isinstance(found, Item):
         raise StoreIdentityError("the inner store returned no item for the store identity")
     return _open(found, serde)
-
-
-def _new_identity_put(serde: EncryptedSerializer) -> PutOp:
-    record = new_record()
-    type_tag, ciphertext = serde.dumps_typed_at(record, _LOCATION)
-    del record
-    value = {SEALED_FIELD: _cell.to_text(_cell.pack(_cell.IDENTITY, type_tag, ciphertext))}
-    return PutOp(RESERVED_NAMESPACE, IDENTITY_ITEM_KEY, value, index=False, ttl=None)
 
 
 def _open(found: Item, serde: EncryptedSerializer) -> StoreIdentity:

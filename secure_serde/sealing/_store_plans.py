@@ -92,7 +92,9 @@ def _get(codec: ItemCodec, op: GetOp) -> Plan:
     (found,) = yield [op]
     if found is None:
         return None
-    return codec.open(_item(found))
+    if not isinstance(found, Item):
+        raise BindingError("the inner store returned something other than an item")
+    return codec.open(found)
 
 
 def _put(codec: ItemCodec, op: PutOp) -> Plan:
@@ -167,12 +169,6 @@ def _list_namespaces(op: ListNamespacesOp) -> Plan:
         ns for ns in found if not (isinstance(ns, Sequence) and tuple(ns[:1]) == RESERVED_NAMESPACE)
     ]
     return kept[op.offset : op.offset + op.limit]
-
-
-def _item(found: Any) -> Item:
-    if not isinstance(found, Item):
-        raise BindingError("the inner store returned something other than an item")
-    return found
 
 
 def _items(found: Any) -> list[SearchItem]:
