@@ -53,7 +53,7 @@ from secure_serde.ciphers import SealingCipher, is_sealing
 from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
 from secure_serde.sealing._identity import IDENTITY_THREAD, StoreIdentity
-from secure_serde.sealing._index import IndexGeneration, IndexKeys, canonical, matches
+from secure_serde.sealing._index import IndexGeneration, canonical, matches
 from secure_serde.sealing._record import inline_of, inlined, parse_record
 from secure_serde.serde import EncryptedSerializer
 
@@ -129,13 +129,13 @@ class Sealer:
     __slots__ = (
         "_cache",
         "_cipher",
-        "_identity",
-        "_index_keys",
         "_indexed",
         "_plaintext",
         "_records",
         "_serde",
         "_store",
+        "identity",
+        "index_keys",
     )
 
     def __init__(
@@ -147,17 +147,13 @@ class Sealer:
     ) -> None:
         self._serde = serde
         self._cipher = cast(SealingCipher, serde.cipher)
-        self._identity = identity
-        self._index_keys = identity.index_keys
+        self.identity = identity
+        self.index_keys = identity.index_keys
         self._store = identity.store_id
         self._indexed = frozenset(indexed)
         self._plaintext = frozenset(plaintext)
         self._records = JsonPlusSerializer()
         self._cache: dict[tuple[str, str, str, str], tuple[Any, bytes]] = {}
-
-    @property
-    def identity(self) -> StoreIdentity:
-        return self._identity
 
     def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, SealingCipher]:
         """The serializer and cipher for one thread's rows (one pair per store here).
@@ -267,11 +263,7 @@ class Sealer:
         return reduced(config), sealed
 
     def tokens(self, key: str, value: Any) -> list[str]:
-        return [generation.token(key, value) for generation in self._index_keys.generations]
-
-    @property
-    def index_keys(self) -> IndexKeys:
-        return self._index_keys
+        return [generation.token(key, value) for generation in self.index_keys.generations]
 
     def row_generation(self, stored: Mapping[str, Any]) -> IndexGeneration | None:
         """The index key a row's stored tokens are under (None: the row holds no token).
@@ -284,7 +276,7 @@ class Sealer:
         for key in sorted(self._indexed):
             if key not in stored:
                 continue
-            generation = self._index_keys.generation_of(key, stored[key])
+            generation = self.index_keys.generation_of(key, stored[key])
             if found is not None and generation is not found:
                 raise BlindIndexError(
                     "the stored metadata holds index tokens under two index keys: one put"
@@ -298,7 +290,7 @@ class Sealer:
         self, full: dict[str, Any], generation: IndexGeneration | None = None
     ) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        index = self._index_keys.current if generation is None else generation
+        index = self.index_keys.current if generation is None else generation
         for key, value in full.items():
             if key in self._plaintext or (key == PARENTS and _ids_only(value)):
                 out[key] = value
@@ -432,11 +424,10 @@ class Sealer:
             )
         if retoken:
             return
-        tokens = [(key, value) for key, value in expected.items() if key in self._indexed]
-        if all(stored[key] == value for key, value in tokens):
+        if all(stored[k] == v for k, v in expected.items() if k in self._indexed):
             return  # every token is the current key's, for its sealed value
         generation = self.row_generation(stored)
-        if generation is not None and generation is not self._index_keys.current:
+        if generation is not None and generation is not self.index_keys.current:
             expected = self._inner_metadata(sealed, generation)
         for key, value in expected.items():
             if key in self._indexed and stored[key] != value:

@@ -59,7 +59,6 @@ __all__ = [
     "parse_record",
     "refuse_unempty",
     "rotate_put",
-    "unenumerable",
 ]
 
 logger = logging.getLogger("secure_serde")
@@ -284,7 +283,14 @@ def identity_plan(inner: object, serde: EncryptedSerializer) -> Generator[Any, A
             threads = {str(t.config["configurable"].get("thread_id")) for t in rows}
             holds_checkpoints = bool(threads - {IDENTITY_THREAD})
         except ValueError:
-            unenumerable(inner)
+            # Some savers list one thread at a time only (``DynamoDBSaver.list(None)``).
+            # There, an identity deleted by an attacker is replaced instead of refused:
+            # the rows sealed under the old one are then refused, never read (SECURITY.md).
+            logger.warning(
+                "secure_serde: %s cannot list every thread, so SealedSaver cannot check that"
+                " the store is empty before creating its identity",
+                type(inner).__name__,
+            )
             holds_checkpoints = False
         except Exception:  # noqa: BLE001 - rows the inner serde cannot read are still rows
             holds_checkpoints = True
@@ -296,21 +302,6 @@ def identity_plan(inner: object, serde: EncryptedSerializer) -> Generator[Any, A
         if found is None:
             raise StoreIdentityError("the inner saver did not keep the store identity")
     return open_identity(found, serde)
-
-
-def unenumerable(inner: object) -> None:
-    """Log that ``inner`` cannot say whether the store is empty; the identity is created anyway.
-
-    Some savers list one thread at a time only (``DynamoDBSaver.list(None)``
-    raises ``ValueError``). There, an identity deleted by an attacker is
-    replaced instead of refused: the rows sealed under the old one are then
-    refused (`BindingError`), never read (SECURITY.md).
-    """
-    logger.warning(
-        "secure_serde: %s cannot list every thread, so SealedSaver cannot check that the store"
-        " is empty before creating its identity",
-        type(inner).__name__,
-    )
 
 
 def refuse_unempty() -> StoreIdentityError:
