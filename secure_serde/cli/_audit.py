@@ -120,9 +120,6 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-# -- the report as one document: --json prints it, _print_text reads it -------------------------
-
-
 def _row(row: RowRef | RowFailure) -> dict[str, Any]:
     if isinstance(row, RowFailure):
         return {**_row(row.ref), "reason": row.reason}

@@ -142,14 +142,12 @@ class CheckpointReader:
             return None
         if not unbound:
             self._binding_store = True
-        next_tasks = derive_next(saved.checkpoint)
+        next_tasks, deltas, error = derive_next(saved.checkpoint), {}, None
         try:
             deltas = read_deltas(self.saver, saved)
         except _READ_ERRORS as exc:
-            return CheckpointEntry(
-                checkpoint_id, saved, _describe(exc), next_tasks, unbound=unbound
-            )
-        return CheckpointEntry(checkpoint_id, saved, None, next_tasks, deltas, unbound)
+            error = _describe(exc)
+        return CheckpointEntry(checkpoint_id, saved, error, next_tasks, deltas, unbound)
 
     def close(self) -> None:
         self._view.close()
