@@ -21,7 +21,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple
 
 from secure_serde._engine import (
@@ -87,13 +86,6 @@ def thread_of(found: CheckpointTuple) -> str:
     return str(configurable.get("thread_id"))
 
 
-def row_config(key: tuple[str, str, str]) -> RunnableConfig:
-    thread, ns, checkpoint_id = key
-    return {
-        "configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
-    }
-
-
 def _check_count(name: str, value: int | None, least: int) -> None:
     if value is not None and (type(value) is not int or value < least):
         raise ConfigurationError(f"reindex({name}=) takes a count of rows, {least} or more")
@@ -155,7 +147,7 @@ class Puts:
     def apply(self, changes: Sequence[object]) -> Step[Sequence[bool]]:
         done = []
         for move in cast("Sequence[Move]", changes):
-            fresh = yield ("read", row_config(key_of(move.found)))
+            fresh = yield from self.reload(move)
             same = fresh is not None and dict(fresh.metadata) == dict(move.found.metadata)
             if same:
                 args = move.put_args
@@ -164,7 +156,9 @@ class Puts:
         return done
 
     def reload(self, change: object) -> Step[CheckpointTuple | None]:
-        found: CheckpointTuple | None = yield ("read", row_config(key_of(cast(Move, change).found)))
+        thread, ns, checkpoint_id = key_of(cast(Move, change).found)
+        ids = {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
+        found: CheckpointTuple | None = yield ("read", {"configurable": ids})
         return found
 
     def ref(self, unit: CheckpointTuple) -> CheckpointRow:
