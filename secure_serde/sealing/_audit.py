@@ -48,7 +48,7 @@ from secure_serde.sealing._saver import SealedSaver
 from secure_serde.sealing._store import SealedStore
 from secure_serde.sealing._store_codec import SEALED_FIELD
 from secure_serde.sealing._store_identity import RESERVED_NAMESPACE
-from secure_serde.sealing._tenant_inner import TenantInner, tenant_prefix, tenant_thread_prefix
+from secure_serde.sealing._tenant_inner import TenantSealer, tenant_prefix, tenant_thread_prefix
 from secure_serde.sealing._tenants import ShreddedScopes, TenantKeys
 from secure_serde.sealing._walks import key_of
 from secure_serde.serde import EncryptedSerializer
@@ -205,7 +205,7 @@ class _Tenants:
         self._keys = keys
         self._routing: SealedSaver | None = None
         self._by_prefix: dict[str, str] = {}
-        self._sealers: dict[str, tuple[TenantInner, Sealer]] = {}
+        self._sealers: dict[str, TenantSealer] = {}
         self.shredded = ShreddedScopes(frozenset(), frozenset())
         if keys is None:
             return
@@ -238,16 +238,16 @@ class _Tenants:
             )
         return tenant
 
-    def sealer(self, tenant: str) -> tuple[TenantInner, Sealer]:
+    def sealer(self, tenant: str) -> TenantSealer:
         hit = self._sealers.get(tenant)
         if hit is None:
             if self._routing is None:  # pragma: no cover - tenant_of refused it already
                 raise ConfigurationError("no tenant key store")
             scoped = self._routing.for_tenant(tenant)
-            adapter = scoped.inner
-            if not isinstance(adapter, TenantInner):  # pragma: no cover - for_tenant's own
-                raise ConfigurationError("a tenant's saver without its tenant adapter")
-            hit = self._sealers[tenant] = (adapter, scoped._ready())
+            sealer = scoped._ready()
+            if not isinstance(sealer, TenantSealer):  # pragma: no cover - for_tenant's own
+                raise ConfigurationError("a tenant's saver without its tenant sealer")
+            hit = self._sealers[tenant] = sealer
         return hit
 
 
@@ -312,8 +312,8 @@ class _Planner(_Counting):
                 tenant = self._tenants.tenant_of(prefix)
                 if self._tenants.shredded.covers(tenant, thread[len(prefix) :]):
                     return self._shred(key, tenant)
-                adapter, opener = self._tenants.sealer(tenant)
-                row = adapter.own(found)
+                opener = self._tenants.sealer(tenant)
+                row = opener.own(found)
             opened = opener.open(row)
         except ShreddedError as exc:
             # Shredded while the pass ran (the tombstones were read at its start).

@@ -242,7 +242,8 @@ class SealedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        return self.inner.put(*self._ready().put_args(config, checkpoint, metadata, new_versions))
+        put_args = self._ready().put_args(config, checkpoint, metadata, new_versions)
+        return cast(RunnableConfig, self._answer(("call", "put", put_args, {})))
 
     async def aput(
         self,
@@ -251,8 +252,8 @@ class SealedSaver(BaseCheckpointSaver[Any]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        sealer = await self._aready()
-        return await self.inner.aput(*sealer.put_args(config, checkpoint, metadata, new_versions))
+        put_args = (await self._aready()).put_args(config, checkpoint, metadata, new_versions)
+        return cast(RunnableConfig, await self._aanswer(("call", "put", put_args, {})))
 
     def put_writes(
         self,
@@ -262,7 +263,7 @@ class SealedSaver(BaseCheckpointSaver[Any]):
         task_path: str = "",
     ) -> None:
         inner_config, sealed = self._ready().seal_writes(config, writes, task_id, task_path)
-        self.inner.put_writes(inner_config, sealed, task_id, task_path)
+        self._answer(("call", "put_writes", (inner_config, sealed, task_id, task_path), {}))
 
     async def aput_writes(
         self,
@@ -273,15 +274,15 @@ class SealedSaver(BaseCheckpointSaver[Any]):
     ) -> None:
         sealer = await self._aready()
         inner_config, sealed = sealer.seal_writes(config, writes, task_id, task_path)
-        await self.inner.aput_writes(inner_config, sealed, task_id, task_path)
+        await self._aanswer(("call", "put_writes", (inner_config, sealed, task_id, task_path), {}))
 
     def delete_thread(self, thread_id: str) -> None:
         ids({"configurable": {"thread_id": thread_id}})
-        self.inner.delete_thread(thread_id)
+        self._answer(("call", "delete_thread", (thread_id,), {}))
 
     async def adelete_thread(self, thread_id: str) -> None:
         ids({"configurable": {"thread_id": thread_id}})
-        await self.inner.adelete_thread(thread_id)
+        await self._aanswer(("call", "delete_thread", (thread_id,), {}))
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Copy a thread through the inner saver's ``put``/``put_writes``, re-sealed for the target.

@@ -1,4 +1,4 @@
-"""One tenant's scope inside a sealed store: its rows (`TenantInner`), its binding and keys.
+"""One tenant's scope inside a sealed store: its rows, its binding and its keys (`TenantSealer`).
 
 The inner saver stores the tenant's thread ``t`` as ``"sst1:" + token + ":" + t``,
 the token a keyed hash of the tenant id. `TenantSealer` seals under the tenant's keys
@@ -10,30 +10,22 @@ from __future__ import annotations
 import string
 import struct
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Collection, Iterator
-from typing import TYPE_CHECKING, Any, Final, cast
+from collections.abc import Collection
+from typing import Any, Final, cast
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import BaseCheckpointSaver, CheckpointTuple
+from langgraph.checkpoint.base import CheckpointTuple
 
 from secure_serde._errors import BindingError
 from secure_serde.ciphers import SealingCipher
 from secure_serde.sealing._codec import Sealer
 from secure_serde.sealing._identity import StoreIdentity
 from secure_serde.sealing._index import TOKEN_PREFIX, BlindIndex
+from secure_serde.sealing._saver_plans import Ask, inner_call
 from secure_serde.sealing._tenants import TenantKeys
 from secure_serde.serde import EncryptedSerializer
 
-__all__ = [
-    "TenantInner",
-    "TenantSealer",
-    "tenant_prefix",
-    "tenant_store_id",
-    "tenant_thread_prefix",
-]
-
-if TYPE_CHECKING:
-    from secure_serde.sealing._saver import SealedSaver
+__all__ = ["TenantSealer", "tenant_prefix", "tenant_store_id", "tenant_thread_prefix"]
 
 
 TENANT_TAG: Final = "__secure_serde_tenant__"
@@ -90,9 +82,14 @@ class _TenantIndex(BlindIndex):
 
 
 class TenantSealer(Sealer):
-    """A `Sealer` whose every thread is sealed under that thread's own key."""
+    """A `Sealer` whose every thread is sealed under that thread's own key.
 
-    __slots__ = ("_keys", "_serdes", "_tenant")
+    It also translates a `SealedSaver` plan's asks of the inner saver
+    (``inward``) and their answers (``outward``) to this tenant's threads: ids
+    prefixed on the way in, checked and stripped on the way out.
+    """
+
+    __slots__ = ("_keys", "_serdes", "_tenant", "token")
 
     def __init__(  # noqa: PLR0913 - the sealer's own arguments, and whose keys
         self,
@@ -109,6 +106,7 @@ class TenantSealer(Sealer):
         super().__init__(serde, scoped, indexed, plaintext)
         self._keys = keys
         self._tenant = tenant
+        self.token = identity.index.token(TENANT_TAG, tenant)  # under the store's index key
         self._serdes: OrderedDict[str, tuple[SealingCipher, EncryptedSerializer]] = OrderedDict()
 
     def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, SealingCipher]:
@@ -125,64 +123,29 @@ class TenantSealer(Sealer):
             self._serdes.popitem(last=False)
         return serde, cipher
 
-
-class TenantInner(BaseCheckpointSaver[Any]):
-    """The inner saver, holding one tenant's threads only, under their own ids.
-
-    Thread ids are prefixed on the way in and stripped on the way out; a
-    row that comes back without the tenant's prefix is refused.
-    """
-
-    def __init__(self, root: SealedSaver, tenant: str) -> None:
-        super().__init__()
-        self._root = root
-        self.inner = root.inner
-        self._tenant = tenant
-        self._token: str | None = None
-
-    def __repr__(self) -> str:
-        return f"TenantInner({type(self.inner).__name__})"
-
-    @property
-    def config_specs(self) -> list[Any]:
-        return list(self.inner.config_specs)
-
-    def get_next_version(self, current: Any, channel: None) -> Any:
-        return self.inner.get_next_version(current, channel)
-
-    def _tag(self, identity: StoreIdentity | None = None) -> str:
-        """The tenant's token under the store identity's index key (computed once)."""
-        if self._token is None:
-            identity = identity or self._root._ready().identity
-            self._token = identity.index.token(TENANT_TAG, self._tenant)
-        return self._token
-
-    async def _atag(self) -> str:
-        if self._token is None:
-            return self._tag((await self._root._aready()).identity)
-        return self._token
-
     def own(self, found: CheckpointTuple) -> CheckpointTuple:
-        """A row read from the inner saver directly, as this tenant sees it (audit).
+        """A row read from the inner saver, as this tenant sees it.
 
         Raises:
             BindingError: the row is outside this tenant's threads.
         """
-        return cast(CheckpointTuple, _outward("get_tuple", found, self._tag()))
+        return cast(CheckpointTuple, _outward("get_tuple", found, self.token))
 
-    def list(self, config: RunnableConfig | None, **kwargs: Any) -> Iterator[CheckpointTuple]:
-        token = self._tag()
-        args, asked = _inward("list", token, (config,), kwargs)
-        for found in self.inner.list(*args, **asked):
-            yield _outward("get_tuple", found, token)
+    def inward(self, ask: Ask) -> Ask:
+        _, name, args, kwargs = inner_call(ask)
+        args, kwargs = _inward(name, self.token, args, kwargs)
+        # A read and a listing stay what they are: their decode failures are typed.
+        if ask[0] == "read":
+            return ("read", args[0])
+        if ask[0] == "rows":
+            return ("rows", args[0], kwargs)
+        return ("call", name, args, kwargs)
 
-    async def alist(
-        self, config: RunnableConfig | None, **kwargs: Any
-    ) -> AsyncIterator[CheckpointTuple]:
-        token = await self._atag()
-        args, asked = _inward("list", token, (config,), kwargs)
-        async for found in self.inner.alist(*args, **asked):
-            yield _outward("get_tuple", found, token)
+    def outward(self, ask: Ask, answer: Any) -> Any:
+        name = inner_call(ask)[1]
+        if name == "list":
+            return [self.own(found) for found in answer]
+        return _outward(name, answer, self.token)
 
 
 def _in(config: RunnableConfig | None, prefix: str) -> RunnableConfig | None:
@@ -240,25 +203,3 @@ def _outward(name: str, result: Any, token: str) -> Any:
         config=_out(result.config, _prefix(token)),
         parent_config=None if parent is None else _out(parent, _prefix(token)),
     )
-
-
-def _forwarded(name: str) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    def call(self: TenantInner, *args: Any, **kwargs: Any) -> Any:
-        token = self._tag()
-        args, kwargs = _inward(name, token, args, kwargs)
-        return _outward(name, getattr(self.inner, name)(*args, **kwargs), token)
-
-    async def acall(self: TenantInner, *args: Any, **kwargs: Any) -> Any:
-        token = await self._atag()
-        args, kwargs = _inward(name, token, args, kwargs)
-        return _outward(name, await getattr(self.inner, "a" + name)(*args, **kwargs), token)
-
-    return call, acall
-
-
-# ``prune`` and ``delete_for_runs`` are forwarded even where the inner saver lacks them: the
-# scoped saver offers them only where it has them (SealedSaver's variants).
-for _name in ("get_tuple", "put", "put_writes", "delete_thread", "prune", "delete_for_runs"):
-    _call, _acall = _forwarded(_name)
-    setattr(TenantInner, _name, _call)
-    setattr(TenantInner, "a" + _name, _acall)

@@ -1,9 +1,10 @@
 """`SealedSaver(inner, serde=..., tenant_keys=...)`: each call run by its tenant's saver.
 
 A call's tenant comes from its config (``configurable.tenant_id``, or the
-``tenant=`` callable); ``saver.for_tenant(tenant)`` runs it, a `SealedSaver`
-over that tenant's rows (`TenantInner`), binding and keys (`TenantSealer`).
-Calls that carry no config are refused on the routing saver (docs/tenants.md).
+``tenant=`` callable); ``saver.for_tenant(tenant)`` runs it: a `SealedSaver`
+whose asks of the inner saver its `TenantSealer` translates to the tenant's
+rows, and which seals under the tenant's binding and keys. Calls that carry
+no config are refused on the routing saver (docs/tenants.md).
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver
 
 from secure_serde._errors import ConfigurationError, TenantRequiredError
+from secure_serde.sealing import _saver_plans as plans
 from secure_serde.sealing._codec import Sealer
 from secure_serde.sealing._identity import StoreIdentity
 from secure_serde.sealing._saver import _VARIANTS, SealedSaver, register_tenant_variant
-from secure_serde.sealing._tenant_inner import TenantInner, TenantSealer
+from secure_serde.sealing._tenant_inner import TenantSealer
 from secure_serde.sealing._tenants import TenantKeys, check_tenant_id
 from secure_serde.sealing._walks import overrides
 
@@ -50,7 +52,7 @@ class _Scoped(SealedSaver):
     _tenant: str
 
     def __repr__(self) -> str:
-        return f"SealedSaver({type(self._root.inner).__name__}, tenant={self._tenant!r})"
+        return f"SealedSaver({type(self.inner).__name__}, tenant={self._tenant!r})"
 
     @property
     def tenant_id(self) -> str:
@@ -83,11 +85,18 @@ class _Scoped(SealedSaver):
         sealing = (self._encrypting, identity, self._indexed, self._plaintext)
         return TenantSealer(*sealing, self._root._keys, self._tenant)
 
-    def setup(self) -> None:
-        self._root.setup()
+    def _answer(self, ask: tuple[Any, ...]) -> Any:
+        if ask == plans.READY:
+            return self._ready()
+        sealer = cast(TenantSealer, self._ready())
+        return plans.answered(ask, sealer.outward(ask, super()._answer(sealer.inward(ask))))
 
-    async def asetup(self) -> None:
-        await self._root.asetup()
+    async def _aanswer(self, ask: tuple[Any, ...]) -> Any:
+        if ask == plans.READY:
+            return await self._aready()
+        sealer = cast(TenantSealer, await self._aready())
+        answer = await super()._aanswer(sealer.inward(ask))
+        return plans.answered(ask, sealer.outward(ask, answer))
 
 
 _NO_CONFIG: Final = (
@@ -154,7 +163,7 @@ class _Routing(SealedSaver):
             if scoped is None:
                 key = (overrides(self.inner, "prune"), overrides(self.inner, "delete_for_runs"))
                 scoped = _SCOPED_VARIANTS[key](
-                    TenantInner(self, tenant),
+                    self.inner,
                     serde=self._encrypting,
                     indexed_metadata=self._indexed,
                     plaintext_metadata=self._plaintext,

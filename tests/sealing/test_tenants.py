@@ -144,8 +144,7 @@ def test_a_row_of_one_tenant_moved_into_anothers_thread_is_refused(
 
 
 def _token(saver: SealedSaver, tenant: str) -> str:
-    scoped = saver.for_tenant(tenant)
-    token = scoped.inner._tag()  # type: ignore[attr-defined]
+    token = saver.for_tenant(tenant)._ready().token  # type: ignore[attr-defined]
     assert isinstance(token, str)
     return token
 
