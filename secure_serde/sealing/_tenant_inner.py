@@ -89,7 +89,7 @@ class TenantSealer(Sealer):
     prefixed on the way in, checked and stripped on the way out.
     """
 
-    __slots__ = ("_keys", "_serdes", "_tenant", "token")
+    __slots__ = ("_keys", "_serdes", "_tenant", "prefix", "token")
 
     def __init__(  # noqa: PLR0913 - the sealer's own arguments, and whose keys
         self,
@@ -107,6 +107,7 @@ class TenantSealer(Sealer):
         self._keys = keys
         self._tenant = tenant
         self.token = identity.index.token(TENANT_TAG, tenant)  # under the store's index key
+        self.prefix = _prefix(self.token)
         self._serdes: OrderedDict[str, tuple[SealingCipher, EncryptedSerializer]] = OrderedDict()
 
     def _crypto(self, thread: str, *, writing: bool) -> tuple[EncryptedSerializer, SealingCipher]:
@@ -129,23 +130,46 @@ class TenantSealer(Sealer):
         Raises:
             BindingError: the row is outside this tenant's threads.
         """
-        return cast(CheckpointTuple, _outward("get_tuple", found, self.token))
+        parent = found.parent_config
+        return found._replace(
+            config=_out(found.config, self.prefix),
+            parent_config=None if parent is None else _out(parent, self.prefix),
+        )
 
     def inward(self, ask: Ask) -> Ask:
+        """A plan's ask of the inner saver, for this tenant's threads only (tagged)."""
         _, name, args, kwargs = inner_call(ask)
-        args, kwargs = _inward(name, self.token, args, kwargs)
+        first, *rest = args
+        if name == "put":
+            rest[1] = {**rest[1], TENANT_TAG: self.token}
+        if name == "delete_thread":
+            first = self.prefix + str(first)
+        elif name == "prune":
+            first = [self.prefix + str(t) for t in first]
+        elif name != "delete_for_runs":
+            # Run-id tokens are the tenant's own (its blind-index key): no other tenant's match.
+            first = _in(first, self.prefix)
+        if name == "list":
+            kwargs = {**kwargs, "before": _in(kwargs.get("before"), self.prefix)}
+            if first is None:  # every thread: the tenant's own, by its tag
+                kwargs["filter"] = {**(kwargs.get("filter") or {}), TENANT_TAG: self.token}
         # A read and a listing stay what they are: their decode failures are typed.
         if ask[0] == "read":
-            return ("read", args[0])
+            return ("read", first)
         if ask[0] == "rows":
-            return ("rows", args[0], kwargs)
-        return ("call", name, args, kwargs)
+            return ("rows", first, kwargs)
+        return ("call", name, (first, *rest), kwargs)
 
     def outward(self, ask: Ask, answer: Any) -> Any:
+        """The inner saver's answer as this tenant sees it; a row of another is refused."""
         name = inner_call(ask)[1]
+        if answer is None:
+            return None
         if name == "list":
             return [self.own(found) for found in answer]
-        return _outward(name, answer, self.token)
+        if name == "get_tuple":
+            return self.own(answer)
+        return _out(answer, self.prefix) if name == "put" else answer
 
 
 def _in(config: RunnableConfig | None, prefix: str) -> RunnableConfig | None:
@@ -168,38 +192,3 @@ def _out(config: RunnableConfig, prefix: str) -> RunnableConfig:
         )
     configurable["thread_id"] = thread[len(prefix) :]
     return {**config, "configurable": configurable}
-
-
-def _inward(
-    name: str, token: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """The inner saver's arguments for ``name``: this tenant's threads, tagged."""
-    prefix = _prefix(token)
-    first, *rest = args
-    if name == "put":
-        rest[1] = {**rest[1], TENANT_TAG: token}
-    if name == "delete_thread":
-        first = prefix + str(first)
-    elif name == "prune":
-        first = [prefix + str(t) for t in first]
-    elif name != "delete_for_runs":
-        # Run-id tokens are the tenant's own (its blind-index key): no other tenant's match.
-        first = _in(first, prefix)
-    if name == "list":
-        kwargs = {**kwargs, "before": _in(kwargs.get("before"), prefix)}
-        if first is None:  # every thread: the tenant's own, by its tag
-            kwargs["filter"] = {**(kwargs.get("filter") or {}), TENANT_TAG: token}
-    return (first, *rest), kwargs
-
-
-def _outward(name: str, result: Any, token: str) -> Any:
-    """What the inner saver returned, as this tenant sees it; a row of another is refused."""
-    if result is None or name not in ("get_tuple", "put"):
-        return result
-    if name == "put":
-        return _out(result, _prefix(token))
-    parent = result.parent_config
-    return result._replace(
-        config=_out(result.config, _prefix(token)),
-        parent_config=None if parent is None else _out(parent, _prefix(token)),
-    )
