@@ -291,7 +291,7 @@ def metadata_envelope(data: bytes) -> None:
     parse_envelope(envelope)
     for reader in _v03_metadata():
         with contextlib.suppress(SecureSerdeError):
-            reader.open(serde, metadata, _ROW)
+            reader.open(serde.loads_typed, metadata, _ROW)
 
 
 # -- keyring JSON --------------------------------------------------------------------------------
