@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from secure_serde import rewrap  # noqa: E402
-from secure_serde.cli._audit_scan import audit_store  # noqa: E402
 from secure_serde.config import ConfiguredCiphers, require_ciphers  # noqa: E402
+from secure_serde.passes import audit_store  # noqa: E402
 from secure_serde.stores import open_store  # noqa: E402
 from tests.passes.rewrap_support import KEY_A, build_sqlite_store, rotation_serde  # noqa: E402
 

@@ -254,7 +254,7 @@ def test_a_layering_violation_is_found(importer: str, line: str) -> None:
         "from secure_serde.cli._rewrap import _positive",
         "from secure_serde.stores import _reason",
         "from secure_serde.savers import INDEX_METADATA_KEY",  # not in savers.__all__
-        "from secure_serde.cli._audit_scan import BINDING_KINDS",  # not in its __all__
+        "from secure_serde.cli._inspect import EXIT_SHOWN",  # not in its __all__
         "import secure_serde.savers._connect",
     ],
 )

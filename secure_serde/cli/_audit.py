@@ -1,9 +1,9 @@
 """``secure-serde audit STORE``: what a checkpoint store encrypts, under which keys, and what not.
 
 What it reports, and why each finding is one, is in docs/cli.md (``secure-serde audit``); the
-scan is `_audit_scan`, and a store SealedSaver sealed goes to `_audit_sealed`. Only names, ids,
-counts and error class names are printed: never a value, a key or a ciphertext. Exit codes:
-the epilog.
+scan is `secure_serde.passes.audit_store`, a store SealedSaver sealed goes to `_audit_sealed`,
+and what fixes each finding is `_problems`. Only names, ids, counts and error class names are
+printed: never a value, a key or a ciphertext. Exit codes: the epilog.
 """
 
 from __future__ import annotations
@@ -15,24 +15,25 @@ from typing import Any, Final
 
 from secure_serde._errors import ConfigurationError
 from secure_serde.cli._args import JSON, STORE, TENANT_KEYS, define, positive_int
-from secure_serde.cli._audit_scan import (
+from secure_serde.cli._audit_sealed import run_sealed
+from secure_serde.cli._fixes import NEW_STORE
+from secure_serde.cli._pretty import MAX_LISTED, capped, command, print_document
+from secure_serde.cli._rewrap import add_progress_options, progress_line
+from secure_serde.config import require_ciphers
+from secure_serde.passes import (
     LANGGRAPH_METADATA_KEYS,
     STATE_METADATA_KEYS,
     AuditReport,
     CipherGroup,
     Listed,
+    RowFailure,
     audit_store,
 )
-from secure_serde.cli._audit_sealed import run_sealed
-from secure_serde.cli._next import is_internal_channel
-from secure_serde.cli._pretty import MAX_LISTED, capped, command, print_document
-from secure_serde.cli._rewrap import add_progress_options, progress_line
-from secure_serde.config import require_ciphers
-from secure_serde.passes import RowFailure
 from secure_serde.serde import compression_line
 from secure_serde.stores import (
     DEFAULT_BATCH_SIZE,
     RowRef,
+    is_internal_channel,
     open_store,
     sealed_store_display,
 )
@@ -114,10 +115,81 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if bar is not None:
                 bar.finish()
-    code = EXIT_FINDINGS if report.problems() else EXIT_CLEAN
+    code = EXIT_FINDINGS if _problems(report) else EXIT_CLEAN
     document = report_json(report, code)
     print_document(document, args.json, lambda: _text(document, args.max_listed))
     return code
+
+
+def _problems(report: AuditReport) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """One finding per kind of problem: its kind, its text, and what fixes it, as (command,
+    why) pairs, the fix first, then any alternative. The kinds: ``plaintext``,
+    ``undecryptable``, ``refused``, ``legacy``, ``inline``, ``metadata``."""
+    store, flagged = report.store, report.flagged_metadata_keys()
+    adopt = command("adopt", store, NEW_STORE)
+    table = [
+        (
+            "plaintext",
+            report.plaintext.count,
+            "unencrypted serialized value(s)",
+            [(command("rewrap", store, "--allow-plaintext"), "encrypts them in place")],
+        ),
+        (
+            "undecryptable",
+            report.undecryptable.count,
+            "value(s) the configured keys cannot decrypt",
+            [
+                (
+                    adopt,
+                    "copies every row that opens into a new sealed store and lists the rest;"
+                    " first configure any key the rows name (`secure-serde keyring show FILE`"
+                    " lists the key ids a keyring holds)",
+                )
+            ],
+        ),
+        (
+            "refused",
+            report.refused.count,
+            "value(s) whose type tag nothing authenticates hold what the strict decoder"
+            " refuses (a type outside the allowlist, a pickle): planted or relabelled rows"
+            " would run code when loaded permissively; rewrap will not seal them",
+            [(adopt, "copies the store into a new sealed store, listing and leaving these")],
+        ),
+        (
+            "legacy",
+            sum(g.count for g in report.groups.values() if g.legacy),
+            "value(s) in langgraph's built-in format (type tag not authenticated):"
+            " run secure-serde rewrap",
+            [
+                (
+                    command("rewrap", store),
+                    "moves them to the current format; pickle rows also need"
+                    " --allow-legacy-pickle, only for a store nobody untrusted could write",
+                )
+            ],
+        ),
+        (
+            "inline",
+            report.inline_count,
+            "plaintext channel value(s) inline in the checkpoint JSON",
+            [
+                (
+                    command("adopt", store, NEW_STORE, "--accept-unvouched"),
+                    "seals them in a new store (each is listed as plaintext)",
+                )
+            ],
+        ),
+    ]
+    found = [(kind, f"{n:,} {text}", fixes) for kind, n, text, fixes in table if n]
+    if flagged:
+        allow = [arg for key in sorted(flagged) for arg in ("--allow-metadata-key", key)]
+        text = f"plaintext metadata key(s) not written by LangGraph: {sorted(flagged)}"
+        fixes = [
+            (adopt, "seals every metadata key in a new store"),
+            (command("audit", store, *allow), "if they are harmless in plaintext"),
+        ]
+        found.append(("metadata", text, fixes))
+    return found
 
 
 def _row(row: RowRef | RowFailure) -> dict[str, Any]:
@@ -153,7 +225,7 @@ def report_json(report: AuditReport, exit_code: int) -> dict[str, Any]:
             -1 if g.format_version is None else g.format_version,
         ),
     )
-    problems = report.problems()
+    problems = _problems(report)
     return {
         "store": report.store,
         "kind": report.kind,

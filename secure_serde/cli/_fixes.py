@@ -6,7 +6,7 @@ a shell comment after ``#``; where no command can repair a row (it was
 changed outside the application), the line says so and names the command
 to run once it is restored. ``NEW_STORE`` stands for the new store `adopt`
 copies into, which only the operator can name. What fixes each kind of audit
-finding is in its table (`AuditReport.problems`).
+finding is in its table (`_audit._problems`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """``secure-serde inspect STORE --thread T``: decrypt and show a checkpoint or a thread's history.
 
-What it shows is in docs/cli.md (``secure-serde inspect``); the reading is `_inspect_read`
-(its `SealedReader` on a store SealedSaver sealed), and ``next`` comes from `_next`, without the
-graph. This is a debugging tool: unlike audit, it prints state values. Exit codes: the epilog.
+What it shows is in docs/cli.md (``secure-serde inspect``); the reading is
+`secure_serde.stores.CheckpointReader` (`_inspect_read.SealedReader` on a store SealedSaver
+sealed), which derives ``next`` without the graph. This is a debugging tool: unlike audit, it
+prints state values. Exit codes: the epilog.
 """
 
 from __future__ import annotations
@@ -14,12 +15,17 @@ from typing import Any, Final
 
 from secure_serde import Migration
 from secure_serde.cli._args import JSON, STORE, define, positive_int
-from secure_serde.cli._inspect_read import CheckpointEntry, CheckpointReader, SealedReader
-from secure_serde.cli._next import is_internal_channel
+from secure_serde.cli._inspect_read import SealedReader
 from secure_serde.cli._pretty import compact, print_document, to_jsonable
 from secure_serde.config import PICKLE_PRESETS, serializer_from_env
 from secure_serde.serde import langgraph_internals as lg
-from secure_serde.stores import open_store, sealed_store_display
+from secure_serde.stores import (
+    CheckpointEntry,
+    CheckpointReader,
+    is_internal_channel,
+    open_store,
+    sealed_store_display,
+)
 
 __all__ = ["register"]
 

@@ -173,7 +173,7 @@ def to_jsonable(value: Any) -> Any:  # noqa: C901 - one branch per JSON-able typ
 
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
-    from langgraph.types import Send  # see _next.derive_next: kept off start-up
+    from langgraph.types import Send  # see stores._next.derive_next: kept off start-up
 
     if isinstance(value, Send):
         return {"__type__": "Send", "node": value.node, "arg": to_jsonable(value.arg)}

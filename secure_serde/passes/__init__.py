@@ -3,7 +3,8 @@
 `rewrap` moves every stored value under the current primary key, without
 deserializing it (its planners: `Planner` for a stock saver's store,
 ``SealedPlanner`` for a store `SealedSaver` sealed, ``ItemsPlanner`` for a
-`SealedStore`'s items). The batch loop (secure_serde/_engine.py) and `PassReport`
+`SealedStore`'s items); `audit_store` checks every row with `Planner`, writing nothing.
+The batch loop (secure_serde/_engine.py) and `PassReport`
 (secure_serde/_report.py) are shared by every pass: rewrap,
 ``secure_serde.savers.adopt``, ``SealedSaver.reindex``, the sealed audits, and
 `copy_thread`.
@@ -19,15 +20,30 @@ from secure_serde._report import (
 )
 from secure_serde._rows import CheckpointRow, RowFailure, Unvouched
 from secure_serde.passes._adopt import AdoptPlanner, SaverApplier, stored_checkpoints
+from secure_serde.passes._audit import (
+    LANGGRAPH_METADATA_KEYS,
+    STATE_METADATA_KEYS,
+    AuditCiphers,
+    AuditReport,
+    CipherGroup,
+    Listed,
+    audit_store,
+)
 from secure_serde.passes._copy import copy_thread
 from secure_serde.passes._plan import Planner
 from secure_serde.passes._rewrap import rewrap
 
 __all__ = [
     "CURRENT",
+    "LANGGRAPH_METADATA_KEYS",
     "MAX_LISTED_FAILURES",
+    "STATE_METADATA_KEYS",
     "AdoptPlanner",
+    "AuditCiphers",
+    "AuditReport",
     "CheckpointRow",
+    "CipherGroup",
+    "Listed",
     "PassProgress",
     "PassReport",
     "Planned",
@@ -39,6 +55,7 @@ __all__ = [
     "Skip",
     "Unreadable",
     "Unvouched",
+    "audit_store",
     "copy_thread",
     "rewrap",
     "run_batches",

@@ -17,10 +17,10 @@ Opening a store::
 
 Which tables hold cells, and the API (`Store`, `Cell`, `RowRef`, `Swap`,
 `HistoryView`, `scan_json_columns`, `V03Reader` and the 0.3 layout it reads):
-docs/rotation.md, "The store layer". A store secure_serde 0.3's savers wrote
-is read only by `V03Reader`; the passes refuse it (`refuse_v03`). Every connection a tool opens
-on a store is opened here, and every statement is a literal with bound
-parameters.
+docs/rotation.md, "The store layer". `CheckpointReader` is inspect's: checkpoints through
+`V03Reader`, with their ``next`` tasks derived without the graph. A store secure_serde 0.3's
+savers wrote is read only by `V03Reader`; the passes refuse it (`refuse_v03`). Every connection a
+tool opens on a store is opened here, and every statement is a literal with bound parameters.
 
 Errors opening, reading or writing a store raise `StoreError`, under
 `SecureSerdeError`.
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         is_items_layout,
         namespace_of,
     )
+    from secure_serde.stores._next import is_internal_channel
     from secure_serde.stores._open import (
         open_items,
         open_layout,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
         store_thread_ids,
     )
     from secure_serde.stores._postgres import PostgresStore
+    from secure_serde.stores._reader import CheckpointEntry, CheckpointReader
     from secure_serde.stores._sealed import (
         IDENTITY_KEY,
         RECORDS,
@@ -101,7 +103,9 @@ else:
         " namespace_of",
         "_open": "open_items open_layout open_sealed open_store sealed_items_at"
         " sealed_store_display store_thread_ids",
+        "_next": "is_internal_channel",
         "_postgres": "PostgresStore",
+        "_reader": "CheckpointEntry CheckpointReader",
         "_sealed": "IDENTITY_KEY RECORDS SEALED_RECORD_KEY SealedRow identity_ref is_sealed_layout",
         "_sqlite": "SqliteStore",
         "_v03": "V03Reader refuse_v03 written_by_v03",
@@ -130,7 +134,9 @@ __all__ = [
     "SEALED_RECORD_KEY",
     "V03_STRUCTURAL_METADATA_KEYS",
     "Cell",
+    "CheckpointEntry",
     "CheckpointId",
+    "CheckpointReader",
     "CheckpointTags",
     "HistoryView",
     "InlineChannel",
@@ -151,6 +157,7 @@ __all__ = [
     "checkpoint_tags",
     "identity_item_ref",
     "identity_ref",
+    "is_internal_channel",
     "is_items_layout",
     "is_sealed_layout",
     "metadata_record",

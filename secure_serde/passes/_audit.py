@@ -13,16 +13,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Protocol
 
-from secure_serde import EncryptedSerializer, Migration
-from secure_serde.ciphers import LEGACY_CIPHER_NAME, read_header
-from secure_serde.cli._fixes import NEW_STORE
-from secure_serde.cli._pretty import command
-from secure_serde.config import ConfiguredCiphers
+from secure_serde._engine import CURRENT, Unreadable
+from secure_serde._report import MAX_LISTED_FAILURES
+from secure_serde._rows import RowFailure
+from secure_serde.ciphers import LEGACY_CIPHER_NAME, TagAuthenticatingCipher, read_header
 from secure_serde.crypto import format_v1
-from secure_serde.passes import CURRENT, MAX_LISTED_FAILURES, Planner, RowFailure, Unreadable
-from secure_serde.serde import UNCOMPRESSED, compression_of, is_refusal
+from secure_serde.passes._plan import Planner
+from secure_serde.serde import (
+    UNCOMPRESSED,
+    EncryptedSerializer,
+    Migration,
+    compression_of,
+    is_refusal,
+)
 from secure_serde.stores import V03_STRUCTURAL_METADATA_KEYS as STRUCTURAL_METADATA_KEYS
 from secure_serde.stores import (
     Cell,
@@ -38,6 +43,7 @@ from secure_serde.stores import (
 __all__ = [
     "LANGGRAPH_METADATA_KEYS",
     "STATE_METADATA_KEYS",
+    "AuditCiphers",
     "AuditReport",
     "CipherGroup",
     "Listed",
@@ -61,6 +67,17 @@ _AUDIT_MIGRATION: Final = Migration(plaintext=True, legacy_pickle=True)
 # ones, the rest share one bucket, so a store of planted rows cannot grow memory.
 MAX_DISTINCT: Final = 256
 OTHER: Final = "(other)"
+
+
+class AuditCiphers(Protocol):
+    """The keys audit opens rows with: `secure_serde.config.ConfiguredCiphers`."""
+
+    @property
+    def primary(self) -> TagAuthenticatingCipher: ...
+    @property
+    def decrypt_only(self) -> tuple[TagAuthenticatingCipher, ...]: ...
+    def key_label(self, cipher_name: str, key_id: str | None) -> str | None: ...
+    def describe(self) -> list[str]: ...
 
 
 @dataclass
@@ -143,80 +160,10 @@ class AuditReport:
             if key not in LANGGRAPH_METADATA_KEYS and key not in self.allowed_metadata_keys
         }
 
-    def problems(self) -> list[tuple[str, str, list[tuple[str, str]]]]:
-        """One finding per kind of problem: its kind, its text, and what fixes it, as (command,
-        why) pairs, the fix first, then any alternative. The kinds: ``plaintext``,
-        ``undecryptable``, ``refused``, ``legacy``, ``inline``, ``metadata``."""
-        store, flagged = self.store, self.flagged_metadata_keys()
-        adopt = command("adopt", store, NEW_STORE)
-        table = [
-            (
-                "plaintext",
-                self.plaintext.count,
-                "unencrypted serialized value(s)",
-                [(command("rewrap", store, "--allow-plaintext"), "encrypts them in place")],
-            ),
-            (
-                "undecryptable",
-                self.undecryptable.count,
-                "value(s) the configured keys cannot decrypt",
-                [
-                    (
-                        adopt,
-                        "copies every row that opens into a new sealed store and lists the rest;"
-                        " first configure any key the rows name (`secure-serde keyring show FILE`"
-                        " lists the key ids a keyring holds)",
-                    )
-                ],
-            ),
-            (
-                "refused",
-                self.refused.count,
-                "value(s) whose type tag nothing authenticates hold what the strict decoder"
-                " refuses (a type outside the allowlist, a pickle): planted or relabelled rows"
-                " would run code when loaded permissively; rewrap will not seal them",
-                [(adopt, "copies the store into a new sealed store, listing and leaving these")],
-            ),
-            (
-                "legacy",
-                sum(g.count for g in self.groups.values() if g.legacy),
-                "value(s) in langgraph's built-in format (type tag not authenticated):"
-                " run secure-serde rewrap",
-                [
-                    (
-                        command("rewrap", store),
-                        "moves them to the current format; pickle rows also need"
-                        " --allow-legacy-pickle, only for a store nobody untrusted could write",
-                    )
-                ],
-            ),
-            (
-                "inline",
-                self.inline_count,
-                "plaintext channel value(s) inline in the checkpoint JSON",
-                [
-                    (
-                        command("adopt", store, NEW_STORE, "--accept-unvouched"),
-                        "seals them in a new store (each is listed as plaintext)",
-                    )
-                ],
-            ),
-        ]
-        found = [(kind, f"{n:,} {text}", fixes) for kind, n, text, fixes in table if n]
-        if flagged:
-            allow = [arg for key in sorted(flagged) for arg in ("--allow-metadata-key", key)]
-            text = f"plaintext metadata key(s) not written by LangGraph: {sorted(flagged)}"
-            fixes = [
-                (adopt, "seals every metadata key in a new store"),
-                (command("audit", store, *allow), "if they are harmless in plaintext"),
-            ]
-            found.append(("metadata", text, fixes))
-        return found
-
 
 class _Auditor:
     def __init__(
-        self, report: AuditReport, ciphers: ConfiguredCiphers | None, planner: Planner | None
+        self, report: AuditReport, ciphers: AuditCiphers | None, planner: Planner | None
     ) -> None:
         self._report = report
         self._ciphers = ciphers
@@ -289,7 +236,7 @@ def _add(listed: Listed, cell: Cell, outcome: Unreadable) -> None:
 
 def audit_store(
     store: Store,
-    ciphers: ConfiguredCiphers | None,
+    ciphers: AuditCiphers | None,
     *,
     batch_size: int,
     allowed_metadata_keys: frozenset[str] = frozenset(),
