@@ -17,6 +17,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
 from psycopg import sql
 
 from secure_serde import (
+    ConfigurationError,
     DecryptionError,
     SealedSaver,
     ShreddedError,
@@ -242,6 +243,24 @@ def test_calls_without_a_tenant_are_refused(
     scoped.delete_thread("t1")
     assert saver.get_tuple(config("acme", "t1")) is None
     assert [t.config["configurable"]["thread_id"] for t in scoped.list(None)] == ["t1-copy"] * 3
+
+
+async def test_reindex_is_refused_on_the_routing_and_the_tenant_saver(
+    inner: BaseCheckpointSaver[Any], keys: TenantKeys
+) -> None:
+    # Per-tenant tokens are keyed by the tenant's keys; reindex rotates the store's own
+    # index key. A tenant's saver used to fail later, naming a missing store identity.
+    saver = sealed(inner, keys)
+    _turn(saver, "acme", "t1", "hello")
+    before = [t.checkpoint["id"] for t in saver.list(config("acme", "t1"))]
+    for target in (saver, saver.for_tenant("acme")):
+        for dry_run in (True, False):
+            with pytest.raises(ConfigurationError, match="per-tenant index keys"):
+                target.reindex(dry_run=dry_run)
+            with pytest.raises(ConfigurationError, match="per-tenant index keys"):
+                await target.areindex(dry_run=dry_run)
+    assert [t.checkpoint["id"] for t in saver.list(config("acme", "t1"))] == before
+    assert _said(saver, "acme", "t1") == ["hello", "echo 1"]
 
 
 def _restore_sqlite(copy: Path, target: Path) -> None:
