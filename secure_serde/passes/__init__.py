@@ -23,7 +23,6 @@ from secure_serde.passes._adopt import AdoptPlanner, SaverApplier, stored_checkp
 from secure_serde.passes._audit import (
     LANGGRAPH_METADATA_KEYS,
     STATE_METADATA_KEYS,
-    AuditCiphers,
     AuditReport,
     CipherGroup,
     Listed,
@@ -39,7 +38,6 @@ __all__ = [
     "MAX_LISTED_FAILURES",
     "STATE_METADATA_KEYS",
     "AdoptPlanner",
-    "AuditCiphers",
     "AuditReport",
     "CheckpointRow",
     "CipherGroup",
