@@ -1,5 +1,8 @@
 """The audit of a store: one pass over its cells and its JSON columns, into an `AuditReport`.
 
+The cells go through the engine's loop (secure_serde/_engine.py) with a read-only planner and
+applier, as every other pass: nothing can be written.
+
 Each cell is sorted by what its type tag and header say (cipher name, key id, format version),
 then, unless decryption is turned off, authenticated by rewrap's `Planner` in dry-run verify
 mode (secure_serde/passes/_plan.py: nothing is deserialized, nor sealed again); a value it
@@ -15,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
-from secure_serde._engine import CURRENT, Unreadable
-from secure_serde._report import MAX_LISTED_FAILURES
+from secure_serde._engine import CURRENT, Outcome, ReadOnly, Skip, Unreadable, run_batches
+from secure_serde._report import MAX_LISTED_FAILURES, Tally
 from secure_serde._rows import RowFailure
 from secure_serde.ciphers import LEGACY_CIPHER_NAME, TagAuthenticatingCipher, read_header
 from secure_serde.crypto import format_v1
@@ -161,7 +164,13 @@ class AuditReport:
         }
 
 
+# What the engine counts for every cell: the findings are the report's, listed by the auditor.
+_AUDITED: Final = Skip("audited")
+
+
 class _Auditor:
+    """A read-only planner: each cell is sorted into the report, never planned for a change."""
+
     def __init__(
         self, report: AuditReport, ciphers: AuditCiphers | None, planner: Planner | None
     ) -> None:
@@ -170,7 +179,11 @@ class _Auditor:
         self._planner = planner
         self._by_header: dict[bytes, CipherGroup] = {}
 
-    def add(self, cell: Cell) -> None:
+    def plan(self, cell: Cell) -> Outcome:
+        self._sort(cell)
+        return _AUDITED
+
+    def _sort(self, cell: Cell) -> None:
         report = self._report
         report.cells += 1
         report.tables[cell.ref.table] += 1
@@ -230,6 +243,10 @@ class _Auditor:
         return group
 
 
+def _ref(cell: Cell) -> RowRef:
+    return cell.ref
+
+
 def _add(listed: Listed, cell: Cell, outcome: Unreadable) -> None:
     listed.add(RowFailure(cell.ref, outcome.reason, outcome.error), outcome.error.__name__)
 
@@ -269,14 +286,13 @@ def audit_store(
     refuse_v03(store, "audit", serde)
     auditor = _Auditor(report, ciphers, planner)
     total = store.count_all() if progress is not None else 0
-    scanned = 0
-    for table in store.tables:
-        for batch in store.iter_batches(table, batch_size):
-            for cell in batch:
-                auditor.add(cell)
-            scanned += len(batch)
-            if progress is not None:
-                progress(scanned, max(total, scanned))
+
+    def on_batch(tally: Tally) -> None:
+        if progress is not None:
+            progress(tally.scanned, max(total, tally.scanned))
+
+    batches = (batch for table in store.tables for batch in store.iter_batches(table, batch_size))
+    run_batches(batches, auditor, ReadOnly(_ref), dry_run=True, on_batch=on_batch)
     with HistoryView(store) as view:
         scan = scan_json_columns(view)
     report.metadata = scan.metadata
