@@ -56,6 +56,7 @@ __all__ = [
     "new_identity_put",
     "new_record",
     "open_identity",
+    "open_record",
     "parse_record",
     "refuse_unempty",
     "rotate_put",
@@ -113,17 +114,24 @@ def identity_config() -> RunnableConfig:
 
 @scrubbed  # the opened record holds the index key: no error leaves it in a frame local
 def open_identity(found: CheckpointTuple, serde: EncryptedSerializer) -> StoreIdentity:
-    record = _open_record(found, serde)
+    record = open_record(found.metadata, IDENTITY_KEY, _LOCATION, serde)
     return _parse(record)
 
 
 @scrubbed
-def _open_record(found: CheckpointTuple, serde: EncryptedSerializer) -> dict[str, Any]:
-    if not isinstance(found.metadata, Mapping):
+def open_record(
+    holder: object, key: str, location: Location, serde: EncryptedSerializer
+) -> dict[str, Any]:
+    """The record in the identity cell ``holder[key]``, sealed at ``location``.
+
+    The holder is a saver's identity metadata, or a store's identity item
+    (_store_identity.py).
+    """
+    if not isinstance(holder, Mapping):
         raise _not_ours()
-    cell = _cell.from_text(found.metadata.get(IDENTITY_KEY), _cell.IDENTITY)
     try:
-        record = serde.loads_typed_at((cell.type_tag, cell.ciphertext), _LOCATION)
+        cell = _cell.from_text(holder.get(key), _cell.IDENTITY)
+        record = serde.loads_typed_at((cell.type_tag, cell.ciphertext), location)
     except DecryptionError:
         record = None
     if record is None:
@@ -208,7 +216,7 @@ def rotate_put(
     The keys it held are kept, for reading, after it; the record is written
     as format 2. Returns the arguments and the new key's id.
     """
-    record = _open_record(found, serde)
+    record = open_record(found.metadata, IDENTITY_KEY, _LOCATION, serde)
     _parse(record)
     held = _key_entries(record)
     if len(held) >= _MAX_INDEX_KEYS:
@@ -227,7 +235,7 @@ def rotate_put(
 def drop_put(
     found: CheckpointTuple, serde: EncryptedSerializer
 ) -> tuple[RunnableConfig, Checkpoint, CheckpointMetadata]:
-    record = _open_record(found, serde)
+    record = open_record(found.metadata, IDENTITY_KEY, _LOCATION, serde)
     _parse(record)
     return _rekeyed_put(serde, record, _key_entries(record)[:1])
 

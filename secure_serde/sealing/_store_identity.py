@@ -25,10 +25,10 @@ from typing import Any, Final
 
 from langgraph.store.base import GetOp, Item, ListNamespacesOp, Op, PutOp, Result
 
-from secure_serde._errors import DecryptionError, StoreIdentityError
+from secure_serde._errors import StoreIdentityError
 from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
-from secure_serde.sealing._identity import StoreIdentity, new_record, parse_record
+from secure_serde.sealing._identity import StoreIdentity, new_record, open_record, parse_record
 from secure_serde.sealing._store_codec import SEALED_FIELD
 from secure_serde.serde import EncryptedSerializer
 
@@ -68,19 +68,4 @@ def identity_plan(serde: EncryptedSerializer) -> Generator[list[Op], list[Result
             raise StoreIdentityError("the inner store did not keep the store identity")
     if not isinstance(found, Item):
         raise StoreIdentityError("the inner store returned no item for the store identity")
-    return _open(found, serde)
-
-
-def _open(found: Item, serde: EncryptedSerializer) -> StoreIdentity:
-    stored = found.value if isinstance(found.value, dict) else {}
-    try:
-        cell = _cell.from_text(stored.get(SEALED_FIELD), _cell.IDENTITY)
-        record = serde.loads_typed_at((cell.type_tag, cell.ciphertext), _LOCATION)
-    except DecryptionError:
-        record = None
-    if record is None:
-        raise StoreIdentityError(
-            "the store identity does not open under the configured keys: it was"
-            " forged, or the store is sealed under other keys"
-        )
-    return parse_record(record)
+    return parse_record(open_record(found.value, SEALED_FIELD, _LOCATION, serde))

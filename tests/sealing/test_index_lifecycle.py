@@ -124,7 +124,8 @@ def _record(inner: BaseCheckpointSaver[Any]) -> dict[str, Any]:
     """The opened identity record (what the store holds, sealed)."""
     found = inner.get_tuple(_identity.identity_config())
     assert found is not None
-    return _identity._open_record(found, env_serde(KEY))
+    key, at = _identity.IDENTITY_KEY, _identity._LOCATION
+    return _identity.open_record(found.metadata, key, at, env_serde(KEY))
 
 
 def _key_id(key: bytes) -> str:
