@@ -86,18 +86,24 @@ def store_places(kind: str, tmp_path: Path, request: Any) -> Iterator[tuple[str,
     if kind == "sqlite":
         yield os.fspath(tmp_path / "checkpoints.sqlite"), os.fspath(tmp_path / "keys.sqlite")
         return
+    store = str(request.getfixturevalue("postgres_url"))
+    with new_database(request.getfixturevalue("postgres_server"), "keys") as keys:
+        yield store, keys
+
+
+@contextlib.contextmanager
+def new_database(server: Any, stem: str) -> Iterator[str]:
+    """A fresh PostgreSQL database on ``server`` (its URL), dropped on exit."""
     import uuid
 
     import psycopg
     from psycopg import sql
 
-    server = request.getfixturevalue("postgres_server")
-    store = str(request.getfixturevalue("postgres_url"))
-    name = f"keys_{uuid.uuid4().hex[:12]}"
+    name = f"{stem}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(server.conninfo, autocommit=True) as admin:
         admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
     try:
-        yield store, server.url(name)
+        yield server.url(name)
     finally:
         with psycopg.connect(server.conninfo, autocommit=True) as admin:
             admin.execute(

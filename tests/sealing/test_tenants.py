@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import subprocess
 import threading
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
-from psycopg import sql
 
 from secure_serde import (
     ConfigurationError,
@@ -33,6 +31,7 @@ from tests.sealing.tenants_support import (
     chat_graph,
     config,
     inner_saver,
+    new_database,
     sealed,
 )
 
@@ -40,21 +39,8 @@ from tests.sealing.tenants_support import (
 @pytest.fixture
 def make_db(postgres_server: PostgresServer) -> Iterator[Any]:
     """Creates fresh PostgreSQL databases (the checkpoint store, the key store: never one)."""
-    made: list[str] = []
-
-    def make() -> str:
-        name = f"tenants_{uuid.uuid4().hex[:12]}"
-        with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
-            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        made.append(name)
-        return postgres_server.url(name)
-
-    yield make
-    with psycopg.connect(postgres_server.conninfo, autocommit=True) as admin:
-        for name in made:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
+    with contextlib.ExitStack() as made:
+        yield lambda: made.enter_context(new_database(postgres_server, "tenants"))
 
 
 def _where(kind: str, tmp_path: Path, make_db: Any) -> str:
