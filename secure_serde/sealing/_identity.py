@@ -38,7 +38,12 @@ from typing import Any, Final, cast
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import Checkpoint, CheckpointMetadata, CheckpointTuple
 
-from secure_serde._errors import ConfigurationError, DecryptionError, StoreIdentityError
+from secure_serde._errors import (
+    BindingError,
+    ConfigurationError,
+    DecryptionError,
+    StoreIdentityError,
+)
 from secure_serde._scrub import scrubbed
 from secure_serde.crypto import Location
 from secure_serde.sealing import _cell
@@ -131,6 +136,10 @@ def open_record(
         raise _not_ours()
     try:
         cell = _cell.from_text(holder.get(key), _cell.IDENTITY)
+    except BindingError as exc:
+        # A damaged cell is not a key problem: say what is wrong with it, not "other keys".
+        raise StoreIdentityError(f"this store identity is malformed: {exc}") from None
+    try:
         record = serde.loads_typed_at((cell.type_tag, cell.ciphertext), location)
     except DecryptionError:
         record = None

@@ -272,6 +272,31 @@ def test_a_forged_identity_record_is_refused(tmp_path: Path) -> None:
         pass
 
 
+@pytest.mark.parametrize(
+    ("value", "detail"),
+    [
+        (None, "not sealed text"),
+        (5, "not sealed text"),
+        ("", "too short"),
+        ("!!!!", "not valid sealed text"),
+        ("U1NDMQQACG1zZ3Bh", "truncated"),
+    ],
+    ids=["none", "int", "empty", "not-base64", "truncated"],
+)
+def test_a_damaged_identity_cell_is_refused_saying_what_is_wrong(
+    tmp_path: Path, value: object, detail: str
+) -> None:
+    # A damaged cell is refused as the store identity, but naming the damage: "sealed under
+    # other keys" would send an operator to check keys that are fine.
+    db = tmp_path / "store.sqlite"
+    with sqlite_saver(db) as saver:
+        run_log_graph(saver, "t", 1)
+    damaged = json.dumps({"__secure_serde_store__": value})
+    execute(db, "UPDATE checkpoints SET metadata = ? WHERE thread_id = ?", (damaged, STORE_THREAD))
+    with pytest.raises(StoreIdentityError, match=f"malformed: .*{detail}"), sqlite_saver(db):
+        pass
+
+
 # -- 4. refuse before writing ------------------------------------------------------------------
 
 
