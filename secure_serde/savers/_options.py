@@ -8,22 +8,13 @@ unreachable, and not after SQLite has created an empty file at the path.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from langgraph.checkpoint.memory import InMemorySaver
 
 from secure_serde.sealing import SealedSaver
-from secure_serde.serde import EncryptedSerializer
 
-__all__ = ["SaverOptions", "checked_options"]
-
-
-class SaverOptions(TypedDict):
-    """The keyword options every thin constructor takes, as for `SealedSaver`."""
-
-    serde: EncryptedSerializer
-    indexed_metadata: NotRequired[Iterable[str]]
-    plaintext_metadata: NotRequired[Iterable[str]]
+__all__ = ["checked_options"]
 
 
 def _listed(keys: Iterable[str]) -> Iterable[str]:

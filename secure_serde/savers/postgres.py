@@ -18,11 +18,12 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, contextmanager, nullcontext
-from typing import Any, Final, Unpack
+from typing import Any, Final
 
 from secure_serde.sealing import PruningSealedSaver
+from secure_serde.serde import EncryptedSerializer
 
 _MISSING: Final = (
     "secure_serde.savers.postgres needs the postgres extra ({module} is not installed):"
@@ -37,7 +38,7 @@ try:
     from psycopg import AsyncPipeline, Pipeline
 
     from secure_serde.savers._connect import Dsn, aconnect, connect
-    from secure_serde.savers._options import SaverOptions, checked_options
+    from secure_serde.savers._options import checked_options
 except ImportError as exc:
     raise ModuleNotFoundError(_MISSING.format(module=exc.name), name=exc.name) from None
 
@@ -60,9 +61,20 @@ class PostgresSaver(PruningSealedSaver):
         return object.__new__(cls)
 
     def __init__(
-        self, conn: Conn, pipe: Pipeline | None = None, **options: Unpack[SaverOptions]
+        self,
+        conn: Conn,
+        pipe: Pipeline | None = None,
+        *,
+        serde: EncryptedSerializer,
+        indexed_metadata: Iterable[str] = (),
+        plaintext_metadata: Iterable[str] = (),
     ) -> None:
-        super().__init__(_StockPostgresSaver(conn, pipe), **options)
+        super().__init__(
+            _StockPostgresSaver(conn, pipe),
+            serde=serde,
+            indexed_metadata=indexed_metadata,
+            plaintext_metadata=plaintext_metadata,
+        )
 
     @classmethod
     @contextmanager
@@ -71,7 +83,9 @@ class PostgresSaver(PruningSealedSaver):
         conn_string: str,
         *,
         pipeline: bool = False,
-        **options: Unpack[SaverOptions],
+        serde: EncryptedSerializer,
+        indexed_metadata: Iterable[str] = (),
+        plaintext_metadata: Iterable[str] = (),
     ) -> Iterator[PostgresSaver]:
         """A saver on a new connection, closed on exit, opened as the stock one opens it.
 
@@ -80,7 +94,7 @@ class PostgresSaver(PruningSealedSaver):
         """
         dsn = Dsn(conn_string)  # no frame below holds the password as text
         del conn_string
-        checked = checked_options(**options)
+        checked = checked_options(serde, indexed_metadata, plaintext_metadata)
         with connect(dsn) as conn, conn.pipeline() if pipeline else nullcontext() as pipe:
             yield cls(conn, pipe, **checked)
 
@@ -99,9 +113,20 @@ class AsyncPostgresSaver(PruningSealedSaver):
         return object.__new__(cls)
 
     def __init__(
-        self, conn: AsyncConn, pipe: AsyncPipeline | None = None, **options: Unpack[SaverOptions]
+        self,
+        conn: AsyncConn,
+        pipe: AsyncPipeline | None = None,
+        *,
+        serde: EncryptedSerializer,
+        indexed_metadata: Iterable[str] = (),
+        plaintext_metadata: Iterable[str] = (),
     ) -> None:
-        super().__init__(_StockAsyncPostgresSaver(conn, pipe), **options)
+        super().__init__(
+            _StockAsyncPostgresSaver(conn, pipe),
+            serde=serde,
+            indexed_metadata=indexed_metadata,
+            plaintext_metadata=plaintext_metadata,
+        )
 
     @classmethod
     @asynccontextmanager
@@ -110,12 +135,14 @@ class AsyncPostgresSaver(PruningSealedSaver):
         conn_string: str,
         *,
         pipeline: bool = False,
-        **options: Unpack[SaverOptions],
+        serde: EncryptedSerializer,
+        indexed_metadata: Iterable[str] = (),
+        plaintext_metadata: Iterable[str] = (),
     ) -> AsyncIterator[AsyncPostgresSaver]:
         """As `PostgresSaver.from_conn_string`."""
         dsn = Dsn(conn_string)
         del conn_string
-        checked = checked_options(**options)
+        checked = checked_options(serde, indexed_metadata, plaintext_metadata)
         async with (
             await aconnect(dsn) as conn,
             conn.pipeline() if pipeline else nullcontext() as pipe,

@@ -16,12 +16,13 @@ Example::
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager, closing, contextmanager
-from typing import Final, Unpack
+from typing import Final
 
-from secure_serde.savers._options import SaverOptions, checked_options
+from secure_serde.savers._options import checked_options
 from secure_serde.sealing import SealedSaver
+from secure_serde.serde import EncryptedSerializer
 
 _MISSING: Final = (
     "secure_serde.savers.sqlite needs the sqlite extra ({module} is not installed):"
@@ -45,20 +46,37 @@ class SqliteSaver(SealedSaver):
     ``serde``, ``indexed_metadata`` and ``plaintext_metadata`` are as for `SealedSaver`.
     """
 
-    def __init__(self, conn: sqlite3.Connection, **options: Unpack[SaverOptions]) -> None:
-        super().__init__(_StockSqliteSaver(conn), **options)
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        serde: EncryptedSerializer,
+        indexed_metadata: Iterable[str] = (),
+        plaintext_metadata: Iterable[str] = (),
+    ) -> None:
+        super().__init__(
+            _StockSqliteSaver(conn),
+            serde=serde,
+            indexed_metadata=indexed_metadata,
+            plaintext_metadata=plaintext_metadata,
+        )
 
     @classmethod
     @contextmanager
     def from_conn_string(
-        cls, conn_string: str, **options: Unpack[SaverOptions]
+        cls,
+        conn_string: str,
+        *,
+        serde: EncryptedSerializer,
+        indexed_metadata: Iterable[str] = (),
+        plaintext_metadata: Iterable[str] = (),
     ) -> Iterator[SqliteSaver]:
         """A saver on a new connection (opened as the stock one opens it), closed on exit.
 
         The options are checked before connecting, so a bad one leaves no new
         file behind.
         """
-        checked = checked_options(**options)
+        checked = checked_options(serde, indexed_metadata, plaintext_metadata)
         with closing(sqlite3.connect(conn_string, check_same_thread=False)) as conn:
             yield cls(conn, **checked)
 
@@ -69,17 +87,32 @@ class AsyncSqliteSaver(SealedSaver):
     ``serde``, ``indexed_metadata`` and ``plaintext_metadata`` are as for `SealedSaver`.
     """
 
-    def __init__(self, conn: aiosqlite.Connection, **options: Unpack[SaverOptions]) -> None:
-        super().__init__(_StockAsyncSqliteSaver(conn), **options)
+    def __init__(
+        self,
+        conn: aiosqlite.Connection,
+        *,
+        serde: EncryptedSerializer,
+        indexed_metadata: Iterable[str] = (),
+        plaintext_metadata: Iterable[str] = (),
+    ) -> None:
+        super().__init__(
+            _StockAsyncSqliteSaver(conn),
+            serde=serde,
+            indexed_metadata=indexed_metadata,
+            plaintext_metadata=plaintext_metadata,
+        )
 
     @classmethod
     @asynccontextmanager
     async def from_conn_string(
         cls,
         conn_string: str,
-        **options: Unpack[SaverOptions],
+        *,
+        serde: EncryptedSerializer,
+        indexed_metadata: Iterable[str] = (),
+        plaintext_metadata: Iterable[str] = (),
     ) -> AsyncIterator[AsyncSqliteSaver]:
         """As `SqliteSaver.from_conn_string`."""
-        checked = checked_options(**options)
+        checked = checked_options(serde, indexed_metadata, plaintext_metadata)
         async with aiosqlite.connect(conn_string) as conn:
             yield cls(conn, **checked)

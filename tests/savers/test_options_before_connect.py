@@ -122,3 +122,32 @@ def test_indexed_keys_from_a_generator_are_indexed(tmp_path: Path) -> None:
     assert stored is not None
     stored_metadata: Any = stored.metadata
     assert str(stored_metadata["user"]).startswith("ssix")
+
+
+THIN = {
+    "SqliteSaver": SqliteSaver,
+    "AsyncSqliteSaver": AsyncSqliteSaver,
+    "PostgresSaver": PostgresSaver,
+    "AsyncPostgresSaver": AsyncPostgresSaver,
+}
+
+
+@pytest.mark.parametrize("name", sorted(THIN))
+def test_each_constructor_lists_its_options(name: str) -> None:
+    # help() and an IDE show what a thin constructor takes, as SealedSaver's own signature does.
+    import inspect
+
+    for method in (THIN[name].__init__, THIN[name].from_conn_string):
+        params = inspect.signature(method).parameters
+        for option in ("serde", "indexed_metadata", "plaintext_metadata"):
+            assert params[option].kind is inspect.Parameter.KEYWORD_ONLY, (method, option)
+        assert not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+
+
+def test_a_missing_serde_or_a_misspelled_option_names_the_constructor(tmp_path: Path) -> None:
+    path = tmp_path / "never.sqlite"
+    with pytest.raises(TypeError, match="from_conn_string"):
+        SqliteSaver.from_conn_string(str(path)).__enter__()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"from_conn_string.*serd"):
+        SqliteSaver.from_conn_string(str(path), serd=SERDE).__enter__()  # type: ignore[call-arg]
+    assert not path.exists()
