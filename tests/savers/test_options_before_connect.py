@@ -124,7 +124,7 @@ def test_indexed_keys_from_a_generator_are_indexed(tmp_path: Path) -> None:
     assert str(stored_metadata["user"]).startswith("ssix")
 
 
-THIN = {
+THIN: dict[str, Any] = {
     "SqliteSaver": SqliteSaver,
     "AsyncSqliteSaver": AsyncSqliteSaver,
     "PostgresSaver": PostgresSaver,
