@@ -95,6 +95,7 @@ class CheckpointReader:
             raise
         self._binding_store: bool | None = None
         self._serde = serde
+        self._migration = resolved
 
     def namespaces(self, thread_id: str) -> list[tuple[str, int]]:
         return self._view.namespaces(thread_id)
@@ -105,7 +106,7 @@ class CheckpointReader:
     def binding_store(self) -> bool:
         """Whether 0.3's savers wrote this store (`secure_serde.stores.written_by_v03`)."""
         if self._binding_store is None:
-            self._binding_store = written_by_v03(self._view, self._serde)
+            self._binding_store = written_by_v03(self._view, self._serde, self._migration)
         return self._binding_store
 
     def read(

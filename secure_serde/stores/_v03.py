@@ -25,6 +25,7 @@ import os
 import random
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
@@ -272,12 +273,17 @@ class V03Reader(BaseCheckpointSaver[str]):
         self.close()
 
 
-def written_by_v03(view: HistoryView, serde: EncryptedSerializer | None = None) -> bool:
+def written_by_v03(
+    view: HistoryView,
+    serde: EncryptedSerializer | None = None,
+    migration: Migration = Migration.NONE,
+) -> bool:
     """Whether secure_serde 0.3's savers wrote the store of ``view``.
 
     By the marks they left in plaintext (`HistoryView.v03_marks`); on SQLite,
     with a ``serde`` whose cipher binds, also by its newest checkpoint reading
-    as 0.3 wrote it (0.3's SQLite saver left no mark with ``seal_metadata=False``).
+    as 0.3 wrote it, bound, under ``migration`` (0.3's SQLite saver left no mark
+    with ``seal_metadata=False``; inspect passes the switches it reads with).
     """
     if view.v03_marks():
         return True
@@ -286,7 +292,8 @@ def written_by_v03(view: HistoryView, serde: EncryptedSerializer | None = None) 
     newest = view.newest_checkpoint()
     if newest is None:
         return False
-    reader = V03Reader(view, serde=serde, seal_metadata=False, migration=Migration.NONE)
+    bound = replace(migration, unbound=False)
+    reader = V03Reader(view, serde=serde, seal_metadata=False, migration=bound)
     keys = ("thread_id", "checkpoint_ns", "checkpoint_id")
     try:
         return reader.get_tuple({"configurable": dict(zip(keys, newest, strict=True))}) is not None
