@@ -301,6 +301,8 @@ def test_mutation_config_names_files_that_exist() -> None:
     import tomllib
 
     config = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["mutmut"]
-    named = [*config["only_mutate"], *config["pytest_add_cli_args_test_selection"]]
+    args = config["pytest_add_cli_args"]
+    deselected = [args[i + 1] for i, arg in enumerate(args) if arg == "--deselect"]
+    named = [*config["only_mutate"], *config["pytest_add_cli_args_test_selection"], *deselected]
     missing = [p for p in named if not (ROOT.parent / p.split("::")[0]).exists()]
     assert missing == [], f"[tool.mutmut] names paths that do not exist: {missing}"
