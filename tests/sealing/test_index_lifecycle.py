@@ -260,6 +260,12 @@ def test_a_token_under_an_unknown_key_id_is_refused(inner: BaseCheckpointSaver[A
     _reput(inner, row, forged)
     with pytest.raises(BlindIndexError, match="format-1"):
         saver.get_tuple(row.config)
+    # A stored token that is not text at all is the same typed refusal, never AttributeError.
+    for planted in (5, None, ["ssix2:", digest], {"ssix1": digest}):
+        forged["user"] = planted
+        _reput(inner, row, forged)
+        with pytest.raises(BlindIndexError, match="not an index token"):
+            saver.get_tuple(row.config)
 
 
 def test_a_row_under_a_dropped_key_is_refused_then_retokenized(
