@@ -166,9 +166,7 @@ class Puts:
 
 
 def begin_reindex(saver: Host, max_rows: int | None, batch_size: int = BATCH) -> None:
-    # A saver bound to one tenant (for_tenant) holds no keys of its own, but its tokens are
-    # still the tenant's: refused alike, rather than failing later on the store identity.
-    if saver._tenant_keys is not None or getattr(saver, "tenant_id", None) is not None:
+    if saver._tenant_keys is not None:
         raise ConfigurationError(
             "reindex() rotates the store's own index key; per-tenant index keys are"
             " rotated with the tenant's keys (docs/tenants.md)"

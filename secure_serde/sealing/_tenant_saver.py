@@ -168,7 +168,9 @@ class _Routing(SealedSaver):
                     indexed_metadata=self._indexed,
                     plaintext_metadata=self._plaintext,
                 )
-                scoped._root, scoped._tenant = self, tenant
+                # The tenant's saver holds the same keys: whatever refuses a tenant-keyed
+                # saver (reindex) refuses it too.
+                scoped._root, scoped._tenant, scoped._tenant_keys = self, tenant, self._keys
             self._scopes[tenant] = scoped  # now the most recently used
             while len(self._scopes) > _MAX_SCOPES:
                 self._scopes.popitem(last=False)
