@@ -15,6 +15,7 @@ things a layering cannot see:
 from __future__ import annotations
 
 import ast
+import tomllib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
@@ -298,8 +299,6 @@ def test_a_private_import_in_a_test_of_another_folder_is_found() -> None:
 def test_mutation_config_names_files_that_exist() -> None:
     # mutmut skips a path that matches nothing without a word, so a module renamed since the
     # config was written (as `_v1cipher` was) silently stopped being mutated.
-    import tomllib
-
     config = tomllib.loads((ROOT.parent / "pyproject.toml").read_text())["tool"]["mutmut"]
     args = config["pytest_add_cli_args"]
     deselected = [args[i + 1] for i, arg in enumerate(args) if arg == "--deselect"]
